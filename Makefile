@@ -1,0 +1,36 @@
+# The two commands of README.rst:  make demo  (train on digits fed by a Queue)
+#                                   make test  (the test suite)
+# Both install what they need on a fresh Debian bookworm machine first.
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.installed
+EXT         := theano_queue/_engine$(shell /usr/bin/python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) setup.py
+# Theano's own BLAS probe crashes on numpy 1.23: name OpenBLAS (a default the caller can override).
+export THEANO_FLAGS ?= floatX=float32,blas.ldflags=-lopenblas
+
+.PHONY: test demo bench doc deps clean
+test: $(EXT)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: $(EXT)
+	$(PY) examples/train_digits.py $(DEMO_ARGS)
+
+bench: $(EXT)
+	$(PY) -m theano_queue bench $(BENCH_ARGS)
+
+doc: $(EXT)
+	$(PY) -m sphinx -q -b html doc doc/_build/html
+
+deps: $(STAMP)
+
+$(STAMP): setup.py scripts/install-deps.sh
+	bash scripts/install-deps.sh $(VENV)
+	touch $@
+
+$(EXT): $(STAMP) $(ENGINE_SRC)
+	$(PY) setup.py -q build_ext --inplace
+	touch $@
+
+clean:
+	rm -rf build $(EXT) doc/_build

@@ -1,0 +1,48 @@
+#section support_code
+#line 3 "dequeue.c"
+/*
+ * Dequeue: takes the next element of a queue into the node's outputs.
+ *
+ * The wait happens in the engine with the GIL released; the copy out of the
+ * slot reuses the outputs' arrays from the previous call when their shapes
+ * still fit (the usual case: only a partial last batch differs).
+ */
+
+/* A C-contiguous array of the given shape and type: *out itself when it
+ * already is one, else a new one.  0, or -1 with an exception. */
+static int tq_fit_output(PyArrayObject **out, int ndim, const npy_intp *dims, int typenum)
+{
+    PyArrayObject *have = *out;
+    if (have && PyArray_NDIM(have) == ndim && PyArray_TYPE(have) == typenum && PyArray_ISCARRAY(have) &&
+        PyArray_CompareLists(PyArray_DIMS(have), dims, ndim))
+        return 0;
+    Py_XDECREF(have);
+    *out = (PyArrayObject *)PyArray_SimpleNew(ndim, (npy_intp *)dims, typenum);
+    return *out ? 0 : -1;
+}
+
+static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***outputs,
+                           const int *typenums, int n_outputs)
+{
+    if (tq_import() < 0)
+        return -1;
+    PyObject *ring = tq_api->resolve(token, who);
+    if (!ring)
+        return -1;
+    int slot, rc = 0;
+    if (tq_api->get_begin(ring, who, &slot) < 0) {
+        Py_DECREF(ring);
+        return -1;
+    }
+    for (int c = 0; c < n_outputs && rc == 0; c++) {
+        npy_intp dims[NPY_MAXDIMS];
+        int ndim = tq_api->element_shape(ring, slot, c, (intptr_t *)dims);
+        rc = tq_fit_output(outputs[c], ndim, dims, typenums[c]);
+        if (rc == 0)
+            memcpy(PyArray_DATA(*outputs[c]), tq_api->read_ptr(ring, slot, c),
+                   tq_api->element_bytes(ring, slot, c));
+    }
+    tq_api->get_end(ring, slot);
+    Py_DECREF(ring);
+    return rc;
+}

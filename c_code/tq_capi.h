@@ -1,0 +1,60 @@
+/*
+ * tq_capi.h: what the Ops' C code (compiled by Theano into modules of its own)
+ * needs from theano_queue._engine.  The module exports this table in the
+ * capsule theano_queue._engine._C_API; an Op calls tq_import() once and then
+ * tq_api->...  Every function that can fail returns -1 or NULL with a Python
+ * exception set whose message starts with `who` (the Op's name).
+ */
+#ifndef TQ_CAPI_H
+#define TQ_CAPI_H
+
+#include <Python.h>
+#include <stdint.h>
+
+#define TQ_CAPI_VERSION 1
+
+typedef struct {
+    int version;
+    /* The Ring a queue token (a weakref) points to: a new reference, or NULL
+     * with an exception when the queue was deleted. */
+    PyObject *(*resolve)(PyObject *token, const char *who);
+    /* Waits (GIL released, Ctrl-C and timeouts honoured) for the next element
+     * and reserves its slot.  0, or -1 with QueueClosed, QueueTimeout,
+     * FeederError or KeyboardInterrupt set. */
+    int (*get_begin)(PyObject *ring, const char *who, int *slot);
+    /* The element's shape for component c: ndim, and dims filled (leading axis
+     * = rows actually stored). */
+    int (*element_shape)(PyObject *ring, int slot, int c, intptr_t *dims);
+    const void *(*read_ptr)(PyObject *ring, int slot, int c);
+    size_t (*element_bytes)(PyObject *ring, int slot, int c);
+    /* Hands the slot back once everything is read from it. */
+    void (*get_end)(PyObject *ring, int slot);
+    /* Validates and puts one element given as a sequence of arrays; waits for
+     * space like get_begin.  The queue's size after the put, or -1. */
+    Py_ssize_t (*put)(PyObject *ring, const char *who, PyObject *arrays);
+    /* The engine itself, for backends' own calls (the GPU Ops). */
+    void *(*engine)(PyObject *ring);
+} tq_capi_t;
+
+#ifndef TQ_CAPI_PROVIDER
+static tq_capi_t *tq_api = NULL;
+
+/* 0 once tq_api is usable, -1 with an exception. */
+static int tq_import(void)
+{
+    if (tq_api)
+        return 0;
+    tq_capi_t *api = (tq_capi_t *)PyCapsule_Import("theano_queue._engine._C_API", 0);
+    if (!api)
+        return -1;
+    if (api->version != TQ_CAPI_VERSION) {
+        PyErr_Format(PyExc_ImportError, "theano_queue: C API version %d, expected %d; rebuild the package",
+                     api->version, TQ_CAPI_VERSION);
+        return -1;
+    }
+    tq_api = api;
+    return 0;
+}
+#endif /* TQ_CAPI_PROVIDER */
+
+#endif /* TQ_CAPI_H */

@@ -1,0 +1,56 @@
+"""Build and install theano_queue.
+
+The engine is plain C (c_code/): it builds with gcc alone; CUDA is loaded at
+run time when a queue targets a GPU.  Build the extension in place with
+``python setup.py build_ext --inplace`` or install with
+``pip install --no-build-isolation -e .`` (the extension must be compiled
+against the numpy that Theano runs with, numpy 1.23.5).
+"""
+import os
+
+import numpy
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENGINE_SOURCES = ["c_code/tq_module.c", "c_code/tq_ring.c", "c_code/tq_host.c"]
+
+
+class BuildWithCCode(build_py):
+    """Ship c_code/ inside the package: the Ops' C files are compiled by Theano at run time."""
+
+    def run(self):
+        super().run()
+        target = os.path.join(self.build_lib, "theano_queue", "c_code")
+        self.mkpath(target)
+        for name in sorted(os.listdir(os.path.join(HERE, "c_code"))):
+            if name.endswith((".c", ".h")):
+                self.copy_file(os.path.join(HERE, "c_code", name), os.path.join(target, name))
+
+
+setup(
+    name="theano_queue",
+    version="0.1.0",
+    description="Graph-level queue Ops for Theano: batches stream to the device while the model trains",
+    long_description=open(os.path.join(HERE, "README.rst")).read(),
+    long_description_content_type="text/x-rst",
+    packages=["theano_queue"],
+    python_requires=">=3.9",
+    install_requires=["numpy>=1.23,<1.24", "theano==1.0.5"],
+    extras_require={
+        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2"],
+        "demo": ["scikit-learn>=1.2"],
+        "doc": ["sphinx>=6"],
+    },
+    ext_modules=[
+        Extension(
+            "theano_queue._engine",
+            sources=ENGINE_SOURCES,
+            include_dirs=["c_code", numpy.get_include()],
+            extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],
+            libraries=["pthread", "dl"],
+        )
+    ],
+    cmdclass={"build_py": BuildWithCCode},
+    entry_points={"console_scripts": ["theano-queue = theano_queue.__main__:main"]},
+)

@@ -1,0 +1,236 @@
+"""Dequeue and Enqueue inside compiled Theano functions."""
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+from theano.compile.mode import Mode
+
+import theano_queue as tq
+from helpers import TAGGED, check_tagged, tagged_element
+
+XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
+
+
+def xy(value, rows=4):
+    return np.full((rows, 3), value, "float32"), np.arange(rows, dtype="int32") + int(value)
+
+
+def test_function_takes_a_new_element_every_call():
+    q = tq.Queue(XY, capacity=4, target="cpu")
+    x, y = q.dequeue()
+    f = theano.function([], [x * 2, y])
+    for i in range(3):
+        q.put(*xy(i))
+    for i in range(3):
+        x2, y_ = f()
+        np.testing.assert_array_equal(x2, 2 * xy(i)[0])
+        np.testing.assert_array_equal(y_, xy(i)[1])
+    assert q.size() == 0
+
+
+def test_not_constant_folded_at_compile_time():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    x, _ = q.dequeue()
+    q.put(*xy(1))
+    f = theano.function([], x.sum())
+    assert q.size() == 1, "compiling must not take an element"
+    assert f() == 12
+    q.put(*xy(2))
+    assert f() == 24
+
+
+def test_partial_batch_changes_the_variables_length():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    x, y = q.dequeue()
+    f = theano.function([], [x.shape[0], y.sum()])
+    q.put(*xy(1, rows=4))
+    q.put(*xy(1, rows=2))
+    assert [int(v) for v in f()] == [4, 4 * 1 + 6]
+    assert [int(v) for v in f()] == [2, 2 * 1 + 1]
+
+
+def test_two_dequeue_nodes_take_two_elements_in_graph_order():
+    q = tq.Queue(XY, capacity=4, target="cpu")
+    first, _ = q.dequeue()
+    second, _ = q.dequeue()
+    # Ask for them in the opposite order: the order they were made decides.
+    f = theano.function([], [second[0, 0], first[0, 0]])
+    for i in range(4):
+        q.put(*xy(i))
+    assert [float(v) for v in f()] == [1.0, 0.0]
+    assert [float(v) for v in f()] == [3.0, 2.0]
+
+
+def test_dequeues_of_two_queues_with_same_spec_are_not_merged():
+    a = tq.Queue(XY, target="cpu", name="a")
+    b = tq.Queue(XY, target="cpu", name="b")
+    f = theano.function([], [a.dequeue()[0].sum(), b.dequeue()[0].sum()])
+    a.put(*xy(1))
+    b.put(*xy(2))
+    assert [float(v) for v in f()] == [12.0, 24.0]
+
+
+def test_end_of_epoch_and_reopen_without_recompiling():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    for epoch in range(2):
+        for _ in range(1):
+            q.put(*xy(epoch + 1))
+        q.close()
+        assert f() == 12 * (epoch + 1)
+        with pytest.raises(tq.QueueClosed):
+            f()
+        q.reopen()
+
+
+def test_in_graph_enqueue_into_a_second_queue():
+    source = tq.Queue(XY, capacity=2, target="cpu", name="source")
+    sink = tq.Queue([("x", "float32", (4, 3)), ("n", "int64", ())], capacity=2, target="cpu", name="sink")
+    x, _ = source.dequeue()
+    size = sink.enqueue(x * 10, T.cast(x.shape[0], "int64"))
+    produce = theano.function([], size)
+    consume = theano.function([], sink.dequeue())
+
+    source.put(*xy(1, rows=3))
+    assert int(produce()) == 1
+    x_out, n_out = consume()
+    np.testing.assert_array_equal(x_out, 10 * xy(1, rows=3)[0])
+    assert int(n_out) == 3
+
+
+def test_enqueue_takes_a_mapping_and_checks_types():
+    q = tq.Queue(XY, target="cpu")
+    xs, ys = T.fmatrix("xs"), T.ivector("ys")
+    put = theano.function([xs, ys], q.enqueue({"x": xs, "y": ys}))
+    assert int(put(*xy(3))) == 1
+    np.testing.assert_array_equal(q.get()[1], xy(3)[1])
+    with pytest.raises(TypeError, match="component 'y': expected a 1-d int32 variable, got 1-d float32"):
+        q.enqueue(xs, T.fvector())
+
+
+def test_in_graph_enqueue_refuses_a_bad_shape_and_keeps_the_queue():
+    q = tq.Queue(XY, capacity=2, target="cpu", name="kept")
+    xs, ys = T.fmatrix("xs"), T.ivector("ys")
+    put = theano.function([xs, ys], q.enqueue(xs, ys))
+    put(*xy(1))
+    with pytest.raises(ValueError, match=r"Enqueue: queue 'kept', component 'x': expected shape \(<=4, 3\), got \(4, 5\)"):
+        put(np.zeros((4, 5), "float32"), np.zeros(4, "int32"))
+    assert q.size() == 1 and q.get()[0][0, 0] == 1
+
+
+def test_functions_of_queues_with_the_same_spec_share_compiled_code():
+    def compile_for(name):
+        q = tq.Queue([("w", "float64", (3, 3))], target="cpu", name=name)
+        return q, theano.function([], q.dequeue())
+
+    q1, f1 = compile_for("first")
+    q2, f2 = compile_for("second")
+    thunk_module = lambda f: f.fn.thunks[0].cthunk  # noqa: E731  (a C thunk, so the C code ran)
+    assert thunk_module(f1) is not None and thunk_module(f2) is not None
+    q1.put(np.eye(3))
+    q2.put(2 * np.eye(3))
+    assert f1()[0, 0] == 1 and f2()[0, 0] == 2
+
+
+def test_python_linker_uses_perform():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    x, y = q.dequeue()
+    sink = tq.Queue(XY, target="cpu")
+    size = sink.enqueue(x, y)
+    f = theano.function([], [x.sum(), size], mode=Mode(linker="py", optimizer="fast_compile"))
+    q.put(*xy(2))
+    total, after = f()
+    assert float(total) == 24 and int(after) == 1
+    np.testing.assert_array_equal(sink.get()[1], xy(2)[1])
+
+
+def test_deleted_queue_gives_a_clear_error():
+    q = tq.Queue(XY, target="cpu", name="gone")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    del q
+    gc.collect()
+    with pytest.raises(tq.QueueError, match="Dequeue: its queue was deleted while a compiled function still uses it"):
+        f()
+
+
+def test_timeout_in_a_function():
+    q = tq.Queue(XY, target="cpu", timeout=0.1)
+    f = theano.function([], q.dequeue()[0])
+    with pytest.raises(tq.QueueTimeout, match="Dequeue: queue '.*': no element within 0.1 s"):
+        f()
+    q.put(*xy(4))
+    assert f()[0, 0] == 4  # still usable
+
+
+def test_exactly_once_through_a_function_with_two_producers():
+    import threading
+
+    q = tq.Queue(TAGGED, capacity=3, target="cpu")
+    data, tag = q.dequeue()
+    f = theano.function([], [data, tag])
+    per_producer = 5000
+
+    def produce(producer):
+        rng = np.random.default_rng(10 + producer)
+        for sequence in range(per_producer):
+            q.put(*tagged_element(producer, sequence, rng, rows=1 + sequence % 16))
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in (0, 1)]
+    for t in threads:
+        t.start()
+    last = {0: -1, 1: -1}
+    for _ in range(2 * per_producer):
+        producer, sequence = check_tagged(*f())
+        assert sequence == last[producer] + 1
+        last[producer] = sequence
+    for t in threads:
+        t.join()
+    assert last == {0: per_producer - 1, 1: per_producer - 1}
+
+
+CTRL_C_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import theano, theano_queue as tq
+    q = tq.Queue([("x", "float32", (2,))], target="cpu")
+    f = theano.function([], q.dequeue())
+    print("ready", flush=True)
+    try:
+        f()
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(3)
+    """
+)
+
+
+def test_ctrl_c_stops_a_blocked_dequeue_within_half_a_second():
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        time.sleep(0.5)  # let it block in the dequeue
+        assert proc.poll() is None
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=5)
+        elapsed = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, proc.stderr.read()
+    assert elapsed < 0.5, "took %.3f s to stop" % elapsed

@@ -1,0 +1,269 @@
+"""The queue on the host: FIFO, exactly-once, states, timeouts, bad input."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import theano_queue as tq
+from helpers import TAGGED, check_tagged, tagged_element
+
+XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
+
+
+def xy(value, rows=4):
+    return np.full((rows, 3), value, "float32"), np.arange(rows, dtype="int32") + int(value)
+
+
+def test_fifo_order_and_values():
+    q = tq.Queue(XY, capacity=3, target="cpu")
+    for i in range(3):
+        assert q.put(*xy(i)) == i + 1
+    for i in range(3):
+        x, y = q.get()
+        np.testing.assert_array_equal(x, xy(i)[0])
+        np.testing.assert_array_equal(y, xy(i)[1])
+    assert q.size() == 0
+
+
+def test_put_forms_are_equivalent():
+    q = tq.Queue(XY, capacity=3, target="cpu")
+    x, y = xy(5)
+    q.put(x, y)
+    q.put((x, y))
+    q.put({"y": y, "x": x})
+    for _ in range(3):
+        got = q.get()
+        np.testing.assert_array_equal(got[0], x)
+        np.testing.assert_array_equal(got[1], y)
+
+
+def test_single_component_takes_bare_arrays():
+    q = tq.Queue([("x", "int16", (2, 2))], target="cpu")
+    q.put(np.ones((2, 2), "int16"))
+    q.put((np.zeros((2, 2), "int16"),))
+    assert q.get()[0].sum() == 4 and q.get()[0].sum() == 0
+
+
+def test_partial_batches_keep_their_length():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    q.put(*xy(1, rows=1))
+    q.put(*xy(2, rows=4))
+    x, y = q.get()
+    assert x.shape == (1, 3) and y.shape == (1,)
+    assert q.get()[0].shape == (4, 3)
+
+
+def test_scalar_components():
+    q = tq.Queue([("step", "int64", ()), ("lr", "float64", ())], target="cpu")
+    q.put(7, 0.5)
+    step, lr = q.get()
+    assert step.shape == () and step == 7 and lr == 0.5
+
+
+def test_two_producers_exactly_once_fifo_10000():
+    q = tq.Queue(TAGGED, capacity=4, target="cpu")
+    per_producer = 5000
+
+    def produce(producer):
+        rng = np.random.default_rng(producer)
+        for sequence in range(per_producer):
+            q.put(*tagged_element(producer, sequence, rng, rows=1 + sequence % 16))
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in (0, 1)]
+    for t in threads:
+        t.start()
+    last = {0: -1, 1: -1}
+    for _ in range(2 * per_producer):
+        producer, sequence = check_tagged(*q.get(timeout=10))
+        assert sequence == last[producer] + 1, "producer %d: %d after %d" % (producer, sequence, last[producer])
+        last[producer] = sequence
+    for t in threads:
+        t.join()
+    assert last == {0: per_producer - 1, 1: per_producer - 1}
+    assert q.size() == 0
+    stats = q.stats()
+    assert stats["enqueued"] == stats["dequeued"] == 2 * per_producer
+    assert stats["bytes_in"] == stats["bytes_out"] > 0
+
+
+def test_two_consumers_share_without_duplicates():
+    q = tq.Queue(TAGGED, capacity=3, target="cpu")
+    seen, lock = [], threading.Lock()
+
+    def consume():
+        while True:
+            try:
+                element = q.get(timeout=10)
+            except tq.QueueClosed:
+                return
+            with lock:
+                seen.append(check_tagged(*element))
+
+    consumers = [threading.Thread(target=consume) for _ in range(2)]
+    for t in consumers:
+        t.start()
+    rng = np.random.default_rng(0)
+    for sequence in range(2000):
+        q.put(*tagged_element(0, sequence, rng))
+    q.close()
+    for t in consumers:
+        t.join()
+    assert sorted(s for _, s in seen) == list(range(2000))
+
+
+def test_close_drains_then_raises():
+    q = tq.Queue(XY, capacity=3, target="cpu")
+    q.put(*xy(1))
+    q.put(*xy(2))
+    q.close()
+    assert q.closed
+    with pytest.raises(tq.QueueClosed, match="closed"):
+        q.put(*xy(3))
+    assert q.get()[0][0, 0] == 1 and q.get()[0][0, 0] == 2
+    with pytest.raises(tq.QueueClosed, match="closed and drained"):
+        q.get()
+
+
+def test_close_with_cancel_drops_pending():
+    q = tq.Queue(XY, capacity=3, target="cpu")
+    q.put(*xy(1))
+    q.put(*xy(2))
+    q.close(cancel_pending=True)
+    assert q.size() == 0
+    with pytest.raises(tq.QueueClosed):
+        q.get(timeout=1)
+    assert q.stats()["dropped"] == 2
+
+
+def test_close_wakes_a_blocked_consumer_and_producer():
+    q = tq.Queue(XY, capacity=1, target="cpu")
+    q.put(*xy(0))
+    outcomes = []
+
+    def blocked_put():
+        try:
+            q.put(*xy(1))
+            outcomes.append("put")
+        except tq.QueueClosed:
+            outcomes.append("closed")
+
+    t = threading.Thread(target=blocked_put)
+    t.start()
+    time.sleep(0.2)
+    q.close()
+    t.join(5)
+    assert outcomes == ["closed"]
+    assert q.get()[0][0, 0] == 0  # what was queued before the close is still there
+
+
+def test_reopen_after_drain_for_the_next_epoch():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    for epoch in range(3):
+        q.put(*xy(epoch))
+        q.close()
+        assert q.get()[0][0, 0] == epoch
+        with pytest.raises(tq.QueueClosed):
+            q.get()
+        q.reopen()
+        assert not q.closed
+
+
+def test_reopen_refuses_while_elements_are_left():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    q.put(*xy(1))
+    q.close()
+    with pytest.raises(tq.QueueError, match="still holds 1 element"):
+        q.reopen()
+    q.close(cancel_pending=True)
+    q.reopen()
+    q.put(*xy(2))
+    assert q.get()[0][0, 0] == 2
+
+
+def test_get_timeout():
+    q = tq.Queue(XY, target="cpu", timeout=0.2)
+    start = time.monotonic()
+    with pytest.raises(tq.QueueTimeout, match="no element within 0.2 s"):
+        q.get()
+    assert 0.15 < time.monotonic() - start < 2
+    assert isinstance(tq.QueueTimeout("x"), TimeoutError)
+
+
+def test_put_timeout_on_full_queue():
+    q = tq.Queue(XY, capacity=1, target="cpu")
+    q.put(*xy(1))
+    with pytest.raises(tq.QueueTimeout, match="no free slot"):
+        q.put(*xy(2), timeout=0.1)
+    assert q.size() == 1 and q.get()[0][0, 0] == 1
+
+
+def test_failure_reaches_consumer_after_the_elements_before_it():
+    q = tq.Queue(XY, capacity=3, target="cpu")
+    q.put(*xy(1))
+    cause = ValueError("disk on fire")
+    q.fail(cause)
+    assert q.get()[0][0, 0] == 1
+    with pytest.raises(tq.FeederError, match="disk on fire") as info:
+        q.get()
+    assert info.value.__cause__ is cause
+
+
+BAD_INPUTS = [
+    ("wrong dtype", lambda: (np.zeros((4, 3), "float64"), np.zeros(4, "int32")), TypeError,
+     r"component 'x': expected dtype float32, got float64"),
+    ("too few components", lambda: (np.zeros((4, 3), "float32"),), ValueError,
+     r"expected 2 components \(x, y\), got 1"),
+    ("too many components", lambda: (np.zeros((4, 3), "float32"), np.zeros(4, "int32"), 1), ValueError,
+     r"expected 2 components \(x, y\), got 3"),
+    ("wrong ndim", lambda: (np.zeros((4, 3, 1), "float32"), np.zeros(4, "int32")), ValueError,
+     r"component 'x': expected 2 dimensions, shape \(<=4, 3\); got 3, shape \(4, 3, 1\)"),
+    ("wrong inner axis", lambda: (np.zeros((4, 2), "float32"), np.zeros(4, "int32")), ValueError,
+     r"component 'x': expected shape \(<=4, 3\), got \(4, 2\)"),
+    ("leading axis too long", lambda: (np.zeros((4, 3), "float32"), np.zeros(5, "int32")), ValueError,
+     r"component 'y': expected shape \(<=4,\), got \(5,\)"),
+    ("missing key", lambda: ({"x": np.zeros((4, 3), "float32")},), ValueError, r"missing 'y'"),
+    ("unknown key", lambda: ({"x": np.zeros((4, 3), "float32"), "y": np.zeros(4, "int32"), "z": 1},),
+     ValueError, r"unknown 'z'"),
+]
+
+
+@pytest.mark.parametrize("label, element, error, message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_is_refused_and_queue_stays_intact(label, element, error, message):
+    q = tq.Queue(XY, capacity=2, target="cpu", name="intact")
+    q.put(*xy(1))
+    with pytest.raises(error, match=message) as info:
+        q.put(*element())
+    assert "intact" in str(info.value)
+    assert q.size() == 1 and q.stats()["enqueued"] == 1
+    q.put(*xy(2))
+    assert [q.get()[0][0, 0] for _ in range(2)] == [1, 2]
+
+
+def test_bad_specs_are_refused():
+    with pytest.raises(ValueError, match="capacity"):
+        tq.Queue(XY, capacity=0, target="cpu")
+    with pytest.raises(ValueError, match="declared twice"):
+        tq.Queue([("x", "float32", (2,)), ("x", "float32", (2,))], target="cpu")
+    with pytest.raises(TypeError, match="not a dtype"):
+        tq.Queue([("x", "notatype", (2,))], target="cpu")
+    with pytest.raises(ValueError, match="leading axis >= 1"):
+        tq.Queue([("x", "float32", (0, 2))], target="cpu")
+    with pytest.raises(ValueError, match="neither 'cpu' nor a Theano GPU context"):
+        tq.Queue(XY, target="dev7")
+
+
+def test_non_contiguous_input_is_copied_correctly():
+    q = tq.Queue([("x", "float32", (4, 3))], target="cpu")
+    base = np.arange(24, dtype="float32").reshape(4, 6)
+    q.put(base[:, ::2])
+    np.testing.assert_array_equal(q.get()[0], base[:, ::2])
+
+
+def test_stats_count_waits():
+    q = tq.Queue(XY, capacity=1, target="cpu")
+    threading.Timer(0.2, lambda: q.put(*xy(1))).start()
+    q.get(timeout=5)
+    stats = q.stats()
+    assert stats["consumer_wait_s"] >= 0.1
+    assert set(stats) >= {"enqueued", "dequeued", "bytes", "producer_wait_s", "consumer_wait_s", "size"}

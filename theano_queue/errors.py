@@ -1,0 +1,34 @@
+"""The exceptions a queue raises.  All derive from :class:`QueueError`."""
+import sys
+
+
+class QueueError(Exception):
+    """Base class of every error theano_queue raises on purpose."""
+
+
+class QueueClosed(QueueError):
+    """Dequeue from a closed queue that has been drained, or put into a closed queue.
+
+    A training loop catches it to end an epoch.
+    """
+
+
+class QueueTimeout(QueueError, TimeoutError):
+    """A put or dequeue waited longer than its timeout."""
+
+
+class FeederError(QueueError):
+    """The feeder's source raised.
+
+    Raised at the dequeue once every element produced before the failure has
+    been taken.  ``__cause__`` is the source's own exception, traceback kept.
+    """
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        # Theano re-raises an Op's exception as a new instance of its type with
+        # a longer message, built while the original is being handled: carry
+        # the original's cause over, or the source's exception would be lost.
+        handled = sys.exc_info()[1]
+        if isinstance(handled, FeederError) and handled is not self and handled.__cause__ is not None:
+            self.__cause__ = handled.__cause__

@@ -1,0 +1,215 @@
+"""Dequeue and Enqueue: the Theano Ops that take elements out of a queue and put them in.
+
+Each node's first input is a *queue token*: a generic shared variable holding a
+weak reference to the queue's ring.  Tokens keep the pitfalls away:
+
+* the ring is not among the Op's props, so the compile cache can pickle its key,
+  and every queue of the same components shares one compiled module;
+* each ``q.dequeue()`` has its own token, so Theano never merges two dequeues;
+* a queue deleted while a function still uses it is a clear error, not a crash.
+
+Their C code is in ``c_code/dequeue.c`` and ``c_code/enqueue.c``; ``perform``
+does the same through the engine's Python face for the Python linker.
+"""
+import hashlib
+import os
+import weakref
+from collections import OrderedDict
+
+from theano.compile import optdb
+from theano.compile.sharedvalue import SharedVariable
+from theano.gof import Apply, COp, Optimizer, toolbox
+from theano.gof.type import generic
+from theano.tensor import TensorType, as_tensor_variable, lscalar
+
+from .paths import c_code_dir
+
+QUEUE_HEADERS = ("tq_capi.h",)
+
+
+def make_token(ring, queue_name, sequence):
+    """A new token for one node of ``ring``'s queue; ``sequence`` orders the nodes."""
+    token = SharedVariable(
+        type=generic, value=weakref.ref(ring), name="%s.token%d" % (queue_name, sequence), strict=False
+    )
+    token.tag.queue_sequence = (id(ring), sequence)
+    return token
+
+
+def resolve_token(token_value, who):
+    ring = token_value()
+    if ring is None:
+        from .errors import QueueError
+
+        raise QueueError(
+            "%s: its queue was deleted while a compiled function still uses it; keep the Queue "
+            "alive as long as the functions that dequeue from it or enqueue into it" % who
+        )
+    return ring
+
+
+class QueueCOp(COp):
+    """What Dequeue and Enqueue share: their C file, the engine's header, the token."""
+
+    c_file = None  # set by subclasses
+
+    def __init__(self, components, queue_name):
+        COp.__init__(self, [os.path.join(c_code_dir(), self.c_file)])
+        self.components = tuple(components)
+        self.queue_name = queue_name
+
+    # The queue's name is for messages only: it must not split the compile
+    # cache, so it is not a prop and the C code does not see it (the engine's
+    # own messages name the queue).
+    __props__ = ("components",)
+
+    def __str__(self):
+        return "%s{%s}" % (type(self).__name__, self.queue_name)
+
+    def do_constant_folding(self, node):
+        # Folding would run the Op once at compile time and freeze its result.
+        return False
+
+    def c_header_dirs(self):
+        return [c_code_dir()]
+
+    def c_headers(self):
+        return list(QUEUE_HEADERS)
+
+    def c_code_cache_version(self):
+        # COp hashes its own C file; the headers it includes count too.
+        digest = hashlib.sha256()
+        for name in QUEUE_HEADERS:
+            with open(os.path.join(c_code_dir(), name), "rb") as f:
+                digest.update(f.read())
+        return super().c_code_cache_version() + (digest.hexdigest(),)
+
+    def output_types(self):
+        return [TensorType(c.dtype, c.broadcastable)() for c in self.components]
+
+
+class Dequeue(QueueCOp):
+    """Takes the next element of a queue: one output per component.
+
+    Blocks (without the GIL) until an element is there; raises QueueClosed
+    once the queue is closed and drained, QueueTimeout after the queue's
+    timeout, FeederError when the feeder's source failed.
+    """
+
+    c_file = "dequeue.c"
+
+    def make_node(self, token):
+        return Apply(self, [token], self.output_types())
+
+    def perform(self, node, inputs, outputs, params=None):
+        ring = resolve_token(inputs[0], str(self))
+        for storage, array in zip(outputs, ring.get()):
+            storage[0] = array
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return """{
+    PyArrayObject **tq_outputs[] = {%(outs)s};
+    const int tq_typenums[] = {%(typenums)s};
+    if (tq_dequeue_into("%(who)s", %(token)s, tq_outputs, tq_typenums, %(n)d) != 0) {
+        %(fail)s
+    }
+}""" % dict(
+            outs=", ".join("&" + o for o in outputs),
+            typenums=", ".join(o.type.dtype_specs()[2] for o in node.outputs),
+            who=type(self).__name__,
+            token=inputs[0],
+            n=len(outputs),
+            fail=sub["fail"],
+        )
+
+
+class Enqueue(QueueCOp):
+    """Puts its inputs into a queue as one element; outputs the queue's size afterwards."""
+
+    c_file = "enqueue.c"
+
+    def make_node(self, token, *values):
+        if len(values) != len(self.components):
+            raise ValueError(
+                "%s: expected %d components (%s), got %d"
+                % (self, len(self.components), ", ".join(c.name for c in self.components), len(values))
+            )
+        checked = []
+        for component, value in zip(self.components, values):
+            value = as_tensor_variable(value)
+            if value.dtype != component.dtype or value.ndim != len(component.shape):
+                raise TypeError(
+                    "%s, component %r: expected a %d-d %s variable, got %d-d %s (%s)"
+                    % (self, component.name, len(component.shape), component.dtype, value.ndim, value.dtype, value)
+                )
+            checked.append(value)
+        return Apply(self, [token] + checked, [lscalar()])
+
+    def perform(self, node, inputs, outputs, params=None):
+        import numpy as np
+
+        ring = resolve_token(inputs[0], str(self))
+        outputs[0][0] = np.asarray(ring.put(inputs[1:]), dtype="int64")
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return """{
+    PyArrayObject *tq_inputs[] = {%(ins)s};
+    if (tq_enqueue_from("%(who)s", %(token)s, tq_inputs, %(n)d, &%(out)s) != 0) {
+        %(fail)s
+    }
+}""" % dict(
+            ins=", ".join(inputs[1:]),
+            who=type(self).__name__,
+            token=inputs[0],
+            n=len(inputs) - 1,
+            out=outputs[0],
+            fail=sub["fail"],
+        )
+
+
+# ---- ordering ----------------------------------------------------------------------
+
+
+def is_queue_node(node):
+    token = node.inputs[0] if node.inputs else None
+    return token is not None and hasattr(token.tag, "queue_sequence")
+
+
+class QueueOrder(toolbox.Feature):
+    """Runs the nodes of one queue in the order they were made.
+
+    Two dequeues in one function are independent to Theano; this makes the
+    first ``q.dequeue()`` take the first element.  Data dependencies always
+    point from older nodes to newer ones, so the order never makes a cycle.
+    """
+
+    def orderings(self, fgraph):
+        by_queue = OrderedDict()
+        for node in fgraph.apply_nodes:
+            if is_queue_node(node):
+                queue, sequence = node.inputs[0].tag.queue_sequence
+                by_queue.setdefault(queue, []).append((sequence, node))
+        order = OrderedDict()
+        for nodes in by_queue.values():
+            nodes.sort(key=lambda pair: pair[0])
+            for (_, before), (_, after) in zip(nodes, nodes[1:]):
+                order[after] = [before]
+        return order
+
+
+class AttachQueueOrder(Optimizer):
+    """Attaches :class:`QueueOrder` to every function graph that uses a queue."""
+
+    def add_requirements(self, fgraph):
+        pass
+
+    def apply(self, fgraph):
+        if any(isinstance(f, QueueOrder) for f in fgraph._features):
+            return
+        if any(is_queue_node(node) for node in fgraph.apply_nodes):
+            fgraph.attach_feature(QueueOrder())
+
+
+optdb.register("theano_queue_order", AttachQueueOrder(), 0.01, "fast_run", "fast_compile", "theano_queue")
+
+__all__ = ["Dequeue", "Enqueue", "make_token", "QueueOrder"]

@@ -1,0 +1,167 @@
+"""Queue: a bounded FIFO of batches that compiled Theano graphs dequeue from."""
+import itertools
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _engine, target as _target
+from .spec import element_arrays, parse_components
+
+_names = itertools.count()
+
+
+class Queue:
+    """A bounded FIFO of elements, each one batch of every component.
+
+    ::
+
+        q = Queue([("x", "float32", (128, 64)), ("y", "int32", (128,))], capacity=3)
+        x, y = q.dequeue()            # symbolic: use them to build the graph
+        q.put(x_batch, y_batch)       # or q.put({"x": ..., "y": ...}), or a Feeder
+
+    Parameters
+    ----------
+    components : list of (name, dtype, shape)
+        ``shape[0]`` bounds the batch axis: an element may be shorter there (a
+        partial last batch) and the dequeued variable then has that length.
+        The other axes are fixed.
+    capacity : int
+        Elements the queue holds at most; producers wait when it is full.
+    target : None, "cpu" or a Theano GPU context name
+        Where the ring's slots live.  ``None`` means the GPU Theano runs on,
+        else host memory; ``"cpu"`` forces host memory.
+    timeout : float or None
+        Seconds a dequeue (and an in-graph enqueue) waits before raising
+        :class:`QueueTimeout`; ``None`` waits until an element comes or the
+        queue is closed.
+    name : str
+        Used in error messages and statistics.
+    """
+
+    def __init__(self, components, capacity=2, target=None, timeout=None, name=None):
+        self.name = name if name is not None else "queue%d" % next(_names)
+        self.components = parse_components(components, self.name)
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+            raise ValueError("Queue %r: capacity must be an int >= 1, got %r" % (self.name, capacity))
+        self.target = _target.resolve(target, self.name)
+        self._ring = _target.make_ring(self.target, self.name, self.components, int(capacity), timeout)
+        self._tokens = itertools.count()
+
+    def __repr__(self):
+        spec = ", ".join("%s:%s%s" % (c.name, c.dtype, c.shape) for c in self.components)
+        state = "closed" if self.closed else "open"
+        return "<Queue %r [%s] %d/%d %s, %s>" % (self.name, spec, self.size(), self.capacity, state, self.target)
+
+    # ---- graph side -------------------------------------------------------------
+
+    def dequeue(self):
+        """Symbolic variables for the next element: one per component (a bare variable if one).
+
+        Each call makes its own node: a function with two of them takes two
+        elements per call, in the order the calls were made.
+        """
+        from .ops import Dequeue
+
+        outputs = Dequeue(self.components, self.name).make_node(self._token()).outputs
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def enqueue(self, *variables):
+        """A symbolic int64 scalar, the queue's size after putting ``variables``.
+
+        Put it among a function's outputs (or in a graph they depend on) and
+        every call of the function puts one element.  Accepts the variables
+        in component order or one mapping keyed by component name.
+        """
+        from .ops import Enqueue
+
+        element = self._arrays(variables)
+        return Enqueue(self.components, self.name)(self._token(), *element)
+
+    def _token(self):
+        """A fresh graph input that ties one node to this queue.
+
+        Every node gets its own, so Theano never merges two dequeues into one,
+        and the compiled code (which sees only a weak reference) is the same
+        for every queue of the same components: compiled once, cached.
+        """
+        from .ops import make_token
+
+        return make_token(self._ring, self.name, next(self._tokens))
+
+    # ---- host side ----------------------------------------------------------------
+
+    def put(self, *element, timeout=None):
+        """Put one element, waiting up to ``timeout`` seconds for a free slot.
+
+        ``q.put(x, y)``, ``q.put((x, y))`` or ``q.put({"x": x, "y": y})``.
+        Returns the queue's size after the put.  Raises TypeError/ValueError on
+        an element that does not fit (nothing is put), QueueClosed once closed,
+        QueueTimeout when no slot came free in time.
+        """
+        return self._ring.put(self._arrays(element), timeout)
+
+    def get(self, timeout=None):
+        """Take the next element on the host: a tuple of numpy arrays, one per component.
+
+        For inspection and for code outside Theano graphs; graphs use
+        :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.
+        """
+        return self._ring.get() if timeout is None else self._ring.get(timeout)
+
+    def _arrays(self, args):
+        """The arguments of put/enqueue as a list in component order.
+
+        ``(x, y)``, ``((x, y),)`` and ``({"x": x, "y": y},)`` all name one element.
+        """
+        if len(args) == 1 and isinstance(args[0], (tuple, list, Mapping)):
+            args = args[0]
+        return element_arrays(self.components, args, self.name)
+
+    def close(self, cancel_pending=False):
+        """No more puts.  Consumers take what is left, then get QueueClosed.
+
+        With ``cancel_pending=True`` what is left is dropped and consumers get
+        QueueClosed at once.
+        """
+        self._ring.close(cancel_pending)
+
+    def fail(self, exc):
+        """Mark the queue failed by ``exc``: consumers get FeederError (``__cause__`` exc) once drained."""
+        self._ring.fail(exc)
+
+    def reopen(self):
+        """Open a closed (or failed) queue again, for the next epoch.  It must be drained."""
+        self._ring.reopen()
+
+    @property
+    def closed(self):
+        """True once closed or failed (until :meth:`reopen`)."""
+        return self._ring.closed
+
+    @property
+    def capacity(self):
+        return self._ring.capacity
+
+    @property
+    def timeout(self):
+        """Seconds a dequeue waits before QueueTimeout; None for no limit."""
+        return self._ring.timeout
+
+    @timeout.setter
+    def timeout(self, value):
+        self._ring.timeout = value
+
+    def size(self):
+        """Elements ready to be dequeued now."""
+        return self._ring.size()
+
+    def stats(self):
+        """Counters since creation, as a dict.
+
+        ``enqueued``, ``dequeued``, ``dropped`` (cancelled by close), ``bytes``
+        (= ``bytes_in``) and ``bytes_out``, ``producer_wait_s`` (time producers
+        waited for a free slot), ``consumer_wait_s`` (time consumers waited for
+        data: the number that says the model waited for its input), ``size``,
+        ``capacity``, ``state`` and ``backend``.
+        """
+        return self._ring.stats()
