@@ -39,8 +39,7 @@ static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***ou
         int ndim = tq_api->element_shape(ring, slot, c, (intptr_t *)dims);
         rc = tq_fit_output(outputs[c], ndim, dims, typenums[c]);
         if (rc == 0)
-            memcpy(PyArray_DATA(*outputs[c]), tq_api->read_ptr(ring, slot, c),
-                   tq_api->element_bytes(ring, slot, c));
+            rc = tq_api->copy_to_host(ring, who, slot, c, PyArray_DATA(*outputs[c]));
     }
     tq_api->get_end(ring, slot);
     Py_DECREF(ring);

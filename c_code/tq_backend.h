@@ -33,6 +33,10 @@ struct tq_backend {
      * (cuda: starts the host-to-device copy).  Without the ring's lock. */
     int (*publish)(tq_backend *self, int slot, const tq_extent *extents, int n_extents,
                    char *err, size_t errlen);
+    /* Copies bytes at offset of a READING slot into host memory at dst
+     * (cuda: waits for the slot's data, then a device-to-host copy). */
+    int (*read_to_host)(tq_backend *self, int slot, size_t offset, void *dst, size_t bytes,
+                        char *err, size_t errlen);
     void (*destroy)(tq_backend *self);
 };
 

@@ -11,29 +11,46 @@
 #include <Python.h>
 #include <stdint.h>
 
-#define TQ_CAPI_VERSION 1
+#define TQ_CAPI_VERSION 2
 
 typedef struct {
     int version;
     /* The Ring a queue token (a weakref) points to: a new reference, or NULL
      * with an exception when the queue was deleted. */
     PyObject *(*resolve)(PyObject *token, const char *who);
+
+    /* ---- consumers ---- */
     /* Waits (GIL released, Ctrl-C and timeouts honoured) for the next element
      * and reserves its slot.  0, or -1 with QueueClosed, QueueTimeout,
      * FeederError or KeyboardInterrupt set. */
     int (*get_begin)(PyObject *ring, const char *who, int *slot);
-    /* The element's shape for component c: ndim, and dims filled (leading axis
-     * = rows actually stored). */
+    /* The element's shape for component c: returns ndim and fills dims
+     * (leading axis = rows actually stored). */
     int (*element_shape)(PyObject *ring, int slot, int c, intptr_t *dims);
-    const void *(*read_ptr)(PyObject *ring, int slot, int c);
     size_t (*element_bytes)(PyObject *ring, int slot, int c);
-    /* Hands the slot back once everything is read from it. */
+    /* Copies component c into host memory (from the device for a GPU queue). */
+    int (*copy_to_host)(PyObject *ring, const char *who, int slot, int c, void *dst);
+    /* Hands the slot back once everything is read from it (or queued to be). */
     void (*get_end)(PyObject *ring, int slot);
+
+    /* ---- producers ---- */
     /* Validates and puts one element given as a sequence of arrays; waits for
      * space like get_begin.  The queue's size after the put, or -1. */
     Py_ssize_t (*put)(PyObject *ring, const char *who, PyObject *arrays);
-    /* The engine itself, for backends' own calls (the GPU Ops). */
-    void *(*engine)(PyObject *ring);
+    /* 0 when an array of this shape fits component c, else -1 with ValueError. */
+    int (*check_shape)(PyObject *ring, const char *who, int c, int ndim, const intptr_t *dims);
+    int (*put_begin)(PyObject *ring, const char *who, int *slot);
+    void (*put_abort)(PyObject *ring, int slot);
+
+    /* ---- GPU queues (stream: a CUstream current in the caller's context) ---- */
+    int (*on_gpu)(PyObject *ring);
+    /* Makes stream wait for the element, copies every component to dsts[c] on
+     * it, and records that the slot was read; no host wait.  -1 with CudaError. */
+    int (*gpu_take)(PyObject *ring, const char *who, int slot, void *stream, const uint64_t *dsts);
+    /* Copies device arrays srcs[c] (rows[c] rows each) into a reserved slot on
+     * stream and publishes it.  The size after the put, or -1 (slot dropped). */
+    Py_ssize_t (*gpu_put)(PyObject *ring, const char *who, int slot, void *stream, const uint64_t *srcs,
+                          const int64_t *rows);
 } tq_capi_t;
 
 #ifndef TQ_CAPI_PROVIDER

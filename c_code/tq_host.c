@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     tq_backend base;
@@ -35,10 +36,23 @@ static int host_before_write(tq_backend *self, int slot, char *err, size_t errle
     return 0;
 }
 
+/* Producers wrote the staging, which is the slot; only direct sources move. */
 static int host_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, char *err,
                         size_t errlen)
 {
-    (void)self, (void)slot, (void)extents, (void)n_extents, (void)err, (void)errlen;
+    (void)err, (void)errlen;
+    char *base = host_slot(self, slot);
+    for (int i = 0; i < n_extents; i++)
+        if (extents[i].src)
+            memcpy(base + extents[i].offset, extents[i].src, extents[i].bytes);
+    return 0;
+}
+
+static int host_read_to_host(tq_backend *self, int slot, size_t offset, void *dst, size_t bytes, char *err,
+                             size_t errlen)
+{
+    (void)err, (void)errlen;
+    memcpy(dst, (char *)host_slot(self, slot) + offset, bytes);
     return 0;
 }
 
@@ -63,6 +77,7 @@ tq_backend *tq_host_backend_create(void)
     b->base.read_ptr = host_slot;
     b->base.before_write = host_before_write;
     b->base.publish = host_publish;
+    b->base.read_to_host = host_read_to_host;
     b->base.destroy = host_destroy;
     return &b->base;
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "tq_backend.h"
+#include "tq_cuda.h"
 #define TQ_CAPI_PROVIDER /* defines the table, imports nothing */
 #include "tq_capi.h"
 #include "tq_ring.h"
@@ -25,7 +26,7 @@
 /* Copies larger than this release the GIL: worth the cost of taking it back. */
 #define RELEASE_GIL_BYTES (256 * 1024)
 
-static PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError;
+static PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError;
 
 typedef struct {
     PyObject_HEAD
@@ -99,6 +100,10 @@ static int raise_status(RingObject *self, tq_status status, const char *who, int
     case TQ_TIMEOUT:
         PyErr_Format(QueueTimeout, "%s: queue '%U' timed out", who, self->name);
         break;
+    case TQ_EBACKEND:
+        PyErr_Format(tq_backend_is_cuda(tq_ring_backend(self->ring)) ? CudaError : QueueError, "%s: queue '%U': %s",
+                     who, self->name, tq_ring_error(self->ring));
+        break;
     default:
         PyErr_Format(QueueError, "%s: queue '%U': %s (%s)", who, self->name, tq_ring_error(self->ring),
                      tq_status_name(status));
@@ -161,6 +166,29 @@ static void copy_bytes(void *dst, const void *src, size_t bytes)
 
 /* ---- put ----------------------------------------------------------------------- */
 
+/* 0 when an array of this shape fits component c, else -1 with a ValueError
+ * naming the component, what it expects and what came. */
+static int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims)
+{
+    int want_ndim = self->ndims[c];
+    const npy_intp *want = self->shapes[c];
+    int fits = ndim == want_ndim;
+    for (int d = 0; fits && d < ndim; d++)
+        fits = d == 0 ? dims[0] <= want[0] : dims[d] == want[d];
+    if (fits)
+        return 0;
+    char want_s[256], got_s[256];
+    format_shape(want_s, sizeof want_s, want_ndim, want, 1);
+    format_shape(got_s, sizeof got_s, ndim, dims, 0);
+    if (ndim != want_ndim)
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s",
+                     who, self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
+    else
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected shape %s, got %s", who, self->name,
+                     component_name(self, c), want_s, got_s);
+    return -1;
+}
+
 /* A C-contiguous array for component c that fits its slot, or NULL with a
  * TypeError/ValueError naming the component, what it expects and what came. */
 static PyArrayObject *checked_component(RingObject *self, const char *who, int c, PyObject *obj)
@@ -184,24 +212,8 @@ static PyArrayObject *checked_component(RingObject *self, const char *who, int c
             return NULL;
     }
 
-    int ndim = self->ndims[c];
-    const npy_intp *want_dims = self->shapes[c];
-    char want_s[256], got_s[256];
-    format_shape(want_s, sizeof want_s, ndim, want_dims, 1);
-    format_shape(got_s, sizeof got_s, PyArray_NDIM(arr), PyArray_DIMS(arr), 0);
-    if (PyArray_NDIM(arr) != ndim) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s",
-                     who, self->name, component_name(self, c), ndim, want_s, PyArray_NDIM(arr), got_s);
+    if (check_dims(self, who, c, PyArray_NDIM(arr), PyArray_DIMS(arr)))
         goto fail;
-    }
-    for (int d = 0; d < ndim; d++) {
-        npy_intp got = PyArray_DIM(arr, d);
-        if (d == 0 ? got > want_dims[0] : got != want_dims[d]) {
-            PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected shape %s, got %s", who,
-                         self->name, component_name(self, c), want_s, got_s);
-            goto fail;
-        }
-    }
     PyArrayObject *contiguous = PyArray_GETCONTIGUOUS(arr);
     Py_DECREF(arr);
     return contiguous;
@@ -239,9 +251,25 @@ static Py_ssize_t put_element(RingObject *self, const char *who, PyObject *array
     }
     if (wait_for_slot(self, tq_ring_reserve_put, timeout_s, who, 1, &slot))
         goto done;
-    for (int c = 0; c < self->n; c++)
-        copy_bytes(tq_ring_write_ptr(self->ring, slot, c), PyArray_DATA(parts[c]), (size_t)PyArray_NBYTES(parts[c]));
-    tq_status status = tq_ring_commit_put(self->ring, slot, rows);
+    tq_status status = tq_ring_begin_host_write(self->ring, slot);
+    if (status != TQ_OK) {
+        raise_status(self, status, who, 1);
+        goto done;
+    }
+    const void *sources[TQ_MAX_COMPONENTS];
+    tq_backend *backend = tq_ring_backend(self->ring);
+    for (int c = 0; c < self->n; c++) {
+        size_t bytes = (size_t)PyArray_NBYTES(parts[c]);
+        /* Page-locked user memory goes over the bus as it is: no staging copy. */
+        sources[c] = tq_backend_is_cuda(backend) && tq_cuda_is_registered(backend, PyArray_DATA(parts[c]), bytes)
+                         ? PyArray_DATA(parts[c])
+                         : NULL;
+        if (!sources[c])
+            copy_bytes(tq_ring_write_ptr(self->ring, slot, c), PyArray_DATA(parts[c]), bytes);
+    }
+    Py_BEGIN_ALLOW_THREADS /* a device backend may wait on its own locks */
+    status = tq_ring_commit_put(self->ring, slot, rows, sources);
+    Py_END_ALLOW_THREADS
     if (status != TQ_OK)
         raise_status(self, status, who, 1);
     else
@@ -270,6 +298,20 @@ static size_t element_bytes(RingObject *self, int slot, int c)
     return (size_t)tq_ring_rows(self->ring, slot, c) * tq_ring_component(self->ring, c)->row_bytes;
 }
 
+/* Copies component c of a reserved element into host memory at dst. */
+static int read_component(RingObject *self, const char *who, int slot, int c, void *dst)
+{
+    tq_status status;
+    if (!tq_backend_is_cuda(tq_ring_backend(self->ring))) {
+        copy_bytes(dst, tq_ring_read_ptr(self->ring, slot, c), element_bytes(self, slot, c));
+        return 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = tq_ring_read_to_host(self->ring, slot, c, dst);
+    Py_END_ALLOW_THREADS
+    return status == TQ_OK ? 0 : raise_status(self, status, who, 0);
+}
+
 /* A tuple of new arrays holding the next element, or NULL. */
 static PyObject *get_element(RingObject *self, const char *who, double timeout_s)
 {
@@ -286,9 +328,9 @@ static PyObject *get_element(RingObject *self, const char *who, double timeout_s
             Py_CLEAR(out);
             break;
         }
-        copy_bytes(PyArray_DATA((PyArrayObject *)arr), tq_ring_read_ptr(self->ring, slot, c),
-                   element_bytes(self, slot, c));
         PyTuple_SET_ITEM(out, c, arr);
+        if (read_component(self, "Queue.get", slot, c, PyArray_DATA((PyArrayObject *)arr)))
+            Py_CLEAR(out);
     }
     tq_ring_release_get(self->ring, slot);
     return out;
@@ -313,10 +355,31 @@ static int parse_timeout(PyObject *obj, double *out)
     return 0;
 }
 
+/* Host memory for gpu_context None, else the device of a libgpuarray context
+ * given as its address (pygpu's GpuContext.ptr). */
+static tq_backend *make_backend(PyObject *gpu_context, char *err, size_t errlen)
+{
+    if (gpu_context == Py_None) {
+        tq_backend *backend = tq_host_backend_create();
+        if (!backend)
+            snprintf(err, errlen, "out of host memory");
+        return backend;
+    }
+    void *gpucontext = PyLong_AsVoidPtr(gpu_context), *cu_context = NULL;
+    if (!gpucontext) {
+        PyErr_Clear();
+        snprintf(err, errlen, "gpu_context must be a libgpuarray context's address");
+        return NULL;
+    }
+    if (tq_cuda_context_of_gpuarray(gpucontext, &cu_context, err, errlen))
+        return NULL;
+    return tq_cuda_backend_create(cu_context, err, errlen);
+}
+
 static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"name", "components", "capacity", "timeout", NULL};
-    PyObject *name, *components, *timeout = Py_None;
+    static char *kwlist[] = {"name", "components", "capacity", "timeout", "gpu_context", NULL};
+    PyObject *name, *components, *timeout = Py_None, *gpu_context = Py_None;
     int capacity;
     tq_component comps[TQ_MAX_COMPONENTS];
 
@@ -324,7 +387,8 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Ring is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UOi|O", kwlist, &name, &components, &capacity, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UOi|OO", kwlist, &name, &components, &capacity, &timeout,
+                                     &gpu_context))
         return -1;
     if (parse_timeout(timeout, &self->timeout))
         return -1;
@@ -370,9 +434,9 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
     self->name = name;
 
     char err[TQ_ERRLEN] = "";
-    tq_backend *backend = tq_host_backend_create();
+    tq_backend *backend = make_backend(gpu_context, err, sizeof err);
     if (!backend) {
-        PyErr_NoMemory();
+        PyErr_Format(CudaError, "Queue '%U': %s", name, err);
         goto fail;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -536,6 +600,160 @@ static int Ring_set_timeout(RingObject *self, PyObject *value, void *unused)
     return parse_timeout(value, &self->timeout);
 }
 
+
+/* ---- writing in place --------------------------------------------------------------- */
+
+static int check_slot(RingObject *self, int slot)
+{
+    if (slot < 0 || slot >= tq_ring_capacity(self->ring)) {
+        PyErr_Format(PyExc_ValueError, "queue '%U': no slot %d", self->name, slot);
+        return -1;
+    }
+    return 0;
+}
+
+/* reserve(timeout) -> (slot, views): writable arrays of full shape over the
+ * slot's (pinned, for a GPU queue) staging, to be filled and committed. */
+static PyObject *Ring_reserve(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    double t;
+    int slot;
+    if (!ready(self) || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
+        parse_timeout(timeout, &t))
+        return NULL;
+    if (wait_for_slot(self, tq_ring_reserve_put, t, "Queue.writer", 1, &slot))
+        return NULL;
+    tq_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = tq_ring_begin_host_write(self->ring, slot);
+    Py_END_ALLOW_THREADS
+    if (status != TQ_OK)
+        return raise_status(self, status, "Queue.writer", 1), NULL;
+    PyObject *views = PyTuple_New(self->n);
+    for (int c = 0; views && c < self->n; c++) {
+        Py_INCREF(self->descrs[c]);
+        PyObject *view = PyArray_NewFromDescr(&PyArray_Type, self->descrs[c], self->ndims[c], self->shapes[c], NULL,
+                                              tq_ring_write_ptr(self->ring, slot, c),
+                                              NPY_ARRAY_CARRAY, NULL);
+        if (!view || (Py_INCREF(self), PyArray_SetBaseObject((PyArrayObject *)view, (PyObject *)self) < 0)) {
+            Py_XDECREF(view);
+            Py_CLEAR(views);
+            break;
+        }
+        PyTuple_SET_ITEM(views, c, view);
+    }
+    if (!views) {
+        tq_ring_abort_put(self->ring, slot);
+        return NULL;
+    }
+    return Py_BuildValue("(iN)", slot, views);
+}
+
+/* commit(slot, rows) -> size: publish a slot written in place; rows per component. */
+static PyObject *Ring_commit(RingObject *self, PyObject *args)
+{
+    int slot;
+    PyObject *rows_obj;
+    int64_t rows[TQ_MAX_COMPONENTS];
+    if (!ready(self) || !PyArg_ParseTuple(args, "iO", &slot, &rows_obj) || check_slot(self, slot))
+        return NULL;
+    PyObject *seq = PySequence_Fast(rows_obj, "rows must be a sequence, one count per component");
+    if (!seq)
+        return NULL;
+    int bad = PySequence_Fast_GET_SIZE(seq) != self->n;
+    for (int c = 0; !bad && c < self->n; c++) {
+        rows[c] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, c));
+        int64_t max = self->ndims[c] ? self->shapes[c][0] : 1;
+        bad = (rows[c] == -1 && PyErr_Occurred()) || rows[c] < 0 || rows[c] > max;
+    }
+    Py_DECREF(seq);
+    if (bad) {
+        PyErr_Clear();
+        tq_ring_abort_put(self->ring, slot);
+        PyErr_Format(PyExc_ValueError, "Queue.writer: queue '%U': rows %R do not fit the components; the element was dropped",
+                     self->name, rows_obj);
+        return NULL;
+    }
+    tq_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = tq_ring_commit_put(self->ring, slot, rows, NULL);
+    Py_END_ALLOW_THREADS
+    if (status != TQ_OK)
+        return raise_status(self, status, "Queue.writer", 1), NULL;
+    return PyLong_FromLong(tq_ring_size(self->ring));
+}
+
+static PyObject *Ring_abort(RingObject *self, PyObject *args)
+{
+    int slot;
+    if (!ready(self) || !PyArg_ParseTuple(args, "i", &slot) || check_slot(self, slot))
+        return NULL;
+    tq_ring_abort_put(self->ring, slot);
+    Py_RETURN_NONE;
+}
+
+/* ---- page-locked user memory -------------------------------------------------------- */
+
+static tq_backend *cuda_backend_or_raise(RingObject *self, const char *who)
+{
+    tq_backend *backend = tq_ring_backend(self->ring);
+    if (!tq_backend_is_cuda(backend)) {
+        PyErr_Format(QueueError, "%s: queue '%U' lives in host memory; only GPU queues copy from registered memory",
+                     who, self->name);
+        return NULL;
+    }
+    return backend;
+}
+
+static PyObject *Ring_register_host(RingObject *self, PyObject *array)
+{
+    char err[TQ_ERRLEN] = "";
+    tq_backend *backend = ready(self) ? cuda_backend_or_raise(self, "Queue.register_host") : NULL;
+    if (!backend)
+        return NULL;
+    if (!PyArray_Check(array) || !PyArray_ISCARRAY((PyArrayObject *)array)) {
+        PyErr_SetString(PyExc_TypeError, "Queue.register_host: expected a C-contiguous, writeable numpy array");
+        return NULL;
+    }
+    int rc;
+    void *data = PyArray_DATA((PyArrayObject *)array);
+    size_t bytes = (size_t)PyArray_NBYTES((PyArrayObject *)array);
+    Py_BEGIN_ALLOW_THREADS
+    rc = tq_cuda_register_host(backend, data, bytes, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return PyErr_Format(CudaError, "Queue.register_host: queue '%U': %s", self->name, err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Ring_unregister_host(RingObject *self, PyObject *array)
+{
+    char err[TQ_ERRLEN] = "";
+    tq_backend *backend = ready(self) ? cuda_backend_or_raise(self, "Queue.unregister_host") : NULL;
+    if (!backend)
+        return NULL;
+    if (!PyArray_Check(array)) {
+        PyErr_SetString(PyExc_TypeError, "Queue.unregister_host: expected a numpy array");
+        return NULL;
+    }
+    int rc;
+    void *data = PyArray_DATA((PyArrayObject *)array);
+    Py_BEGIN_ALLOW_THREADS
+    rc = tq_cuda_unregister_host(backend, data, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return PyErr_Format(CudaError, "Queue.unregister_host: queue '%U': %s", self->name, err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Ring_get_on_gpu(RingObject *self, void *unused)
+{
+    (void)unused;
+    return ready(self) ? PyBool_FromLong(tq_backend_is_cuda(tq_ring_backend(self->ring))) : NULL;
+}
+
 static PyMethodDef Ring_methods[] = {
     {"put", (PyCFunction)(void (*)(void))Ring_put, METH_VARARGS | METH_KEYWORDS,
      "put(arrays, timeout=None) -> size: validate and put one element, waiting for a free slot."},
@@ -547,12 +765,20 @@ static PyMethodDef Ring_methods[] = {
     {"reopen", (PyCFunction)Ring_reopen, METH_NOARGS, "reopen(): open a closed, drained ring again."},
     {"size", (PyCFunction)Ring_size, METH_NOARGS, "size() -> elements ready to be taken."},
     {"stats", (PyCFunction)Ring_stats, METH_NOARGS, "stats() -> dict of counters."},
+    {"reserve", (PyCFunction)(void (*)(void))Ring_reserve, METH_VARARGS | METH_KEYWORDS,
+     "reserve(timeout=None) -> (slot, views): writable views over a free slot's staging."},
+    {"commit", (PyCFunction)Ring_commit, METH_VARARGS, "commit(slot, rows) -> size: publish a reserved slot."},
+    {"abort", (PyCFunction)Ring_abort, METH_VARARGS, "abort(slot): give a reserved slot up."},
+    {"register_host", (PyCFunction)Ring_register_host, METH_O,
+     "register_host(array): page-lock it; puts of its slices then skip the staging copy."},
+    {"unregister_host", (PyCFunction)Ring_unregister_host, METH_O, "unregister_host(array): undo register_host."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Ring_getset[] = {
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
+    {"on_gpu", (getter)Ring_get_on_gpu, NULL, "True when the slots live on a GPU.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout, "Default get timeout in seconds.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -602,11 +828,6 @@ static int capi_element_shape(PyObject *ring, int slot, int c, intptr_t *dims)
     return element_shape((RingObject *)ring, slot, c, (npy_intp *)dims);
 }
 
-static const void *capi_read_ptr(PyObject *ring, int slot, int c)
-{
-    return tq_ring_read_ptr(((RingObject *)ring)->ring, slot, c);
-}
-
 static size_t capi_element_bytes(PyObject *ring, int slot, int c)
 {
     return element_bytes((RingObject *)ring, slot, c);
@@ -620,18 +841,123 @@ static Py_ssize_t capi_put(PyObject *ring, const char *who, PyObject *arrays)
     return put_element(self, who, arrays, self->timeout);
 }
 
-static void *capi_engine(PyObject *ring) { return ((RingObject *)ring)->ring; }
+static int capi_copy_to_host(PyObject *ring, const char *who, int slot, int c, void *dst)
+{
+    return read_component((RingObject *)ring, who, slot, c, dst);
+}
+
+static int capi_on_gpu(PyObject *ring) { return tq_backend_is_cuda(tq_ring_backend(((RingObject *)ring)->ring)); }
+
+/* Offsets and byte counts of an element's components in its slot. */
+static void element_extents(RingObject *self, const int64_t *rows, size_t *offsets, size_t *bytes)
+{
+    for (int c = 0; c < self->n; c++) {
+        offsets[c] = tq_ring_component_offset(self->ring, c);
+        bytes[c] = (size_t)rows[c] * tq_ring_component(self->ring, c)->row_bytes;
+    }
+}
+
+static int capi_gpu_take(PyObject *ring, const char *who, int slot, void *stream, const uint64_t *dsts)
+{
+    RingObject *self = (RingObject *)ring;
+    int64_t rows[TQ_MAX_COMPONENTS];
+    size_t offsets[TQ_MAX_COMPONENTS], bytes[TQ_MAX_COMPONENTS];
+    char err[TQ_ERRLEN] = "";
+    for (int c = 0; c < self->n; c++)
+        rows[c] = tq_ring_rows(self->ring, slot, c);
+    element_extents(self, rows, offsets, bytes);
+    if (tq_cuda_take(tq_ring_backend(self->ring), slot, stream, self->n, offsets, bytes, dsts, err, sizeof err)) {
+        PyErr_Format(CudaError, "%s: queue '%U': %s", who, self->name, err);
+        return -1;
+    }
+    return 0;
+}
+
+static int capi_check_shape(PyObject *ring, const char *who, int c, int ndim, const intptr_t *dims)
+{
+    return check_dims((RingObject *)ring, who, c, ndim, (const npy_intp *)dims);
+}
+
+static int capi_put_begin(PyObject *ring, const char *who, int *slot)
+{
+    RingObject *self = (RingObject *)ring;
+    return wait_for_slot(self, tq_ring_reserve_put, self->timeout, who, 1, slot);
+}
+
+static Py_ssize_t capi_gpu_put(PyObject *ring, const char *who, int slot, void *stream, const uint64_t *srcs,
+                               const int64_t *rows)
+{
+    RingObject *self = (RingObject *)ring;
+    size_t offsets[TQ_MAX_COMPONENTS], bytes[TQ_MAX_COMPONENTS];
+    char err[TQ_ERRLEN] = "";
+    element_extents(self, rows, offsets, bytes);
+    if (tq_cuda_put_from_device(tq_ring_backend(self->ring), slot, stream, self->n, offsets, bytes, srcs, err,
+                                sizeof err)) {
+        tq_ring_abort_put(self->ring, slot);
+        PyErr_Format(CudaError, "%s: queue '%U': %s", who, self->name, err);
+        return -1;
+    }
+    tq_status status = tq_ring_commit_put_published(self->ring, slot, rows);
+    if (status != TQ_OK)
+        return raise_status(self, status, who, 1);
+    return tq_ring_size(self->ring);
+}
+
+static void capi_put_abort(PyObject *ring, int slot) { tq_ring_abort_put(((RingObject *)ring)->ring, slot); }
 
 static tq_capi_t capi = {
-    TQ_CAPI_VERSION, capi_resolve,  capi_get_begin, capi_element_shape, capi_read_ptr,
-    capi_element_bytes, capi_get_end, capi_put, capi_engine,
+    .version = TQ_CAPI_VERSION,
+    .resolve = capi_resolve,
+    .get_begin = capi_get_begin,
+    .element_shape = capi_element_shape,
+    .element_bytes = capi_element_bytes,
+    .copy_to_host = capi_copy_to_host,
+    .get_end = capi_get_end,
+    .put = capi_put,
+    .on_gpu = capi_on_gpu,
+    .gpu_take = capi_gpu_take,
+    .check_shape = capi_check_shape,
+    .put_begin = capi_put_begin,
+    .gpu_put = capi_gpu_put,
+    .put_abort = capi_put_abort,
 };
 
 /* ---- module ------------------------------------------------------------------ */
 
+static PyObject *cuda_allocated(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    uint64_t device, pinned;
+    tq_cuda_allocated(&device, &pinned);
+    return Py_BuildValue("{s:K,s:K}", "device", device, "pinned", pinned);
+}
+
+static PyObject *cuda_mem_info(PyObject *module, PyObject *gpu_context)
+{
+    (void)module;
+    char err[TQ_ERRLEN] = "";
+    void *cu_context = NULL;
+    size_t free_bytes = 0, total_bytes = 0;
+    void *gpucontext = PyLong_AsVoidPtr(gpu_context);
+    if (!gpucontext)
+        return NULL;
+    if (tq_cuda_context_of_gpuarray(gpucontext, &cu_context, err, sizeof err) ||
+        tq_cuda_mem_info(cu_context, &free_bytes, &total_bytes, err, sizeof err))
+        return PyErr_Format(CudaError, "cuda_mem_info: %s", err);
+    return Py_BuildValue("(nn)", (Py_ssize_t)free_bytes, (Py_ssize_t)total_bytes);
+}
+
+static PyMethodDef engine_functions[] = {
+    {"cuda_allocated", cuda_allocated, METH_NOARGS,
+     "cuda_allocated() -> {'device': bytes, 'pinned': bytes} held by all GPU queues now."},
+    {"cuda_mem_info", cuda_mem_info, METH_O,
+     "cuda_mem_info(gpu_context_ptr) -> (free, total) bytes of that context's device."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef engine_module = {
     PyModuleDef_HEAD_INIT, "theano_queue._engine",
-    "The queue engine (c_code/tq_ring.c) and its Python face.", -1, NULL, NULL, NULL, NULL, NULL,
+    "The queue engine (c_code/tq_ring.c) and its Python face.", -1, engine_functions, NULL, NULL, NULL, NULL,
 };
 
 static int import_errors(void)
@@ -643,8 +969,9 @@ static int import_errors(void)
     QueueClosed = PyObject_GetAttrString(errors, "QueueClosed");
     QueueTimeout = PyObject_GetAttrString(errors, "QueueTimeout");
     FeederError = PyObject_GetAttrString(errors, "FeederError");
+    CudaError = PyObject_GetAttrString(errors, "CudaError");
     Py_DECREF(errors);
-    return QueueError && QueueClosed && QueueTimeout && FeederError ? 0 : -1;
+    return QueueError && QueueClosed && QueueTimeout && FeederError && CudaError ? 0 : -1;
 }
 
 PyMODINIT_FUNC PyInit__engine(void)

@@ -272,17 +272,24 @@ tq_status tq_ring_reserve_put(tq_ring *ring, double timeout_s, int *slot)
     if (started)
         ring->stats.producer_wait_s += now_s() - started;
     pthread_mutex_unlock(&ring->lock);
-    if (status != TQ_OK)
-        return status;
+    return status;
+}
 
+/* Records a backend failure for slot, drops it, and says so. */
+static tq_status backend_failed(tq_ring *ring, int slot, const char *err)
+{
+    pthread_mutex_lock(&ring->lock);
+    snprintf(ring->error, sizeof ring->error, "%s", err);
+    drop_slot(ring, slot);
+    pthread_mutex_unlock(&ring->lock);
+    return TQ_EBACKEND;
+}
+
+tq_status tq_ring_begin_host_write(tq_ring *ring, int slot)
+{
     char err[TQ_ERRLEN] = "";
-    if (ring->backend->before_write(ring->backend, *slot, err, sizeof err)) {
-        pthread_mutex_lock(&ring->lock);
-        snprintf(ring->error, sizeof ring->error, "%s", err);
-        drop_slot(ring, *slot);
-        pthread_mutex_unlock(&ring->lock);
-        return TQ_EBACKEND;
-    }
+    if (ring->backend->before_write(ring->backend, slot, err, sizeof err))
+        return backend_failed(ring, slot, err);
     return TQ_OK;
 }
 
@@ -292,39 +299,34 @@ void *tq_ring_write_ptr(tq_ring *ring, int slot, int component)
 }
 
 /* The byte ranges of a slot that hold data, merged where they touch. */
-static int data_extents(const tq_ring *ring, const int64_t *rows, tq_extent *extents)
+static int data_extents(const tq_ring *ring, const int64_t *rows, const void *const *sources, tq_extent *extents)
 {
     int n = 0;
     for (int c = 0; c < ring->n_components; c++) {
         size_t bytes = (size_t)rows[c] * ring->components[c].row_bytes;
+        const void *src = sources ? sources[c] : NULL;
         if (!bytes)
             continue;
-        if (n && extents[n - 1].offset + extents[n - 1].bytes == ring->offsets[c]) {
-            extents[n - 1].bytes += bytes;
+        tq_extent *last = n ? &extents[n - 1] : NULL;
+        if (last && !src && !last->src && last->offset + last->bytes == ring->offsets[c]) {
+            last->bytes += bytes;
         } else {
             extents[n].offset = ring->offsets[c];
             extents[n].bytes = bytes;
+            extents[n].src = src;
             n++;
         }
     }
     return n;
 }
 
-tq_status tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows)
+/* Makes a written slot READY (or drops it when a close cancelled it). */
+static tq_status finish_put(tq_ring *ring, int slot, const int64_t *rows)
 {
-    tq_extent extents[TQ_MAX_COMPONENTS];
-    int n_extents = data_extents(ring, rows, extents);
-    char err[TQ_ERRLEN] = "";
-    int failed = ring->backend->publish(ring->backend, slot, extents, n_extents, err, sizeof err);
     tq_status status = TQ_OK;
-
     pthread_mutex_lock(&ring->lock);
     memcpy(&ring->rows[(size_t)slot * ring->n_components], rows, ring->n_components * sizeof *rows);
-    if (failed) {
-        snprintf(ring->error, sizeof ring->error, "%s", err);
-        drop_slot(ring, slot);
-        status = TQ_EBACKEND;
-    } else if (ring->cancelled) {
+    if (ring->cancelled) {
         drop_slot(ring, slot);
         status = TQ_CLOSED;
     } else {
@@ -336,6 +338,21 @@ tq_status tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows)
     }
     pthread_mutex_unlock(&ring->lock);
     return status;
+}
+
+tq_status tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, const void *const *sources)
+{
+    tq_extent extents[TQ_MAX_COMPONENTS];
+    int n_extents = data_extents(ring, rows, sources, extents);
+    char err[TQ_ERRLEN] = "";
+    if (ring->backend->publish(ring->backend, slot, extents, n_extents, err, sizeof err))
+        return backend_failed(ring, slot, err);
+    return finish_put(ring, slot, rows);
+}
+
+tq_status tq_ring_commit_put_published(tq_ring *ring, int slot, const int64_t *rows)
+{
+    return finish_put(ring, slot, rows);
 }
 
 void tq_ring_abort_put(tq_ring *ring, int slot)
@@ -390,6 +407,21 @@ int64_t tq_ring_rows(const tq_ring *ring, int slot, int component)
 const void *tq_ring_read_ptr(tq_ring *ring, int slot, int component)
 {
     return (const char *)ring->backend->read_ptr(ring->backend, slot) + ring->offsets[component];
+}
+
+tq_status tq_ring_read_to_host(tq_ring *ring, int slot, int component, void *dst)
+{
+    size_t bytes = (size_t)tq_ring_rows(ring, slot, component) * ring->components[component].row_bytes;
+    char err[TQ_ERRLEN] = "";
+    if (!bytes)
+        return TQ_OK;
+    if (ring->backend->read_to_host(ring->backend, slot, ring->offsets[component], dst, bytes, err, sizeof err)) {
+        pthread_mutex_lock(&ring->lock);
+        snprintf(ring->error, sizeof ring->error, "%s", err);
+        pthread_mutex_unlock(&ring->lock);
+        return TQ_EBACKEND;
+    }
+    return TQ_OK;
 }
 
 void tq_ring_release_get(tq_ring *ring, int slot)

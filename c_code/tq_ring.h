@@ -49,10 +49,13 @@ typedef struct {
     size_t row_bytes;
 } tq_component;
 
-/* A byte range of a slot that holds data, handed to backends to copy. */
+/* A byte range of a slot that holds data, handed to backends to publish.
+ * src is where the bytes are: NULL for the slot's own staging at offset, or
+ * host memory the backend can copy from directly (pinned user memory). */
 typedef struct {
     size_t offset;
     size_t bytes;
+    const void *src;
 } tq_extent;
 
 typedef struct {
@@ -75,16 +78,28 @@ tq_ring *tq_ring_create(const tq_component *components, int n_components, int ca
 /* Frees everything.  The caller guarantees no thread is inside another call. */
 void tq_ring_destroy(tq_ring *ring);
 
-/* Producer side.  timeout_s < 0 waits without limit. */
+/* Producer side.  timeout_s < 0 waits without limit.
+ *
+ * A host producer reserves, calls tq_ring_begin_host_write (the slot's
+ * staging may still be read by a copy in flight), writes through
+ * tq_ring_write_ptr and commits; `sources` (NULL, or one entry per component,
+ * NULL entries meaning "in the staging") lets components come straight from
+ * other host memory.  A device producer writes the slot's device memory itself,
+ * orders it with the backend, and commits with tq_ring_commit_put_published. */
 tq_status tq_ring_reserve_put(tq_ring *ring, double timeout_s, int *slot);
+tq_status tq_ring_begin_host_write(tq_ring *ring, int slot);
 void *tq_ring_write_ptr(tq_ring *ring, int slot, int component);
-tq_status tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows);
+tq_status tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, const void *const *sources);
+tq_status tq_ring_commit_put_published(tq_ring *ring, int slot, const int64_t *rows);
 void tq_ring_abort_put(tq_ring *ring, int slot);
 
 /* Consumer side. */
 tq_status tq_ring_reserve_get(tq_ring *ring, double timeout_s, int *slot);
 int64_t tq_ring_rows(const tq_ring *ring, int slot, int component);
+/* Where a consumer reads: host memory (host backend) or a device address (cuda). */
 const void *tq_ring_read_ptr(tq_ring *ring, int slot, int component);
+/* Copies a component of a reserved element into host memory, any backend. */
+tq_status tq_ring_read_to_host(tq_ring *ring, int slot, int component, void *dst);
 void tq_ring_release_get(tq_ring *ring, int slot);
 
 /* Closing: producers get TQ_CLOSED at once; consumers drain what is READY (or,

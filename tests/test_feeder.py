@@ -129,3 +129,25 @@ def test_a_feeder_runs_once():
     feeder.join(5)
     with pytest.raises(RuntimeError, match="already started"):
         feeder.start()
+
+
+def test_feeder_with_a_fill_function_writes_in_place():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    counter = iter(range(6))
+
+    def fill(x, y):
+        i = next(counter)  # StopIteration ends the feeder
+        x[:] = i
+        y[:] = i
+        return 4 if i % 2 == 0 else 2
+
+    f = theano.function([], q.dequeue())
+    with tq.Feeder(q, fill=fill):
+        seen = drain(f)
+    assert [(float(x[0, 0]), x.shape[0]) for x, _ in seen] == [(i, 4 if i % 2 == 0 else 2) for i in range(6)]
+
+
+def test_feeder_needs_a_source_or_a_fill_function():
+    q = tq.Queue(XY, target="cpu")
+    with pytest.raises(TypeError, match="either a source iterable or a fill function"):
+        tq.Feeder(q)

@@ -267,3 +267,31 @@ def test_stats_count_waits():
     stats = q.stats()
     assert stats["consumer_wait_s"] >= 0.1
     assert set(stats) >= {"enqueued", "dequeued", "bytes", "producer_wait_s", "consumer_wait_s", "size"}
+
+
+def test_writer_fills_a_slot_in_place():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    with q.writer() as slot:
+        slot["x"][:] = 3
+        slot["y"][:2] = [7, 8]
+        slot.rows = 2
+    x, y = q.get()
+    assert x.shape == (2, 3) and (x == 3).all() and list(y) == [7, 8]
+    assert not slot["x"].flags.writeable, "views are sealed once the element is put"
+
+
+def test_writer_that_raises_puts_nothing():
+    q = tq.Queue(XY, capacity=1, target="cpu")
+    with pytest.raises(RuntimeError):
+        with q.writer() as slot:
+            slot["x"][:] = 1
+            raise RuntimeError("loader broke")
+    assert q.size() == 0
+    q.put(*xy(5))  # the slot came back
+    assert q.get()[0][0, 0] == 5
+
+
+def test_register_host_needs_a_gpu_queue():
+    q = tq.Queue(XY, target="cpu")
+    with pytest.raises(tq.QueueError, match="lives in host memory"):
+        q.register_host(np.zeros(10, "float32"))

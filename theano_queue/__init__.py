@@ -4,10 +4,10 @@ A :class:`Queue` holds a ring of batches (on the GPU when Theano runs on one);
 a :class:`Feeder` fills it in the background; ``q.dequeue()`` gives symbolic
 variables that a compiled ``theano.function`` takes the next batch into.
 """
-from .errors import FeederError, QueueClosed, QueueError, QueueTimeout
+from .errors import CudaError, FeederError, QueueClosed, QueueError, QueueTimeout
 from .feeder import Feeder
 from .queue import Queue
 from .spec import Component
 
 __version__ = "0.1.0"
-__all__ = ["Queue", "Feeder", "Component", "QueueError", "QueueClosed", "QueueTimeout", "FeederError"]
+__all__ = ["Queue", "Feeder", "Component", "QueueError", "QueueClosed", "QueueTimeout", "FeederError", "CudaError"]

@@ -32,3 +32,7 @@ class FeederError(QueueError):
         handled = sys.exc_info()[1]
         if isinstance(handled, FeederError) and handled is not self and handled.__cause__ is not None:
             self.__cause__ = handled.__cause__
+
+
+class CudaError(QueueError, RuntimeError):
+    """A CUDA driver call failed; the message names the call and the CUDA error."""

@@ -23,6 +23,12 @@ class Feeder:
     ``source`` is any iterable of elements: tuples in component order, dicts
     keyed by component name, or bare arrays for a one-component queue.
 
+    Or, to skip the copy into the queue, give ``fill``: a function called with
+    writable arrays (one per component, full shape) that are the next slot
+    itself (pinned staging for a GPU queue).  It writes the next element there
+    and returns the number of rows written (None for a full batch), or raises
+    StopIteration when there is nothing left.
+
     When the source is exhausted the queue is closed (``close_when_done``), so
     the consumer sees QueueClosed after the last element.  When the source
     raises, the queue fails: the consumer gets every element produced before,
@@ -35,9 +41,12 @@ class Feeder:
     there: close it with ``cancel_pending=True`` to drop them.
     """
 
-    def __init__(self, queue, source, *, close_when_done=True, stop_timeout=10.0, name=None):
+    def __init__(self, queue, source=None, *, fill=None, close_when_done=True, stop_timeout=10.0, name=None):
+        if (source is None) == (fill is None):
+            raise TypeError("Feeder(%s): give either a source iterable or a fill function" % queue.name)
         self.queue = queue
         self.source = source
+        self.fill = fill
         self.close_when_done = close_when_done
         self.stop_timeout = stop_timeout
         self.name = name or "Feeder(%s)" % queue.name
@@ -98,17 +107,39 @@ class Feeder:
                 continue
         return False
 
+    def _fill_one(self):
+        """Fill the next slot in place.  False once stopped or the fill function is exhausted."""
+        while not self._stop.is_set():
+            try:
+                with self.queue.writer(timeout=_STOP_POLL_S) as slot:
+                    slot.rows = self.fill(*slot.arrays)
+                return True
+            except QueueTimeout:
+                continue
+            except StopIteration:
+                return False
+        return False
+
+    def _elements(self):
+        """Produce until the source ends or stop(); True when the source ended."""
+        if self.fill is not None:
+            while self._fill_one():
+                self.produced += 1
+            return not self._stop.is_set()
+        for element in self.source:
+            if self._stop.is_set() or not self._put(element):
+                return False
+            self.produced += 1
+        return True
+
     def _run(self):
         try:
-            for element in self.source:
-                if self._stop.is_set() or not self._put(element):
-                    return
-                self.produced += 1
+            exhausted = self._elements()
         except QueueClosed:
             return  # closed under us: the consumer is done
         except BaseException as exc:  # anything the source raises reaches the consumer
             self.exception = exc
             self.queue.fail(exc)
             return
-        if self.close_when_done:
+        if exhausted and self.close_when_done:
             self.queue.close()

@@ -27,12 +27,13 @@ from .paths import c_code_dir
 QUEUE_HEADERS = ("tq_capi.h",)
 
 
-def make_token(ring, queue_name, sequence):
+def make_token(ring, queue_name, sequence, target):
     """A new token for one node of ``ring``'s queue; ``sequence`` orders the nodes."""
     token = SharedVariable(
         type=generic, value=weakref.ref(ring), name="%s.token%d" % (queue_name, sequence), strict=False
     )
     token.tag.queue_sequence = (id(ring), sequence)
+    token.tag.queue_target = target
     return token
 
 

@@ -1,4 +1,5 @@
 """Queue: a bounded FIFO of batches that compiled Theano graphs dequeue from."""
+import contextlib
 import itertools
 from collections.abc import Mapping
 
@@ -43,8 +44,8 @@ class Queue:
         self.components = parse_components(components, self.name)
         if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
             raise ValueError("Queue %r: capacity must be an int >= 1, got %r" % (self.name, capacity))
-        self.target = _target.resolve(target, self.name)
-        self._ring = _target.make_ring(self.target, self.name, self.components, int(capacity), timeout)
+        self._target = _target.resolve(target, self.name)
+        self._ring = _target.make_ring(self._target, self.name, self.components, int(capacity), timeout)
         self._tokens = itertools.count()
 
     def __repr__(self):
@@ -86,7 +87,7 @@ class Queue:
         """
         from .ops import make_token
 
-        return make_token(self._ring, self.name, next(self._tokens))
+        return make_token(self._ring, self.name, next(self._tokens), self._target)
 
     # ---- host side ----------------------------------------------------------------
 
@@ -107,6 +108,47 @@ class Queue:
         :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.
         """
         return self._ring.get() if timeout is None else self._ring.get(timeout)
+
+    @contextlib.contextmanager
+    def writer(self, timeout=None):
+        """Fill the next free slot in place: no copy between your arrays and the queue.
+
+        ::
+
+            with q.writer() as slot:
+                load_images_into(slot["x"])       # writable views of full shape
+                slot["y"][:] = labels
+                slot.rows = n                     # optional: a partial batch
+
+        For a GPU queue the views are the slot's pinned staging, so what you
+        write there goes straight over the bus.  The element is put when the
+        block ends; if the block raises, the slot is given back and nothing is
+        put.  The views become read-only once the block ends.
+        """
+        slot, views = self._ring.reserve(timeout)
+        writer = SlotWriter(self.components, views)
+        try:
+            yield writer
+        except BaseException:
+            self._ring.abort(slot)
+            raise
+        finally:
+            writer.seal()
+        self._ring.commit(slot, writer.rows_per_component())
+
+    def register_host(self, array):
+        """Page-lock ``array`` so that puts of it (or of contiguous slices of it) skip the staging copy.
+
+        Pays for a large dataset kept in host memory and fed in slices: each
+        put then goes over the bus straight from ``array``.  Do not write
+        into ``array`` while the queue may still copy from it; undo with
+        :meth:`unregister_host`, which waits for those copies.  GPU queues only.
+        """
+        self._ring.register_host(array)
+
+    def unregister_host(self, array):
+        """Undo :meth:`register_host` once no copy from ``array`` is in flight."""
+        self._ring.unregister_host(array)
 
     def _arrays(self, args):
         """The arguments of put/enqueue as a list in component order.
@@ -139,6 +181,15 @@ class Queue:
         return self._ring.closed
 
     @property
+    def target(self):
+        """Where the ring lives: "cpu", "gpu" (Theano's default GPU) or a GPU context name."""
+        return self._target.label
+
+    @property
+    def on_gpu(self):
+        return self._target.on_gpu
+
+    @property
     def capacity(self):
         return self._ring.capacity
 
@@ -165,3 +216,28 @@ class Queue:
         ``capacity``, ``state`` and ``backend``.
         """
         return self._ring.stats()
+
+
+class SlotWriter:
+    """The slot :meth:`Queue.writer` hands out: writable views, one per component."""
+
+    def __init__(self, components, views):
+        self.components = components
+        self.arrays = views
+        #: Rows written along the batch axis; None means full.
+        self.rows = None
+
+    def __getitem__(self, name):
+        for component, view in zip(self.components, self.arrays):
+            if component.name == name:
+                return view
+        raise KeyError("no component %r; the components are %s" % (name, [c.name for c in self.components]))
+
+    def rows_per_component(self):
+        if self.rows is None:
+            return [c.shape[0] if c.shape else 1 for c in self.components]
+        return [self.rows if c.shape else 1 for c in self.components]
+
+    def seal(self):
+        for view in self.arrays:
+            view.flags.writeable = False

@@ -1,0 +1,60 @@
+#section init_code
+setup_ext_cuda();
+
+#section support_code
+#line 6 "gpu_dequeue.c"
+/*
+ * GpuDequeue: takes the next element of a GPU queue into the node's outputs.
+ *
+ * The host waits only until the element's copy has been issued (the engine
+ * does that with the GIL released); the GPU ordering is done with events:
+ * Theano's stream waits for the slot's *filled* event, copies the slot into
+ * the outputs, and records the slot's *consumed* event.  Outputs from the
+ * previous call are reused when their shape still fits.
+ */
+
+static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObject ***outputs,
+                               const int *typecodes, int n_outputs, PyGpuContextObject *ctx)
+{
+    uint64_t dsts[64];
+    int slot, rc = 0;
+    if (tq_import() < 0)
+        return -1;
+    PyObject *ring = tq_api->resolve(token, who);
+    if (!ring)
+        return -1;
+    if (!tq_api->on_gpu(ring)) {
+        PyErr_Format(PyExc_TypeError, "%s: its queue lives in host memory, not on the GPU", who);
+        Py_DECREF(ring);
+        return -1;
+    }
+    if (tq_api->get_begin(ring, who, &slot) < 0) {
+        Py_DECREF(ring);
+        return -1;
+    }
+    for (int c = 0; c < n_outputs && rc == 0; c++) {
+        intptr_t dims[16];
+        size_t sizes[16];
+        int ndim = tq_api->element_shape(ring, slot, c, dims);
+        for (int d = 0; d < ndim; d++)
+            sizes[d] = (size_t)dims[d];
+        if (*outputs[c] && !GpuArray_IS_C_CONTIGUOUS(&(*outputs[c])->ga))
+            Py_CLEAR(*outputs[c]);
+        if (theano_prep_output(outputs[c], ndim, sizes, typecodes[c], GA_C_ORDER, ctx) != 0)
+            rc = -1;
+        else
+            dsts[c] = (uint64_t)(uintptr_t)PyGpuArray_DEV_DATA(*outputs[c]);
+    }
+    if (rc == 0) {
+        cuda_enter(ctx->ctx);
+        for (int c = 0; c < n_outputs; c++)
+            cuda_wait((*outputs[c])->ga.data, GPUARRAY_CUDA_WAIT_WRITE);
+        rc = tq_api->gpu_take(ring, who, slot, cuda_get_stream(ctx->ctx), dsts);
+        for (int c = 0; c < n_outputs; c++)
+            cuda_record((*outputs[c])->ga.data, GPUARRAY_CUDA_WAIT_WRITE);
+        cuda_exit(ctx->ctx);
+    }
+    tq_api->get_end(ring, slot);
+    Py_DECREF(ring);
+    return rc;
+}

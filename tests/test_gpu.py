@@ -1,0 +1,323 @@
+"""The queue on a GPU: GpuDequeue/GpuEnqueue, the device ring, its memory.
+
+Run on a machine where Theano runs on CUDA (THEANO_FLAGS=device=cuda0):
+``pytest -m gpu``.  Skipped elsewhere.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import theano_queue as tq
+from helpers import TAGGED, check_tagged, tagged_element
+
+pytestmark = pytest.mark.gpu
+
+MIXED = [("image", "uint8", (32, 3, 8, 8)), ("features", "float32", (32, 17)), ("label", "int32", (32,))]
+
+
+def mixed_batches(count, seed):
+    """Random batches of MIXED; every seventh is partial."""
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        rows = 32 if i % 7 else int(rng.integers(1, 32))
+        yield (
+            rng.integers(0, 256, (rows, 3, 8, 8), dtype=np.uint8),
+            rng.standard_normal((rows, 17)).astype("float32"),
+            rng.integers(-(2**31), 2**31 - 1, rows, dtype=np.int64).astype("int32"),
+        )
+
+
+def op_names(f):
+    return [type(node.op).__name__ for node in f.maker.fgraph.toposort()]
+
+
+def test_queue_lives_on_the_gpu_by_default():
+    q = tq.Queue(MIXED)
+    assert q.on_gpu and q.target == "gpu"
+    assert q.stats()["backend"] == "cuda"
+
+
+def test_dequeued_data_is_bit_exact_for_2000_mixed_batches():
+    import theano
+
+    q = tq.Queue(MIXED, capacity=3)
+    image, features, label = q.dequeue()
+    # Some compute on the GPU, and the raw values back for checking.
+    f = theano.function([], [image, features, label, (features * 2).sum()])
+    assert "GpuDequeue" in op_names(f) and "Dequeue" not in op_names(f)
+    with tq.Feeder(q, mixed_batches(2000, seed=1)):
+        for i, expected in enumerate(mixed_batches(2000, seed=1)):
+            *got, doubled = f()
+            for want, have in zip(expected, got):
+                assert have.dtype == want.dtype and have.shape == want.shape, i
+                assert np.array_equal(have, want), "batch %d differs" % i
+            np.testing.assert_allclose(doubled, 2 * expected[1].sum(dtype="float64"), rtol=1e-4)
+        with pytest.raises(tq.QueueClosed):
+            f()
+
+
+def test_two_producers_exactly_once_in_order():
+    import theano
+
+    q = tq.Queue(TAGGED, capacity=3)
+    f = theano.function([], q.dequeue())
+    per_producer = 1500
+
+    def produce(producer):
+        rng = np.random.default_rng(producer)
+        for sequence in range(per_producer):
+            q.put(*tagged_element(producer, sequence, rng, rows=1 + sequence % 16))
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in (0, 1)]
+    for t in threads:
+        t.start()
+    last = {0: -1, 1: -1}
+    for _ in range(2 * per_producer):
+        producer, sequence = check_tagged(*f())
+        assert sequence == last[producer] + 1
+        last[producer] = sequence
+    for t in threads:
+        t.join()
+    assert last == {0: per_producer - 1, 1: per_producer - 1}
+
+
+@pytest.mark.parametrize("slow", ["producer", "consumer"])
+def test_back_pressure_both_ways(slow):
+    import theano
+
+    q = tq.Queue(MIXED, capacity=2)
+    f = theano.function([], q.dequeue())
+    expected = list(mixed_batches(40, seed=2))
+
+    def source():
+        for element in expected:
+            if slow == "producer":
+                time.sleep(0.005)
+            yield element
+
+    with tq.Feeder(q, source()):
+        for want in expected:
+            if slow == "consumer":
+                time.sleep(0.005)
+            got = f()
+            assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    stats = q.stats()
+    waited = stats["consumer_wait_s"] if slow == "producer" else stats["producer_wait_s"]
+    assert waited > 0.05, stats
+
+
+def test_gpu_enqueue_to_gpu_dequeue_round_trip():
+    import theano
+
+    source = tq.Queue(MIXED, capacity=2, name="source")
+    sink = tq.Queue([("features", "float32", (32, 17)), ("label", "int32", (32,))], capacity=2, name="sink")
+    _, features, label = source.dequeue()
+    produce = theano.function([], sink.enqueue(features * 3, label))
+    consume = theano.function([], sink.dequeue())
+    assert "GpuEnqueue" in op_names(produce)
+    assert "GpuDequeue" in op_names(consume)
+    for element in mixed_batches(30, seed=3):
+        source.put(*element)
+        assert int(produce()) == 1
+        features_out, label_out = consume()
+        np.testing.assert_array_equal(features_out, 3 * element[1])
+        np.testing.assert_array_equal(label_out, element[2])
+
+
+def test_host_get_reads_back_from_the_device():
+    q = tq.Queue(MIXED, capacity=2)
+    element = next(mixed_batches(1, seed=4))
+    q.put(*element)
+    got = q.get()
+    assert all(np.array_equal(a, b) for a, b in zip(got, element))
+
+
+def test_writer_fills_pinned_staging_in_place():
+    import theano
+
+    q = tq.Queue(MIXED, capacity=2)
+    f = theano.function([], q.dequeue())
+    batches = list(mixed_batches(20, seed=5))
+    for element in batches:
+        with q.writer() as slot:
+            for view, part in zip(slot.arrays, element):
+                view[: len(part)] = part
+            slot.rows = len(element[0])
+        got = f()
+        assert all(np.array_equal(a, b) for a, b in zip(got, element))
+
+
+def test_registered_host_memory_goes_straight_over_the_bus():
+    import theano
+
+    rng = np.random.default_rng(6)
+    dataset = rng.standard_normal((4096, 17)).astype("float32")
+    labels = rng.integers(0, 10, 4096).astype("int32")
+    q = tq.Queue([("features", "float32", (32, 17)), ("label", "int32", (32,))], capacity=3)
+    q.register_host(dataset)
+    q.register_host(labels)
+    f = theano.function([], q.dequeue())
+    with tq.Feeder(q, ((dataset[i : i + 32], labels[i : i + 32]) for i in range(0, 4096, 32))):
+        for i in range(0, 4096, 32):
+            features, label = f()
+            np.testing.assert_array_equal(features, dataset[i : i + 32])
+            np.testing.assert_array_equal(label, labels[i : i + 32])
+    q.unregister_host(dataset)
+    q.unregister_host(labels)
+
+
+def test_500_queues_give_their_memory_back():
+    import gc
+
+    from theano.gpuarray.type import get_context
+
+    from theano_queue import _engine
+
+    gc.collect()
+    context = get_context(None).ptr
+    free_before, _ = _engine.cuda_mem_info(context)
+    held_before = _engine.cuda_allocated()
+    for i in range(500):
+        q = tq.Queue([("x", "float32", (256, 1024))], capacity=2, name="q%d" % i)  # 2 MiB slots
+        q.put(np.full((256, 1024), i, "float32"))
+        assert q.get()[0][0, 0] == i
+        del q
+    gc.collect()
+    assert _engine.cuda_allocated() == held_before
+    free_after, _ = _engine.cuda_mem_info(context)
+    assert abs(free_after - free_before) < 64 << 20, (free_before, free_after)
+
+
+def test_close_timeout_and_feeder_error_on_the_gpu():
+    import theano
+
+    q = tq.Queue(MIXED, capacity=2, timeout=0.2)
+    f = theano.function([], q.dequeue())
+    with pytest.raises(tq.QueueTimeout):
+        f()
+
+    def failing():
+        yield from mixed_batches(2, seed=7)
+        raise KeyError("label file missing")
+
+    with tq.Feeder(q, failing()):
+        f()
+        f()
+        with pytest.raises(tq.FeederError, match="label file missing") as info:
+            f()
+    assert isinstance(info.value.__cause__, KeyError)
+    q.close(cancel_pending=True)
+    q.reopen()
+    q.put(*next(mixed_batches(1, seed=8)))
+    q.close()
+    f()
+    with pytest.raises(tq.QueueClosed):
+        f()
+
+
+def run_script(script, flags=None, timeout=120):
+    env = dict(os.environ)
+    if flags:
+        env["THEANO_FLAGS"] = env.get("THEANO_FLAGS", "") + "," + flags
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+STREAM_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np, theano, theano.tensor as T, theano_queue as tq
+    q = tq.Queue([("a", "float32", (256, 256)), ("b", "uint8", (256, 256))], capacity=3)
+    a, b = q.dequeue()
+    w = theano.shared(np.eye(256, dtype="float32") * 2)
+    f = theano.function([], [T.dot(a, w), T.cast(b, "float32") + 1])
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((256, 256)).astype("float32"),
+                rng.integers(0, 255, (256, 256), dtype=np.uint8)) for _ in range(200)]
+    with tq.Feeder(q, batches):
+        for a_in, b_in in batches:
+            a_out, b_out = f()
+            assert np.allclose(a_out, 2 * a_in, atol=1e-5), "matmul result differs"
+            assert np.array_equal(b_out, b_in.astype("float32") + 1)
+    print("ok", theano.config.gpuarray.single_stream)
+    """
+)
+
+
+@pytest.mark.parametrize("single_stream", [True, False])
+def test_correct_with_single_stream_true_and_false(single_stream):
+    done = run_script(STREAM_SCRIPT, "gpuarray.single_stream=%s" % single_stream)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["ok", str(single_stream)]
+
+
+CTRL_C_SCRIPT = textwrap.dedent(
+    """
+    import sys, theano, theano_queue as tq
+    q = tq.Queue([("x", "float32", (2,))])
+    f = theano.function([], q.dequeue())
+    assert q.on_gpu
+    print("ready", flush=True)
+    try:
+        f()
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(3)
+    """
+)
+
+
+def test_ctrl_c_stops_a_blocked_gpu_dequeue():
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-3000:]
+        time.sleep(0.5)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=5)
+        elapsed = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, proc.stderr.read()[-3000:]
+    assert elapsed < 0.5
+
+
+TWO_CONTEXTS_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np, theano, theano_queue as tq
+    queues = [tq.Queue([("x", "float32", (64, 64))], capacity=2, target=name) for name in ("dev0", "dev1")]
+    fs = [theano.function([], q.dequeue() * 2) for q in queues]
+    for i in range(50):
+        for k, q in enumerate(queues):
+            q.put(np.full((64, 64), i + 1000 * k, "float32"))
+        for k, f in enumerate(fs):
+            assert f()[0, 0] == 2 * (i + 1000 * k)
+    print("ok", [q.target for q in queues])
+    """
+)
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
+
+
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs (the nvidia-h200-x2 machine)")
+def test_two_contexts_one_queue_each():
+    flags = "device=cpu,contexts=dev0->cuda0;dev1->cuda1"
+    env = dict(os.environ)
+    env["THEANO_FLAGS"] = ",".join(f for f in env.get("THEANO_FLAGS", "").split(",") if not f.startswith("device="))
+    env["THEANO_FLAGS"] += "," + flags
+    done = subprocess.run([sys.executable, "-c", TWO_CONTEXTS_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ok ['dev0', 'dev1']" in done.stdout
