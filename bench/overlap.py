@@ -6,6 +6,7 @@ fed by the queue takes about max(compute alone, transfer alone), not their sum.
 All three are measured in this one run, on whatever device THEANO_FLAGS selects:
   transfer alone  the queue delivers batches to a graph that does almost nothing
   compute alone   the same compute on a batch already resident on the GPU
+                  (one layer, its width chosen so that it takes about a transfer)
   both            the queue delivers batches to the full compute
 Batches come from a page-locked dataset (Queue.register_host), so each element
 goes over the bus straight from it.  Each step reads a scalar back, so the time
@@ -31,12 +32,21 @@ def time_steps(step, steps, warmup=5):
     return (time.perf_counter() - started) / steps
 
 
-def compute(x, weights, repeats):
-    """repeats matmuls of the batch: the knob that balances compute against transfer."""
-    h = x
-    for _ in range(repeats):
-        h = T.tanh(T.dot(h, weights))
-    return h.mean()
+def compute(x, weights):
+    """A layer whose width is the knob that balances compute against transfer."""
+    return T.tanh(T.dot(x, weights)).mean()
+
+
+def balanced_width(resident, cols, target_s, rng, probe_width=1024):
+    """The layer width whose step on the resident batch takes about target_s."""
+    def step_time(width):
+        weights = theano.shared((rng.standard_normal((cols, width)) / np.sqrt(cols)).astype("float32"))
+        return time_steps(theano.function([], compute(resident, weights)), 10)
+
+    width = probe_width
+    for _ in range(3):  # time is close to linear in the width: a few refinements
+        width = max(128, int(round(width * target_s / step_time(width) / 128)) * 128)
+    return width
 
 
 def main(argv=None):
@@ -52,7 +62,6 @@ def main(argv=None):
     batch_bytes = rows * cols * 4
     rng = np.random.default_rng(0)
     dataset = rng.standard_normal((args.dataset_batches * rows, cols)).astype("float32")
-    weights = theano.shared((rng.standard_normal((cols, cols)) / np.sqrt(cols)).astype("float32"))
     resident = theano.shared(dataset[:rows])
 
     q = tq.Queue([("x", "float32", (rows, cols))], capacity=args.capacity, name="overlap")
@@ -65,15 +74,13 @@ def main(argv=None):
             for i in range(args.dataset_batches):
                 yield dataset[i * rows:(i + 1) * rows]
 
-    # Calibrate: the number of matmuls whose time is closest to one transfer.
-    one_matmul = theano.function([], compute(resident, weights, 1))
     transfer_only = theano.function([], x[0, 0])
     with tq.Feeder(q, batches()):
         transfer_s = time_steps(transfer_only, args.steps)
-        matmul_s = time_steps(one_matmul, 10)
-        repeats = max(1, int(round(transfer_s / matmul_s)))
-        compute_only = theano.function([], compute(resident, weights, repeats))
-        both = theano.function([], compute(x, weights, repeats))
+        width = balanced_width(resident, cols, transfer_s, rng)
+        weights = theano.shared((rng.standard_normal((cols, width)) / np.sqrt(cols)).astype("float32"))
+        compute_only = theano.function([], compute(resident, weights))
+        both = theano.function([], compute(x, weights))
         compute_s = time_steps(compute_only, args.steps)
         both_s = time_steps(both, args.steps)
         transfer_again_s = time_steps(transfer_only, args.steps)
@@ -83,7 +90,7 @@ def main(argv=None):
         "device": theano.config.device,
         "batch": [rows, cols],
         "batch_MiB": batch_bytes / 2**20,
-        "matmuls_per_step": repeats,
+        "layer_width": width,
         "transfer_alone_ms": 1e3 * transfer_s,
         "transfer_GBps": batch_bytes / transfer_s / 1e9,
         "compute_alone_ms": 1e3 * compute_s,

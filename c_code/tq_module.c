@@ -14,8 +14,10 @@
 
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tq_backend.h"
+#include "tq_copy.h"
 #include "tq_cuda.h"
 #define TQ_CAPI_PROVIDER /* defines the table, imports nothing */
 #include "tq_capi.h"
@@ -153,11 +155,14 @@ static int wait_for_slot(RingObject *self, reserve_fn reserve, double timeout_s,
     }
 }
 
+/* The pool that splits large host copies over threads (tq_copy.c). */
+static tq_copier *copier;
+
 static void copy_bytes(void *dst, const void *src, size_t bytes)
 {
     if (bytes >= RELEASE_GIL_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        memcpy(dst, src, bytes);
+        tq_copier_copy(copier, dst, src, bytes);
         Py_END_ALLOW_THREADS
     } else if (bytes) {
         memcpy(dst, src, bytes);
@@ -251,7 +256,10 @@ static Py_ssize_t put_element(RingObject *self, const char *who, PyObject *array
     }
     if (wait_for_slot(self, tq_ring_reserve_put, timeout_s, who, 1, &slot))
         goto done;
-    tq_status status = tq_ring_begin_host_write(self->ring, slot);
+    tq_status status;
+    Py_BEGIN_ALLOW_THREADS /* a device backend waits here until the slot's staging is free */
+    status = tq_ring_begin_host_write(self->ring, slot);
+    Py_END_ALLOW_THREADS
     if (status != TQ_OK) {
         raise_status(self, status, who, 1);
         goto done;
@@ -947,7 +955,37 @@ static PyObject *cuda_mem_info(PyObject *module, PyObject *gpu_context)
     return Py_BuildValue("(nn)", (Py_ssize_t)free_bytes, (Py_ssize_t)total_bytes);
 }
 
+static PyObject *set_copy_threads(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    long threads = PyLong_AsLong(arg);
+    if (threads == -1 && PyErr_Occurred())
+        return NULL;
+    if (threads < 1 || threads > 256) {
+        PyErr_Format(PyExc_ValueError, "set_copy_threads: expected 1 to 256 threads, got %ld", threads);
+        return NULL;
+    }
+    tq_copier *fresh = tq_copier_create((int)threads - 1); /* the caller is one of them */
+    if (!fresh)
+        return PyErr_NoMemory();
+    tq_copier *old = copier;
+    copier = fresh;
+    Py_BEGIN_ALLOW_THREADS
+    tq_copier_destroy(old);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *copy_threads(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    return PyLong_FromLong(tq_copier_threads(copier) + 1);
+}
+
 static PyMethodDef engine_functions[] = {
+    {"set_copy_threads", set_copy_threads, METH_O,
+     "set_copy_threads(n): threads that share each large host copy (puts, host dequeues)."},
+    {"copy_threads", copy_threads, METH_NOARGS, "copy_threads() -> threads that share each large host copy."},
     {"cuda_allocated", cuda_allocated, METH_NOARGS,
      "cuda_allocated() -> {'device': bytes, 'pinned': bytes} held by all GPU queues now."},
     {"cuda_mem_info", cuda_mem_info, METH_O,
@@ -990,6 +1028,10 @@ PyMODINIT_FUNC PyInit__engine(void)
         Py_DECREF(m);
         return NULL;
     }
+    /* Up to 8 threads share a large copy: about what saturates the memory
+     * bus and PCIe on a server, and no more than the machine has. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    copier = tq_copier_create((int)(cpus < 2 ? 0 : cpus > 8 ? 7 : cpus - 1));
     PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS);
     PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY);
     return m;

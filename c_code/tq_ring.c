@@ -233,10 +233,13 @@ static uint64_t element_bytes(const tq_ring *ring, const int64_t *rows)
     return total;
 }
 
-static void drop_slot(tq_ring *ring, int slot)
+/* Gives a reserved write up.  `lost` counts it in stats.dropped: an element
+ * that was offered and did not arrive (cancelled, or the backend failed), as
+ * opposed to a write its producer abandoned. */
+static void drop_slot(tq_ring *ring, int slot, int lost)
 {
     ring->slot_state[slot] = SLOT_DROPPED;
-    ring->stats.dropped++;
+    ring->stats.dropped += lost ? 1 : 0;
     reclaim_dropped_head(ring);
     pthread_cond_broadcast(&ring->data);
 }
@@ -280,7 +283,7 @@ static tq_status backend_failed(tq_ring *ring, int slot, const char *err)
 {
     pthread_mutex_lock(&ring->lock);
     snprintf(ring->error, sizeof ring->error, "%s", err);
-    drop_slot(ring, slot);
+    drop_slot(ring, slot, 1);
     pthread_mutex_unlock(&ring->lock);
     return TQ_EBACKEND;
 }
@@ -327,7 +330,7 @@ static tq_status finish_put(tq_ring *ring, int slot, const int64_t *rows)
     pthread_mutex_lock(&ring->lock);
     memcpy(&ring->rows[(size_t)slot * ring->n_components], rows, ring->n_components * sizeof *rows);
     if (ring->cancelled) {
-        drop_slot(ring, slot);
+        drop_slot(ring, slot, 1);
         status = TQ_CLOSED;
     } else {
         ring->slot_state[slot] = SLOT_READY;
@@ -358,7 +361,7 @@ tq_status tq_ring_commit_put_published(tq_ring *ring, int slot, const int64_t *r
 void tq_ring_abort_put(tq_ring *ring, int slot)
 {
     pthread_mutex_lock(&ring->lock);
-    drop_slot(ring, slot);
+    drop_slot(ring, slot, 0);
     pthread_mutex_unlock(&ring->lock);
 }
 

@@ -7,6 +7,7 @@ Build it with ``make doc`` or::
 
 Autodoc imports the package, which imports Theano: no GPU is needed.
 """
+import inspect
 import os
 import re
 import sys
@@ -42,7 +43,6 @@ extensions = [
 # on a machine without them.  No module documented here imports pygpu.
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
-autodoc_default_options = {"exclude-members": "__init__, __new__"}
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
@@ -59,3 +59,21 @@ html_theme_options = {
     "description": "Graph-level queues for Theano",
     "fixed_sidebar": True,
 }
+
+
+def _keep_property_summaries(app, what, name, obj, options, lines):
+    """Napoleon reads "text: more text" on the first line of a property's
+    docstring as "type: description".  The package's properties start with a
+    summary that may hold a colon: where napoleon made a type of it, put the
+    docstring back as written (no property here has napoleon sections)."""
+    if what not in ("attribute", "property"):
+        return
+    types = [line[len(":type: "):] for line in lines if line.startswith(":type: ")]
+    doc = inspect.getdoc(obj) or ""
+    if len(types) == 1 and doc.startswith(types[0] + ":"):
+        lines[:] = doc.splitlines() + [""]
+
+
+def setup(app):
+    # After napoleon's own handler (priority 500).
+    app.connect("autodoc-process-docstring", _keep_property_summaries, priority=600)

@@ -222,11 +222,22 @@ def test_close_timeout_and_feeder_error_on_the_gpu():
         f()
 
 
-def run_script(script, flags=None, timeout=120):
+def child_env(flags=""):
+    """This process's environment for a child that initialises its own GPU.
+
+    Theano marks the environment once it has taken the GPU, and a child that
+    inherits the mark silently falls back to the CPU: drop it.
+    """
     env = dict(os.environ)
+    env.pop("THEANO_GPU_IS_ALREADY_ACTIVE", None)
     if flags:
         env["THEANO_FLAGS"] = env.get("THEANO_FLAGS", "") + "," + flags
-    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    return env
+
+
+def run_script(script, flags="", timeout=120):
+    return subprocess.run([sys.executable, "-c", script], env=child_env(flags), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 STREAM_SCRIPT = textwrap.dedent(
@@ -236,6 +247,7 @@ STREAM_SCRIPT = textwrap.dedent(
     a, b = q.dequeue()
     w = theano.shared(np.eye(256, dtype="float32") * 2)
     f = theano.function([], [T.dot(a, w), T.cast(b, "float32") + 1])
+    assert q.on_gpu and any(type(n.op).__name__ == "GpuDequeue" for n in f.maker.fgraph.toposort())
     rng = np.random.default_rng(0)
     batches = [(rng.standard_normal((256, 256)).astype("float32"),
                 rng.integers(0, 255, (256, 256), dtype=np.uint8)) for _ in range(200)]
@@ -274,7 +286,7 @@ CTRL_C_SCRIPT = textwrap.dedent(
 
 def test_ctrl_c_stops_a_blocked_gpu_dequeue():
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, env=child_env())
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-3000:]
         time.sleep(0.5)
@@ -292,6 +304,7 @@ TWO_CONTEXTS_SCRIPT = textwrap.dedent(
     """
     import numpy as np, theano, theano_queue as tq
     queues = [tq.Queue([("x", "float32", (64, 64))], capacity=2, target=name) for name in ("dev0", "dev1")]
+    assert all(q.on_gpu for q in queues)
     fs = [theano.function([], q.dequeue() * 2) for q in queues]
     for i in range(50):
         for k, q in enumerate(queues):
@@ -313,10 +326,9 @@ def gpu_count():
 
 @pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs (the nvidia-h200-x2 machine)")
 def test_two_contexts_one_queue_each():
-    flags = "device=cpu,contexts=dev0->cuda0;dev1->cuda1"
-    env = dict(os.environ)
-    env["THEANO_FLAGS"] = ",".join(f for f in env.get("THEANO_FLAGS", "").split(",") if not f.startswith("device="))
-    env["THEANO_FLAGS"] += "," + flags
+    env = child_env()
+    others = [f for f in env.get("THEANO_FLAGS", "").split(",") if f and not f.startswith("device=")]
+    env["THEANO_FLAGS"] = ",".join(others + ["device=cpu", "contexts=dev0->cuda0;dev1->cuda1"])
     done = subprocess.run([sys.executable, "-c", TWO_CONTEXTS_SCRIPT], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

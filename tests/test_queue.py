@@ -286,7 +286,7 @@ def test_writer_that_raises_puts_nothing():
         with q.writer() as slot:
             slot["x"][:] = 1
             raise RuntimeError("loader broke")
-    assert q.size() == 0
+    assert q.size() == 0 and q.stats()["dropped"] == 0  # abandoned, not lost: it was never put
     q.put(*xy(5))  # the slot came back
     assert q.get()[0][0, 0] == 5
 
@@ -295,3 +295,23 @@ def test_register_host_needs_a_gpu_queue():
     q = tq.Queue(XY, target="cpu")
     with pytest.raises(tq.QueueError, match="lives in host memory"):
         q.register_host(np.zeros(10, "float32"))
+
+
+def test_large_elements_split_over_copy_threads_arrive_exact():
+    from theano_queue import _engine
+
+    before = _engine.copy_threads()
+    _engine.set_copy_threads(3)
+    try:
+        q = tq.Queue([("x", "uint8", (9 << 20,)), ("y", "float64", (700_001,))], capacity=2, target="cpu")
+        rng = np.random.default_rng(0)
+        for rows in (9 << 20, (9 << 20) - 12345):
+            x = rng.integers(0, 256, rows, dtype=np.uint8)
+            y = rng.standard_normal(700_001)
+            q.put(x, y)
+            got_x, got_y = q.get()
+            assert np.array_equal(got_x, x) and np.array_equal(got_y, y)
+    finally:
+        _engine.set_copy_threads(before)
+    with pytest.raises(ValueError, match="expected 1 to 256 threads"):
+        _engine.set_copy_threads(0)
