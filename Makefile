@@ -17,7 +17,7 @@ demo: $(EXT)
 	$(PY) examples/train_digits.py $(DEMO_ARGS)
 
 bench: $(EXT)
-	$(PY) -m theano_queue bench $(BENCH_ARGS)
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 doc: $(EXT)
 	$(PY) -m sphinx -q -b html doc doc/_build/html

@@ -52,5 +52,4 @@ setup(
         )
     ],
     cmdclass={"build_py": BuildWithCCode},
-    entry_points={"console_scripts": ["theano-queue = theano_queue.__main__:main"]},
 )

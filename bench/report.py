@@ -1,0 +1,130 @@
+"""Render doc/benchmarks.rst (and the chart doc/_static/benchmarks.png) from a
+results file written by bench/run.py.
+
+    python bench/report.py doc/bench/results.json
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DOC = os.path.join(os.path.dirname(HERE), "doc")
+
+INTRO = """\
+Benchmarks
+==========
+
+Every figure on this page comes from one run of ``bench/run.py``, which
+measures each scenario side by side in that run and reports ratios; the machine
+it ran on and the command are below.  Regenerate with ``make bench`` (on a
+machine where Theano runs on the GPU; the GPU scenarios are skipped elsewhere)
+and re-render with ``python bench/report.py doc/bench/results.json``.
+
+"""
+
+
+def fmt(value):
+    if isinstance(value, bool):
+        return "yes" if value else "**no**"
+    if isinstance(value, float):
+        return "%.3g" % value if abs(value) < 100 else "%.0f" % value
+    return str(value)
+
+
+def list_table(rows, title=None):
+    keys = []
+    for row in rows:
+        keys += [k for k in row if k not in keys]
+    lines = [".. list-table::%s" % ((" " + title) if title else ""), "   :header-rows: 1", ""]
+    for i, row in enumerate([dict(zip(keys, keys))] + rows):
+        for j, key in enumerate(keys):
+            cell = fmt(row.get(key, "")) if i else key
+            lines.append(("   * - " if j == 0 else "     - ") + (cell or " "))
+    return "\n".join(lines) + "\n"
+
+
+def summary(run):
+    rows = []
+    for s in run["scenarios"]:
+        outcome = s.get("headline") or s.get("skipped") or ("failed: " + s["error"] if "error" in s else "")
+        rows.append({"#": fmt(s["number"]), "scenario": s["title"], "result": outcome,
+                     "target": s.get("target", "(none set)"), "met": s["met"] if "met" in s else "n/a"})
+    return list_table(rows)
+
+
+def chart(run, path):
+    """Two panels: GB/s through the queue against the limit and the peer; the balanced step against baselines."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    by_number = {s["number"]: s for s in run["scenarios"]}
+    transfer, limit, peer, balanced = (by_number.get(n, {}) for n in (2, 1, 6, 3))
+    if "rows" not in transfer or "rows" not in balanced:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    sizes = sorted({r["MiB"] for r in transfer["rows"]})
+    width = 0.25
+    series = [("numpy batches", [r["GB/s"] for r in transfer["rows"] if r["source"] == "numpy"]),
+              ("registered (zero-copy)", [r["GB/s"] for r in transfer["rows"] if r["source"] == "registered"])]
+    if "rows" in peer:
+        series.append(("PyTorch DataLoader", [r["PyTorch GB/s"] for r in peer["rows"] if "PyTorch GB/s" in r]))
+    for k, (label, values) in enumerate(series):
+        left.bar([i + (k - 1) * width for i in range(len(values))], values, width, label=label)
+    limits = {r["MiB"]: r["GB/s"] for r in limit.get("rows", []) if "GB/s" in r}
+    left.plot(range(len(sizes)), [limits.get(m, float("nan")) for m in sizes], "k_--", markersize=30,
+              label="pinned H2D limit")
+    left.set_xticks(range(len(sizes)), ["%d MiB" % m for m in sizes])
+    left.set_ylabel("GB/s")
+    left.set_title("Transfer-bound: bandwidth through the queue")
+    left.legend(fontsize=8)
+    labels = [r["what"] for r in balanced["rows"]]
+    right.barh(range(len(labels)), [r["ms"] for r in balanced["rows"]], color="tab:blue")
+    right.set_yticks(range(len(labels)), labels, fontsize=8)
+    right.invert_yaxis()
+    right.set_xlabel("ms per step")
+    right.set_title("Balanced step, %s float32 batch" % "x".join(map(str, balanced.get("batch", []))))
+    fig.suptitle("%s, %s" % (run["machine"], run["date"]), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def render(run):
+    parts = [INTRO, "Measured on %s, %s, Theano device ``%s``, %d host copy threads, with::\n\n   %s\n\n"
+             % (run["machine"], run["date"], run["device"], run["copy_threads"], run["command"])]
+    chart_path = os.path.join(DOC, "_static", "benchmarks.png")
+    if chart(run, chart_path):
+        parts.append(".. image:: _static/benchmarks.png\n   :alt: bandwidth through the queue and the balanced "
+                     "step against the baselines\n\n")
+    parts += ["Summary\n-------\n\n", summary(run), "\n"]
+    for s in run["scenarios"]:
+        title = "%s. %s" % (fmt(s["number"]), s["title"])
+        parts.append("%s\n%s\n\n" % (title, "-" * len(title)))
+        if "rows" in s:
+            parts.append(list_table(s["rows"]) + "\n")
+        for key in ("headline", "target", "skipped", "error"):
+            if key in s:
+                parts.append("%s: %s\n\n" % (key.capitalize(), s[key]))
+        for key, value in s.items():
+            if key not in ("number", "title", "rows", "headline", "target", "skipped", "error", "met", "seconds"):
+                parts.append("%s: ``%s``\n\n" % (key, json.dumps(value)))
+    return "".join(parts)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    path = argv[0] if argv else os.path.join(DOC, "bench", "results.json")
+    with open(path) as f:
+        run = json.load(f)
+    with open(os.path.join(DOC, "benchmarks.rst"), "w") as f:
+        f.write(render(run))
+    print("wrote", os.path.join(DOC, "benchmarks.rst"))
+
+
+if __name__ == "__main__":
+    main()
