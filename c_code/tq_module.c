@@ -1058,10 +1058,11 @@ PyMODINIT_FUNC PyInit__engine(void)
         Py_DECREF(m);
         return NULL;
     }
-    /* Up to 8 threads share a large copy: about what saturates the memory
-     * bus and PCIe on a server, and no more than the machine has. */
+    /* As many threads as cores, up to 16, share a large copy: on the H200
+     * machine (16 cores) a copy into pinned staging scales to 16 threads
+     * (49 GB/s) before host memory saturates. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    copier = tq_copier_create((int)(cpus < 2 ? 0 : cpus > 8 ? 7 : cpus - 1));
+    copier = tq_copier_create((int)(cpus < 2 ? 0 : cpus > 16 ? 15 : cpus - 1));
     PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS);
     PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY);
     return m;

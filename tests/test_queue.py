@@ -306,7 +306,7 @@ def test_large_elements_split_over_copy_threads_arrive_exact():
         q = tq.Queue([("x", "uint8", (9 << 20,)), ("y", "float64", (700_001,))], capacity=2, target="cpu")
         rng = np.random.default_rng(0)
         for rows in (9 << 20, (9 << 20) - 12345):
-            x = rng.integers(0, 256, rows, dtype=np.uint8)
+            x = rng.integers(0, 256, rows + 1, dtype=np.uint8)[1:]  # an unaligned source
             y = rng.standard_normal(700_001)
             q.put(x, y)
             got_x, got_y = q.get()
