@@ -40,7 +40,7 @@ setup(
     extras_require={
         "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2"],
         "demo": ["scikit-learn>=1.2"],
-        "doc": ["sphinx>=6"],
+        "doc": ["sphinx>=6", "matplotlib>=3.7,<3.9", "contourpy<1.3"],
     },
     ext_modules=[
         Extension(

@@ -79,8 +79,9 @@ def chart(run, path):
               label="pinned H2D limit")
     left.set_xticks(range(len(sizes)), ["%d MiB" % m for m in sizes])
     left.set_ylabel("GB/s")
+    left.set_ylim(0, 75)
     left.set_title("Transfer-bound: bandwidth through the queue")
-    left.legend(fontsize=8)
+    left.legend(fontsize=8, loc="upper left", ncol=2)
     labels = [r["what"] for r in balanced["rows"]]
     right.barh(range(len(labels)), [r["ms"] for r in balanced["rows"]], color="tab:blue")
     right.set_yticks(range(len(labels)), labels, fontsize=8)

@@ -372,20 +372,20 @@ def peer(b):
     rows = []
     for t in torch["transfer"]:
         rows.append({"workload": "transfer-bound %d MiB" % t["MiB"], "PyTorch GB/s": t["GB/s"],
-                     "theano_queue GB/s (numpy)": ours[(t["MiB"], "numpy")],
+                     "PyTorch workers": t["workers"], "theano_queue GB/s (numpy)": ours[(t["MiB"], "numpy")],
                      "ours / theirs": ours[(t["MiB"], "numpy")] / t["GB/s"]})
-    ours_ratio = b.balanced["both_s"] / max(b.balanced["compute_s"], b.balanced["transfer_s"])
     tb = torch["balanced"]
     rows.append({"workload": "balanced %dx%d, width %d" % (b.balanced["rows"], b.balanced["cols"],
                                                            b.balanced["width"]),
-                 "PyTorch step / max(compute, transfer)": tb["ratio"],
-                 "theano_queue step / max(compute, transfer)": ours_ratio,
-                 "PyTorch step ms": 1e3 * tb["both_s"], "theano_queue step ms": 1e3 * b.balanced["both_s"]})
+                 "PyTorch step ms": 1e3 * tb["both_s"], "PyTorch compute ms": 1e3 * tb["compute_s"],
+                 "PyTorch transfer ms": 1e3 * tb["transfer_s"], "theano_queue step ms": 1e3 * b.balanced["both_s"],
+                 "theirs / ours (step)": tb["both_s"] / b.balanced["both_s"]})
     worst = min(r["ours / theirs"] for r in rows[:-1])
+    step_gain = tb["both_s"] / b.balanced["both_s"]
     return {"rows": rows, "torch": torch["versions"], "target": "theano_queue at least matches PyTorch",
-            "met": worst >= 0.95 and ours_ratio <= tb["ratio"] * 1.05,
-            "headline": "transfer-bound: theano_queue >= %.2f x PyTorch's GB/s; balanced overlap %.3f vs PyTorch %.3f"
-                        % (worst, ours_ratio, tb["ratio"])}
+            "met": worst >= 1.0 and step_gain >= 1.0,
+            "headline": "transfer-bound: theano_queue %.1f x PyTorch's GB/s or more; balanced step %.1f x faster"
+                        % (worst, step_gain)}
 
 
 # ---- 7 -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ fi
 # pygpu is Debian's, built for /usr/bin/python3 (3.11): the venv must see it.
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
 "$venv/bin/python" -m pip install -q --upgrade "pip>=23" "setuptools>=65" wheel
-# Theano 1.0.5 needs numpy < 1.24; Debian's pygpu needs >= 1.23.
+# Theano 1.0.5 needs numpy < 1.24; Debian's pygpu needs >= 1.23.  Pinned in
+# the same command as the rest, so no other requirement can move it.
 "$venv/bin/python" -m pip install -q numpy==1.23.5 theano==1.0.5
-"$venv/bin/python" -m pip install -q --no-build-isolation -e ".[test,doc]"
+"$venv/bin/python" -m pip install -q --no-build-isolation numpy==1.23.5 -e ".[test,doc]"
