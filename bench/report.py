@@ -114,6 +114,10 @@ def render(run):
         for key, value in s.items():
             if key not in ("number", "title", "rows", "headline", "target", "skipped", "error", "met", "seconds"):
                 parts.append("%s: ``%s``\n\n" % (key, json.dumps(value)))
+    notes = os.path.join(DOC, "bench", "notes.rst")
+    if os.path.exists(notes):  # the analysis written after looking at the figures
+        with open(notes) as f:
+            parts.append(f.read())
     return "".join(parts)
 
 

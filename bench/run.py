@@ -457,7 +457,7 @@ def main(argv=None):
     b = Bench(args)
     run = {"machine": machine_name(), "device": theano.config.device, "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                                               time.gmtime()),
-           "command": " ".join(["python", "bench/run.py"] + list(argv if argv is not None else sys.argv[1:])),
+           "command": " ".join([sys.executable, "bench/run.py"] + list(argv if argv is not None else sys.argv[1:])),
            "copy_threads": _engine.copy_threads(), "scenarios": []}
     for fn in SCENARIOS:
         if only and fn.number not in only and int(fn.number) not in only:

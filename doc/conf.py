@@ -48,7 +48,7 @@ napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 
 master_doc = "index"
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "bench"]  # bench/notes.rst is pasted into benchmarks.rst by bench/report.py
 templates_path = []
 pygments_style = "sphinx"
 
