@@ -10,27 +10,17 @@ time, the time the model waited for data, and how full the queue was.
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 import numpy as np
 import theano
-import theano.tensor as T
 
-import theano_queue as tq
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-def mlp_step(x, y, n_in, n_hidden, n_out, rng):
-    def layer(n_rows, n_cols):
-        w = theano.shared((rng.standard_normal((n_rows, n_cols)) * np.sqrt(2.0 / n_rows)).astype("float32"))
-        return w, theano.shared(np.zeros(n_cols, "float32"))
-
-    params = [*layer(n_in, n_hidden), *layer(n_hidden, n_hidden), *layer(n_hidden, n_out)]
-    w1, b1, w2, b2, w3, b3 = params
-    h = T.nnet.relu(T.dot(x, w1) + b1)
-    h = T.nnet.relu(T.dot(h, w2) + b2)
-    loss = T.nnet.categorical_crossentropy(T.nnet.softmax(T.dot(h, w3) + b3), y).mean()
-    updates = [(p, p - np.float32(0.01) * g) for p, g in zip(params, T.grad(loss, params))]
-    return loss, updates
+import theano_queue as tq  # noqa: E402
+from common import mlp_train_step  # noqa: E402
 
 
 def run(read_every, args, rng):
@@ -40,7 +30,7 @@ def run(read_every, args, rng):
     q = tq.Queue([("x", "float32", (rows, cols)), ("y", "int32", (rows,))], capacity=args.capacity,
                  name="keepup")
     x, y = q.dequeue()
-    loss, updates = mlp_step(x, y, cols, args.hidden, 10, rng)
+    loss, updates = mlp_train_step(x, y, cols, args.hidden, 10, rng)
     train = theano.function([], loss, updates=updates)
 
     def source():

@@ -14,38 +14,24 @@ per step is real, not queued.
 """
 import argparse
 import json
-import time
+import os
+import sys
 
 import numpy as np
 import theano
-import theano.tensor as T
 
-import theano_queue as tq
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-def time_steps(step, steps, warmup=5):
-    for _ in range(warmup):
-        step()
-    started = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - started) / steps
-
-
-def compute(x, weights):
-    """A layer whose width is the knob that balances compute against transfer."""
-    return T.tanh(T.dot(x, weights)).mean()
+import theano_queue as tq  # noqa: E402
+from common import layer, reading, slices, time_steps  # noqa: E402
 
 
 def balanced_width(resident, cols, target_s, rng, probe_width=1024):
     """The layer width whose step on the resident batch takes about target_s."""
-    def step_time(width):
-        weights = theano.shared((rng.standard_normal((cols, width)) / np.sqrt(cols)).astype("float32"))
-        return time_steps(theano.function([], compute(resident, weights)), 10)
-
     width = probe_width
     for _ in range(3):  # time is close to linear in the width: a few refinements
-        width = max(128, int(round(width * target_s / step_time(width) / 128)) * 128)
+        step = reading(theano.function([], layer(resident, cols, width, rng)))
+        width = max(128, int(round(width * target_s / time_steps(step, 10) / 128)) * 128)
     return width
 
 
@@ -69,22 +55,15 @@ def main(argv=None):
         q.register_host(dataset)
     x = q.dequeue()
 
-    def batches():
-        while True:
-            for i in range(args.dataset_batches):
-                yield dataset[i * rows:(i + 1) * rows]
-
-    transfer_only = theano.function([], x[0, 0])
-    with tq.Feeder(q, batches()):
+    transfer_only = reading(theano.function([], x[0, 0]))
+    with tq.Feeder(q, slices(dataset, rows)):
         transfer_s = time_steps(transfer_only, args.steps)
         width = balanced_width(resident, cols, transfer_s, rng)
-        weights = theano.shared((rng.standard_normal((cols, width)) / np.sqrt(cols)).astype("float32"))
-        compute_only = theano.function([], compute(resident, weights))
-        both = theano.function([], compute(x, weights))
+        compute_only = reading(theano.function([], layer(resident, cols, width, np.random.default_rng(1))))
+        both = reading(theano.function([], layer(x, cols, width, np.random.default_rng(1))))
         compute_s = time_steps(compute_only, args.steps)
         both_s = time_steps(both, args.steps)
-        transfer_again_s = time_steps(transfer_only, args.steps)
-    transfer_s = min(transfer_s, transfer_again_s)
+        transfer_s = min(transfer_s, time_steps(transfer_only, args.steps))
 
     result = {
         "device": theano.config.device,

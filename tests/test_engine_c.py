@@ -1,0 +1,29 @@
+"""The engine's own C test (tests/c/test_ring.c): the ring and the copy pool
+without Python, built with gcc and run under ThreadSanitizer and
+AddressSanitizer + UndefinedBehaviorSanitizer, and plainly."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCES = ["c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_copy.c", "tests/c/test_ring.c"]
+BUILDS = {"plain": ["-O2"], "thread": ["-O1", "-fsanitize=thread"], "address": ["-O1", "-fsanitize=address,undefined"]}
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@pytest.mark.parametrize("build", sorted(BUILDS))
+def test_engine_in_c(build, tmp_path):
+    binary = str(tmp_path / ("test_ring_" + build))
+    command = ["gcc", "-std=gnu11", "-g", "-Wall", "-Werror", "-Ic_code", *BUILDS[build], *SOURCES, "-o", binary,
+               "-lpthread"]
+    built = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if built.returncode and build != "plain" and "sanitize" in built.stderr:
+        pytest.skip("gcc has no %s sanitizer runtime here" % build)
+    assert built.returncode == 0, built.stderr
+    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", ASAN_OPTIONS="detect_leaks=1",
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    ran = subprocess.run([binary], capture_output=True, text=True, env=env, timeout=100)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.strip().endswith(" 0 failed")
