@@ -254,7 +254,6 @@ def mlp(b):
         {"what": "theano_queue, numpy batches", "ms": 1e3 * results["numpy"], "x max": results["numpy"] / bound},
         {"what": "theano.function given numpy", "ms": 1e3 * numpy_s, "x max": numpy_s / bound},
     ]
-    best = min(results.values()) / bound
     return {"rows": table, "batch": [rows, cols], "hidden": hidden,
             "target": "<= 1.05 x max(resident step, pinned copy)", "met": max(results.values()) / bound <= 1.05,
             "headline": "queue-fed step %.3f x (registered) / %.3f x (numpy) max(resident, pinned copy); "

@@ -40,6 +40,9 @@ struct tq_backend {
     void (*destroy)(tq_backend *self);
 };
 
+/* snprintf into err (when err is not NULL): how backends and the ring report. */
+void tq_set_error(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* The host backend.  Never fails to create. */
 tq_backend *tq_host_backend_create(void);
 

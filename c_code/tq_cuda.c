@@ -4,7 +4,6 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,16 +54,6 @@ static struct {
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char load_error[TQ_ERRLEN];
 
-static void set_error(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)" */
 static void cuda_error(char *err, size_t errlen, const char *call, CUresult rc)
 {
@@ -73,7 +62,7 @@ static void cuda_error(char *err, size_t errlen, const char *call, CUresult rc)
         cu.GetErrorName(rc, &name);
     if (cu.GetErrorString)
         cu.GetErrorString(rc, &text);
-    set_error(err, errlen, "%s: %s (%s)", call, name ? name : "CUDA_ERROR_UNKNOWN", text ? text : "no description");
+    tq_set_error(err, errlen, "%s: %s (%s)", call, name ? name : "CUDA_ERROR_UNKNOWN", text ? text : "no description");
 }
 
 /* Calls a driver function; on failure formats the error and jumps to fail. */
@@ -141,7 +130,7 @@ int tq_cuda_load(char *err, size_t errlen)
 {
     pthread_once(&load_once, load_driver);
     if (!cu.Init) {
-        set_error(err, errlen, "%s", load_error);
+        tq_set_error(err, errlen, "%s", load_error);
         return -1;
     }
     return 0;
@@ -158,7 +147,7 @@ int tq_cuda_context_of_gpuarray(void *gpucontext, void **cu_context, char *err, 
     void (*enter)(void *) = get_extension ? (void (*)(void *))get_extension("cuda_enter") : NULL;
     void (*leave)(void *) = get_extension ? (void (*)(void *))get_extension("cuda_exit") : NULL;
     if (!enter || !leave) {
-        set_error(err, errlen, "libgpuarray is not loaded or has no CUDA extension (is Theano on a GPU?)");
+        tq_set_error(err, errlen, "libgpuarray is not loaded or has no CUDA extension (is Theano on a GPU?)");
         return -1;
     }
     CUcontext ctx = NULL;
@@ -233,7 +222,7 @@ static int cuda_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, c
     b->filled = calloc((size_t)capacity, sizeof *b->filled);
     b->consumed = calloc((size_t)capacity, sizeof *b->consumed);
     if (!b->staging || !b->device || !b->filled || !b->consumed) {
-        set_error(err, errlen, "cuda backend: out of host memory");
+        tq_set_error(err, errlen, "cuda backend: out of host memory");
         return -1;
     }
     b->capacity = capacity;
@@ -361,12 +350,12 @@ tq_backend *tq_cuda_backend_create(void *cu_context, char *err, size_t errlen)
     if (tq_cuda_load(err, errlen))
         return NULL;
     if (!cu_context) {
-        set_error(err, errlen, "cuda backend: no CUDA context");
+        tq_set_error(err, errlen, "cuda backend: no CUDA context");
         return NULL;
     }
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) {
-        set_error(err, errlen, "cuda backend: out of host memory");
+        tq_set_error(err, errlen, "cuda backend: out of host memory");
         return NULL;
     }
     pthread_mutex_init(&b->registered_lock, NULL);
@@ -401,7 +390,7 @@ fail:
     /* Recorded on every path: the slot goes back to the producers either way,
      * and must not be overwritten before what was queued on `s` has read it. */
     if (cu.EventRecord(b->consumed[slot], s) != CUDA_SUCCESS && ok) {
-        set_error(err, errlen, "cuEventRecord failed for a consumed event");
+        tq_set_error(err, errlen, "cuEventRecord failed for a consumed event");
         ok = 0;
     }
     leave();
@@ -438,7 +427,7 @@ int tq_cuda_register_host(tq_backend *backend, void *ptr, size_t bytes, char *er
         int cap = b->registered_cap ? 2 * b->registered_cap : 4;
         host_range *grown = realloc(b->registered, (size_t)cap * sizeof *grown);
         if (!grown) {
-            set_error(err, errlen, "cuda backend: out of host memory");
+            tq_set_error(err, errlen, "cuda backend: out of host memory");
             goto done;
         }
         b->registered = grown;
@@ -467,7 +456,7 @@ int tq_cuda_unregister_host(tq_backend *backend, void *ptr, char *err, size_t er
         if (b->registered[i].ptr == ptr)
             found = i;
     if (found < 0) {
-        set_error(err, errlen, "cuda backend: %p was not registered", ptr);
+        tq_set_error(err, errlen, "cuda backend: %p was not registered", ptr);
         goto done;
     }
     if (enter(b, err, errlen))
@@ -524,7 +513,7 @@ int tq_cuda_time_h2d(void *cu_context, size_t bytes, int repeats, double *second
     if (tq_cuda_load(err, errlen))
         return -1;
     if (cu.CtxPushCurrent((CUcontext)cu_context) != CUDA_SUCCESS) {
-        set_error(err, errlen, "cuCtxPushCurrent failed");
+        tq_set_error(err, errlen, "cuCtxPushCurrent failed");
         return -1;
     }
     CU(MemHostAlloc, (&host, bytes, CU_MEMHOSTALLOC_PORTABLE));

@@ -82,7 +82,7 @@ static double deadline_after(double timeout_s)
     return timeout_s < 0 ? -1.0 : now_s() + timeout_s;
 }
 
-static void set_error(char *err, size_t errlen, const char *fmt, ...)
+void tq_set_error(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen)
         return;
@@ -122,12 +122,12 @@ static int layout(tq_ring *ring, const tq_component *components, char *err, size
     for (int c = 0; c < ring->n_components; c++) {
         const tq_component *comp = &components[c];
         if (comp->max_rows < 1) {
-            set_error(err, errlen, "component %d: max_rows must be >= 1, got %lld", c,
+            tq_set_error(err, errlen, "component %d: max_rows must be >= 1, got %lld", c,
                       (long long)comp->max_rows);
             return -1;
         }
         if (comp->row_bytes && (size_t)comp->max_rows > (SIZE_MAX / 2) / comp->row_bytes) {
-            set_error(err, errlen, "component %d: %lld rows of %zu bytes overflow", c,
+            tq_set_error(err, errlen, "component %d: %lld rows of %zu bytes overflow", c,
                       (long long)comp->max_rows, comp->row_bytes);
             return -1;
         }
@@ -144,15 +144,15 @@ tq_ring *tq_ring_create(const tq_component *components, int n_components, int ca
 {
     tq_ring *ring = NULL;
     if (!backend) {
-        set_error(err, errlen, "no backend");
+        tq_set_error(err, errlen, "no backend");
         return NULL;
     }
     if (n_components < 1 || n_components > TQ_MAX_COMPONENTS) {
-        set_error(err, errlen, "expected 1 to %d components, got %d", TQ_MAX_COMPONENTS, n_components);
+        tq_set_error(err, errlen, "expected 1 to %d components, got %d", TQ_MAX_COMPONENTS, n_components);
         goto fail;
     }
     if (capacity < 1 || capacity > TQ_MAX_CAPACITY) {
-        set_error(err, errlen, "expected a capacity of 1 to %d, got %d", TQ_MAX_CAPACITY, capacity);
+        tq_set_error(err, errlen, "expected a capacity of 1 to %d, got %d", TQ_MAX_CAPACITY, capacity);
         goto fail;
     }
     ring = calloc(1, sizeof *ring);
@@ -171,7 +171,7 @@ tq_ring *tq_ring_create(const tq_component *components, int n_components, int ca
     if (backend->alloc_slots(backend, capacity, ring->slot_bytes, err, errlen))
         goto fail;
     if (init_sync(ring)) {
-        set_error(err, errlen, "could not create the ring's mutex and condition variables");
+        tq_set_error(err, errlen, "could not create the ring's mutex and condition variables");
         goto fail;
     }
     ring->backend = backend;
@@ -180,7 +180,7 @@ tq_ring *tq_ring_create(const tq_component *components, int n_components, int ca
     return ring;
 
 nomem:
-    set_error(err, errlen, "out of host memory");
+    tq_set_error(err, errlen, "out of host memory");
 fail:
     backend->destroy(backend);
     if (ring) {

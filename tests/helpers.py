@@ -1,4 +1,5 @@
 """Small things several test modules use."""
+import threading
 import zlib
 
 import numpy as np
@@ -16,3 +17,29 @@ def check_tagged(data, tag):
     """(producer, sequence) of an element, after checking its data against its CRC."""
     assert zlib.crc32(np.ascontiguousarray(data).tobytes()) == tag[2], "element %s arrived corrupted" % (tag,)
     return int(tag[0]), int(tag[1])
+
+
+def two_producers_exactly_once(q, take, per_producer):
+    """Two threads put per_producer tagged elements each into q; take() takes them.
+
+    Checks that every element arrives once, intact, and in its producer's order.
+    """
+    def produce(producer):
+        rng = np.random.default_rng(producer)
+        for sequence in range(per_producer):
+            q.put(*tagged_element(producer, sequence, rng, rows=1 + sequence % 16))
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in (0, 1)]
+    for t in threads:
+        t.start()
+    last = {0: -1, 1: -1}
+    try:
+        for _ in range(2 * per_producer):
+            producer, sequence = check_tagged(*take())
+            assert sequence == last[producer] + 1, "producer %d: %d after %d" % (producer, sequence, last[producer])
+            last[producer] = sequence
+    finally:
+        q.close(cancel_pending=True)  # a failed check must not leave a producer blocked
+        for t in threads:
+            t.join()
+    assert last == {0: per_producer - 1, 1: per_producer - 1}

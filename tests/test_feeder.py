@@ -1,5 +1,4 @@
 """Feeder: the background producer, its end, its errors and its stop."""
-import threading
 import time
 import traceback
 

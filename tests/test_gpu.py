@@ -8,14 +8,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import numpy as np
 import pytest
 
 import theano_queue as tq
-from helpers import TAGGED, check_tagged, tagged_element
+from helpers import TAGGED, two_producers_exactly_once
 
 pytestmark = pytest.mark.gpu
 
@@ -68,24 +67,7 @@ def test_two_producers_exactly_once_in_order():
 
     q = tq.Queue(TAGGED, capacity=3)
     f = theano.function([], q.dequeue())
-    per_producer = 1500
-
-    def produce(producer):
-        rng = np.random.default_rng(producer)
-        for sequence in range(per_producer):
-            q.put(*tagged_element(producer, sequence, rng, rows=1 + sequence % 16))
-
-    threads = [threading.Thread(target=produce, args=(p,)) for p in (0, 1)]
-    for t in threads:
-        t.start()
-    last = {0: -1, 1: -1}
-    for _ in range(2 * per_producer):
-        producer, sequence = check_tagged(*f())
-        assert sequence == last[producer] + 1
-        last[producer] = sequence
-    for t in threads:
-        t.join()
-    assert last == {0: per_producer - 1, 1: per_producer - 1}
+    two_producers_exactly_once(q, f, per_producer=1500)
 
 
 @pytest.mark.parametrize("slow", ["producer", "consumer"])

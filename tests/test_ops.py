@@ -14,7 +14,7 @@ import theano.tensor as T
 from theano.compile.mode import Mode
 
 import theano_queue as tq
-from helpers import TAGGED, check_tagged, tagged_element
+from helpers import TAGGED, two_producers_exactly_once
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 
@@ -173,29 +173,9 @@ def test_timeout_in_a_function():
 
 
 def test_exactly_once_through_a_function_with_two_producers():
-    import threading
-
     q = tq.Queue(TAGGED, capacity=3, target="cpu")
     data, tag = q.dequeue()
-    f = theano.function([], [data, tag])
-    per_producer = 5000
-
-    def produce(producer):
-        rng = np.random.default_rng(10 + producer)
-        for sequence in range(per_producer):
-            q.put(*tagged_element(producer, sequence, rng, rows=1 + sequence % 16))
-
-    threads = [threading.Thread(target=produce, args=(p,)) for p in (0, 1)]
-    for t in threads:
-        t.start()
-    last = {0: -1, 1: -1}
-    for _ in range(2 * per_producer):
-        producer, sequence = check_tagged(*f())
-        assert sequence == last[producer] + 1
-        last[producer] = sequence
-    for t in threads:
-        t.join()
-    assert last == {0: per_producer - 1, 1: per_producer - 1}
+    two_producers_exactly_once(q, theano.function([], [data, tag]), per_producer=5000)
 
 
 CTRL_C_SCRIPT = textwrap.dedent(

@@ -5,7 +5,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import _engine, target as _target
+from . import target as _target
 from .spec import element_arrays, parse_components
 
 _names = itertools.count()
