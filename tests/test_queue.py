@@ -297,3 +297,21 @@ def test_large_elements_split_over_copy_threads_arrive_exact():
         _engine.set_copy_threads(before)
     with pytest.raises(ValueError, match="expected 1 to 256 threads"):
         _engine.set_copy_threads(0)
+
+
+def cuda_driver_present():
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(cuda_driver_present(), reason="a CUDA driver is here: the test needs a machine without one")
+def test_a_gpu_ring_without_a_driver_says_why():
+    from theano_queue import _engine
+
+    with pytest.raises(tq.CudaError, match=r"Queue 'q': the CUDA driver \(libcuda\.so\.1\) could not be loaded"):
+        _engine.Ring("q", [("x", "float32", (2,))], 2, None, gpu_context=1)
