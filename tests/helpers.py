@@ -1,5 +1,9 @@
 """Small things several test modules use."""
+import signal
+import subprocess
+import sys
 import threading
+import time
 import zlib
 
 import numpy as np
@@ -43,3 +47,24 @@ def two_producers_exactly_once(q, take, per_producer):
         for t in threads:
             t.join()
     assert last == {0: per_producer - 1, 1: per_producer - 1}
+
+
+def seconds_to_stop_on_ctrl_c(script, env):
+    """Run script, which prints "ready" and then blocks; send it SIGINT; time until it exits.
+
+    The script must exit with status 3 once KeyboardInterrupt reaches it.
+    """
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-3000:]
+        time.sleep(0.5)  # let it block
+        assert proc.poll() is None, "it did not block"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=5)
+        elapsed = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, proc.stderr.read()[-3000:]
+    return elapsed

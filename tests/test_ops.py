@@ -1,11 +1,7 @@
 """Dequeue and Enqueue inside compiled Theano functions."""
 import gc
 import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -14,7 +10,7 @@ import theano.tensor as T
 from theano.compile.mode import Mode
 
 import theano_queue as tq
-from helpers import TAGGED, two_producers_exactly_once
+from helpers import TAGGED, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 
@@ -195,22 +191,5 @@ CTRL_C_SCRIPT = textwrap.dedent(
 
 
 def test_ctrl_c_stops_a_blocked_dequeue_within_half_a_second():
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CTRL_C_SCRIPT],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
-    try:
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
-        time.sleep(0.5)  # let it block in the dequeue
-        assert proc.poll() is None
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=5)
-        elapsed = time.monotonic() - sent
-    finally:
-        proc.kill()
-    assert proc.returncode == 3, proc.stderr.read()
+    elapsed = seconds_to_stop_on_ctrl_c(CTRL_C_SCRIPT, dict(os.environ))
     assert elapsed < 0.5, "took %.3f s to stop" % elapsed
