@@ -4,7 +4,7 @@
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
-EXT         := theano_queue/_engine$(shell /usr/bin/python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+EXT         := build/engine.stamp
 ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) setup.py
 # Theano's own BLAS probe crashes on numpy 1.23: name OpenBLAS (a default the caller can override).
 export THEANO_FLAGS ?= floatX=float32,blas.ldflags=-lopenblas
@@ -28,9 +28,10 @@ $(STAMP): setup.py scripts/install-deps.sh
 	bash scripts/install-deps.sh $(VENV)
 	touch $@
 
+# The engine extension, rebuilt when its sources change.
 $(EXT): $(STAMP) $(ENGINE_SRC)
 	$(PY) setup.py -q build_ext --inplace
-	touch $@
+	mkdir -p build && touch $@
 
 clean:
-	rm -rf build $(EXT) doc/_build
+	rm -rf build theano_queue/_engine*.so doc/_build
