@@ -150,3 +150,34 @@ def test_feeder_needs_a_source_or_a_fill_function():
     q = tq.Queue(XY, target="cpu")
     with pytest.raises(TypeError, match="either a source iterable or a fill function"):
         tq.Feeder(q)
+
+
+def test_queue_closed_raised_by_the_source_reaches_the_consumer():
+    upstream = tq.Queue(XY, target="cpu", name="upstream")
+    upstream.put(np.zeros((4, 3), "float32"), np.zeros(4, "int32"))
+    upstream.close()
+
+    def from_upstream():
+        while True:
+            yield upstream.get(timeout=5)  # raises QueueClosed after the one element
+
+    q = tq.Queue(XY, target="cpu", name="downstream", timeout=10)
+    with tq.Feeder(q, from_upstream()):
+        assert q.get()[1].tolist() == [0, 0, 0, 0]
+        with pytest.raises(tq.FeederError) as info:
+            q.get()
+    assert isinstance(info.value.__cause__, tq.QueueClosed)
+    assert "upstream" in str(info.value.__cause__)
+
+
+def test_a_feeder_on_a_closed_queue_says_to_reopen():
+    q = tq.Queue(XY, target="cpu", name="ended")
+    with tq.Feeder(q, batches(2)):
+        assert len([q.get(timeout=5) for _ in range(2)]) == 2
+    assert q.closed
+    with pytest.raises(tq.QueueClosed, match=r"queue 'ended' is closed .* q.reopen\(\)"):
+        with tq.Feeder(q, batches(2)):
+            pass
+    q.reopen()
+    with tq.Feeder(q, batches(2)):
+        assert len([q.get(timeout=5) for _ in range(2)]) == 2

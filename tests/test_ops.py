@@ -193,3 +193,39 @@ CTRL_C_SCRIPT = textwrap.dedent(
 def test_ctrl_c_stops_a_blocked_dequeue_within_half_a_second():
     elapsed = seconds_to_stop_on_ctrl_c(CTRL_C_SCRIPT, dict(os.environ))
     assert elapsed < 0.5, "took %.3f s to stop" % elapsed
+
+
+def test_an_unused_dequeue_is_pruned_and_takes_nothing():
+    # Documented in Queue.dequeue: Theano compiles only what the outputs need.
+    q = tq.Queue(XY, capacity=4, target="cpu")
+    (x1, _), (x2, _) = q.dequeue(), q.dequeue()
+    f = theano.function([], x1.sum())
+    for i in range(4):
+        q.put(*xy(i))
+    assert [float(f()) for _ in range(2)] == [0.0, 12.0]
+    assert q.size() == 2
+
+
+def test_debug_mode_is_refused_before_anything_is_taken():
+    q = tq.Queue(XY, capacity=4, target="cpu", name="checked")
+    q.put(*xy(1))
+    q.put(*xy(2))
+    x, _ = q.dequeue()
+    with pytest.raises(tq.QueueError, match=r"Dequeue\{checked\}: DebugMode cannot check a queue's Ops"):
+        theano.function([], x.sum(), mode="DebugMode")
+    assert q.size() == 2
+    assert float(theano.function([], x.sum())()) == 12.0
+
+
+def test_pickling_a_function_that_dequeues_says_why_it_cannot():
+    import pickle
+
+    q = tq.Queue(XY, target="cpu", name="local")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    with pytest.raises(TypeError, match="queue 'local' cannot be pickled .nor can a compiled function"):
+        pickle.dumps(f)
+    with pytest.raises(TypeError, match="queue 'local' cannot be pickled"):
+        pickle.dumps(q)
+    q.put(*xy(1))
+    assert float(f()) == 12.0  # the failed pickle changed nothing

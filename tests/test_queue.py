@@ -315,3 +315,73 @@ def test_a_gpu_ring_without_a_driver_says_why():
 
     with pytest.raises(tq.CudaError, match=r"Queue 'q': the CUDA driver \(libcuda\.so\.1\) could not be loaded"):
         _engine.Ring("q", [("x", "float32", (2,))], 2, None, gpu_context=1)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ([2**40] * 4, "values that fit dtype int32; these int64 values do not"),
+        ([1.7] * 4, "values that fit dtype int32; these float64 values do not"),
+        ([1.0] * 4, "values that fit dtype int32"),
+        (["a"] * 4, "numbers of dtype int32, got <U1 values"),
+    ],
+)
+def test_python_values_are_cast_safely_or_refused(values, message):
+    q = tq.Queue([("y", "int32", (4,))], target="cpu", name="casts")
+    with pytest.raises(TypeError, match="Queue 'casts', component 'y': expected " + message):
+        q.put(values)
+    assert q.size() == 0
+    q.put([1, 2, -3, 2**31 - 1])
+    assert q.get()[0].tolist() == [1, 2, -3, 2**31 - 1]
+
+
+def test_python_floats_go_into_float_components():
+    q = tq.Queue(XY, target="cpu", name="floats")
+    q.put([[0.5, 1, 2]] * 4, [0, 1, 2, 3])
+    x, y = q.get()
+    assert x.dtype == np.float32 and x[0].tolist() == [0.5, 1, 2]
+    assert y.dtype == np.int32 and y.tolist() == [0, 1, 2, 3]
+    with pytest.raises(TypeError, match="component 'x': expected values that fit dtype float32"):
+        q.put([[1e300, 0, 0]] * 4, [0, 1, 2, 3])
+
+
+def test_one_component_queue_refuses_two_arrays():
+    q = tq.Queue([("x", "float32", (4, 3))], capacity=3, target="cpu", name="one")
+    a = np.zeros((2, 3), "float32")
+    with pytest.raises(ValueError, match=r"Queue 'one': expected 1 component \(x\), got 2"):
+        q.put(a, a)
+    with pytest.raises(ValueError, match="expected 1 component"):
+        q.put((a, a))
+    assert q.size() == 0
+    q.put(a)
+    q.put((a,))
+    q.put([[1, 2, 3]])  # a list is a batch of rows
+    assert [q.get()[0].shape for _ in range(3)] == [(2, 3), (2, 3), (1, 3)]
+
+
+def test_deleting_the_queue_wakes_a_thread_blocked_on_it():
+    import gc
+
+    import theano
+
+    q = tq.Queue(XY, target="cpu", name="dropped")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    outcome = []
+
+    def consume():
+        try:
+            f()
+            outcome.append("element")
+        except tq.QueueClosed as exc:
+            outcome.append(str(exc))
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    time.sleep(0.3)
+    assert consumer.is_alive()
+    del q
+    gc.collect()
+    consumer.join(5)
+    assert not consumer.is_alive(), "the consumer is still blocked on a queue nobody can feed"
+    assert outcome and "'dropped' is closed" in outcome[0]

@@ -67,6 +67,12 @@ class Feeder:
         """Start the background thread.  A Feeder runs once."""
         if self._thread is not None:
             raise RuntimeError("%s: already started; make a new Feeder for the next epoch" % self.name)
+        if self.queue.closed:
+            # Without this, the epoch would be empty and nothing would say why.
+            raise QueueClosed(
+                "%s: queue '%s' is closed (the last epoch ended it); call q.reopen() before starting "
+                "the next epoch's Feeder" % (self.name, self.queue.name)
+            )
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
         return self
@@ -112,7 +118,7 @@ class Feeder:
         while not self._stop.is_set():
             try:
                 with self.queue.writer(timeout=_STOP_POLL_S) as slot:
-                    slot.rows = self.fill(*slot.arrays)
+                    slot.rows = _from_source(self.fill, *slot.arrays)
                 return True
             except QueueTimeout:
                 continue
@@ -126,20 +132,45 @@ class Feeder:
             while self._fill_one():
                 self.produced += 1
             return not self._stop.is_set()
-        for element in self.source:
-            if self._stop.is_set() or not self._put(element):
+        elements = iter(self.source)
+        while not self._stop.is_set():
+            try:
+                element = _from_source(next, elements)
+            except StopIteration:
+                return True
+            if not self._put(element):
                 return False
             self.produced += 1
-        return True
+        return False
 
     def _run(self):
         try:
             exhausted = self._elements()
+        except SourceFailed as failed:  # anything the source raises reaches the consumer,
+            self._fail(failed.__cause__)  # QueueClosed from a source that reads another queue too
+            return
         except QueueClosed:
-            return  # closed under us: the consumer is done
-        except BaseException as exc:  # anything the source raises reaches the consumer
-            self.exception = exc
-            self.queue.fail(exc)
+            return  # our put found the queue closed under us: the consumer is done
+        except BaseException as exc:  # a bad element
+            self._fail(exc)
             return
         if exhausted and self.close_when_done:
             self.queue.close()
+
+    def _fail(self, exc):
+        self.exception = exc
+        self.queue.fail(exc)
+
+
+class SourceFailed(Exception):
+    """The source raised (its exception is the ``__cause__``): kept apart from the puts' own QueueClosed."""
+
+
+def _from_source(call, *args):
+    """call(*args), with what the source raises (but StopIteration, its end) wrapped in SourceFailed."""
+    try:
+        return call(*args)
+    except StopIteration:
+        raise
+    except BaseException as exc:
+        raise SourceFailed() from exc
