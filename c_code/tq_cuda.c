@@ -24,32 +24,40 @@ typedef unsigned long long CUdeviceptr;
 #define CU_MEMHOSTALLOC_PORTABLE 0x1
 #define CU_MEMHOSTREGISTER_PORTABLE 0x1
 
+/* Every driver function we call, written once: the struct of pointers and the
+ * dlsym table below are both generated from it.  X(field, symbol, parameters):
+ * `symbol` is the versioned name the driver exports for the API we mean. */
+#define TQ_CUDA_FUNCTIONS(X)                                         \
+    X(Init, cuInit, (unsigned int))                                  \
+    X(GetErrorName, cuGetErrorName, (CUresult, const char **))       \
+    X(GetErrorString, cuGetErrorString, (CUresult, const char **))   \
+    X(CtxGetCurrent, cuCtxGetCurrent, (CUcontext *))                 \
+    X(CtxPushCurrent, cuCtxPushCurrent_v2, (CUcontext))              \
+    X(CtxPopCurrent, cuCtxPopCurrent_v2, (CUcontext *))              \
+    X(MemAlloc, cuMemAlloc_v2, (CUdeviceptr *, size_t))              \
+    X(MemFree, cuMemFree_v2, (CUdeviceptr))                          \
+    X(MemHostAlloc, cuMemHostAlloc, (void **, size_t, unsigned int)) \
+    X(MemFreeHost, cuMemFreeHost, (void *))                          \
+    X(MemHostRegister, cuMemHostRegister_v2, (void *, size_t, unsigned int)) \
+    X(MemHostUnregister, cuMemHostUnregister, (void *))              \
+    X(MemGetInfo, cuMemGetInfo_v2, (size_t *, size_t *))             \
+    X(StreamCreate, cuStreamCreate, (CUstream *, unsigned int))      \
+    X(StreamDestroy, cuStreamDestroy_v2, (CUstream))                 \
+    X(StreamSynchronize, cuStreamSynchronize, (CUstream))            \
+    X(StreamWaitEvent, cuStreamWaitEvent, (CUstream, CUevent, unsigned int)) \
+    X(EventCreate, cuEventCreate, (CUevent *, unsigned int))         \
+    X(EventDestroy, cuEventDestroy_v2, (CUevent))                    \
+    X(EventRecord, cuEventRecord, (CUevent, CUstream))               \
+    X(EventSynchronize, cuEventSynchronize, (CUevent))               \
+    X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream)) \
+    X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream)) \
+    X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream))
+
+#define TQ_DECLARE(field, symbol, params) CUresult(*field) params;
 static struct {
-    CUresult (*Init)(unsigned int);
-    CUresult (*GetErrorName)(CUresult, const char **);
-    CUresult (*GetErrorString)(CUresult, const char **);
-    CUresult (*CtxGetCurrent)(CUcontext *);
-    CUresult (*CtxPushCurrent)(CUcontext);
-    CUresult (*CtxPopCurrent)(CUcontext *);
-    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
-    CUresult (*MemFree)(CUdeviceptr);
-    CUresult (*MemHostAlloc)(void **, size_t, unsigned int);
-    CUresult (*MemFreeHost)(void *);
-    CUresult (*MemHostRegister)(void *, size_t, unsigned int);
-    CUresult (*MemHostUnregister)(void *);
-    CUresult (*MemGetInfo)(size_t *, size_t *);
-    CUresult (*StreamCreate)(CUstream *, unsigned int);
-    CUresult (*StreamDestroy)(CUstream);
-    CUresult (*StreamSynchronize)(CUstream);
-    CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned int);
-    CUresult (*EventCreate)(CUevent *, unsigned int);
-    CUresult (*EventDestroy)(CUevent);
-    CUresult (*EventRecord)(CUevent, CUstream);
-    CUresult (*EventSynchronize)(CUevent);
-    CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-    CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-    CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+    TQ_CUDA_FUNCTIONS(TQ_DECLARE)
 } cu;
+#undef TQ_DECLARE
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char load_error[TQ_ERRLEN];
@@ -82,35 +90,12 @@ static void load_driver(void)
         snprintf(load_error, sizeof load_error, "the CUDA driver (libcuda.so.1) could not be loaded: %s", dlerror());
         return;
     }
+#define TQ_SYMBOL(field, symbol, params) {(void **)&cu.field, #symbol},
     struct {
         void **slot;
         const char *name;
-    } symbols[] = {
-        {(void **)&cu.Init, "cuInit"},
-        {(void **)&cu.GetErrorName, "cuGetErrorName"},
-        {(void **)&cu.GetErrorString, "cuGetErrorString"},
-        {(void **)&cu.CtxGetCurrent, "cuCtxGetCurrent"},
-        {(void **)&cu.CtxPushCurrent, "cuCtxPushCurrent_v2"},
-        {(void **)&cu.CtxPopCurrent, "cuCtxPopCurrent_v2"},
-        {(void **)&cu.MemAlloc, "cuMemAlloc_v2"},
-        {(void **)&cu.MemFree, "cuMemFree_v2"},
-        {(void **)&cu.MemHostAlloc, "cuMemHostAlloc"},
-        {(void **)&cu.MemFreeHost, "cuMemFreeHost"},
-        {(void **)&cu.MemHostRegister, "cuMemHostRegister_v2"},
-        {(void **)&cu.MemHostUnregister, "cuMemHostUnregister"},
-        {(void **)&cu.MemGetInfo, "cuMemGetInfo_v2"},
-        {(void **)&cu.StreamCreate, "cuStreamCreate"},
-        {(void **)&cu.StreamDestroy, "cuStreamDestroy_v2"},
-        {(void **)&cu.StreamSynchronize, "cuStreamSynchronize"},
-        {(void **)&cu.StreamWaitEvent, "cuStreamWaitEvent"},
-        {(void **)&cu.EventCreate, "cuEventCreate"},
-        {(void **)&cu.EventDestroy, "cuEventDestroy_v2"},
-        {(void **)&cu.EventRecord, "cuEventRecord"},
-        {(void **)&cu.EventSynchronize, "cuEventSynchronize"},
-        {(void **)&cu.MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
-        {(void **)&cu.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
-        {(void **)&cu.MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
-    };
+    } symbols[] = {TQ_CUDA_FUNCTIONS(TQ_SYMBOL)};
+#undef TQ_SYMBOL
     for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
         *symbols[i].slot = dlsym(lib, symbols[i].name);
         if (!*symbols[i].slot) {
