@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---- the driver API, as much as we use ------------------------------------------ */
 
@@ -486,41 +485,4 @@ int tq_cuda_mem_info(void *cu_context, size_t *free_bytes, size_t *total_bytes, 
     return 0;
 fail:
     return -1;
-}
-
-int tq_cuda_time_h2d(void *cu_context, size_t bytes, int repeats, double *seconds, char *err, size_t errlen)
-{
-    void *host = NULL;
-    CUdeviceptr device = 0;
-    CUstream stream = NULL;
-    struct timespec t0, t1;
-    int rc = -1;
-    if (tq_cuda_load(err, errlen))
-        return -1;
-    if (cu.CtxPushCurrent((CUcontext)cu_context) != CUDA_SUCCESS) {
-        tq_set_error(err, errlen, "cuCtxPushCurrent failed");
-        return -1;
-    }
-    CU(MemHostAlloc, (&host, bytes, CU_MEMHOSTALLOC_PORTABLE));
-    CU(MemAlloc, (&device, bytes));
-    CU(StreamCreate, (&stream, CU_STREAM_NON_BLOCKING));
-    memset(host, 1, bytes);
-    CU(MemcpyHtoDAsync, (device, host, bytes, stream)); /* warm-up */
-    CU(StreamSynchronize, (stream));
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; i < repeats; i++)
-        CU(MemcpyHtoDAsync, (device, host, bytes, stream));
-    CU(StreamSynchronize, (stream));
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    *seconds = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / repeats;
-    rc = 0;
-fail:
-    if (stream)
-        cu.StreamDestroy(stream);
-    if (device)
-        cu.MemFree(device);
-    if (host)
-        cu.MemFreeHost(host);
-    leave();
-    return rc;
 }

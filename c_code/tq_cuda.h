@@ -59,10 +59,6 @@ void tq_cuda_allocated(uint64_t *device_bytes, uint64_t *pinned_bytes);
 /* Free and total memory of the device of cu_context. */
 int tq_cuda_mem_info(void *cu_context, size_t *free_bytes, size_t *total_bytes, char *err, size_t errlen);
 
-/* The physical limit, for benchmarks: seconds per cuMemcpyHtoDAsync of
- * `bytes` from pinned memory on a non-blocking stream, mean of `repeats`. */
-int tq_cuda_time_h2d(void *cu_context, size_t bytes, int repeats, double *seconds, char *err, size_t errlen);
-
 #ifdef __cplusplus
 }
 #endif

@@ -982,37 +982,7 @@ static PyObject *copy_threads(PyObject *module, PyObject *unused)
     return PyLong_FromLong(tq_copier_threads(copier) + 1);
 }
 
-static PyObject *cuda_h2d_seconds(PyObject *module, PyObject *args)
-{
-    (void)module;
-    PyObject *gpu_context;
-    Py_ssize_t bytes;
-    int repeats, rc;
-    double seconds = 0;
-    char err[TQ_ERRLEN] = "";
-    void *cu_context = NULL;
-    if (!PyArg_ParseTuple(args, "Oni", &gpu_context, &bytes, &repeats))
-        return NULL;
-    void *gpucontext = PyLong_AsVoidPtr(gpu_context);
-    if (!gpucontext)
-        return NULL;
-    if (bytes < 1 || repeats < 1) {
-        PyErr_SetString(PyExc_ValueError, "cuda_h2d_seconds: bytes and repeats must be >= 1");
-        return NULL;
-    }
-    if (tq_cuda_context_of_gpuarray(gpucontext, &cu_context, err, sizeof err))
-        return PyErr_Format(CudaError, "cuda_h2d_seconds: %s", err);
-    Py_BEGIN_ALLOW_THREADS
-    rc = tq_cuda_time_h2d(cu_context, (size_t)bytes, repeats, &seconds, err, sizeof err);
-    Py_END_ALLOW_THREADS
-    if (rc)
-        return PyErr_Format(CudaError, "cuda_h2d_seconds: %s", err);
-    return PyFloat_FromDouble(seconds);
-}
-
 static PyMethodDef engine_functions[] = {
-    {"cuda_h2d_seconds", cuda_h2d_seconds, METH_VARARGS,
-     "cuda_h2d_seconds(gpu_context_ptr, bytes, repeats) -> seconds per pinned host-to-device copy."},
     {"set_copy_threads", set_copy_threads, METH_O,
      "set_copy_threads(n): threads that share each large host copy (puts, host dequeues)."},
     {"copy_threads", copy_threads, METH_NOARGS, "copy_threads() -> threads that share each large host copy."},
