@@ -29,25 +29,28 @@ static double now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* The deadline `timeout` seconds from now; < 0 for none. */
+static double deadline(double timeout) { return timeout < 0 ? -1.0 : tq_now() + timeout; }
+
 /* One component of up to 8 rows of two int64: (producer, sequence). */
 static tq_ring *make_ring(int capacity)
 {
     tq_component comp = {8, 2 * sizeof(int64_t)};
-    char err[TQ_ERRLEN];
-    tq_ring *ring = tq_ring_create(&comp, 1, capacity, tq_host_backend_create(), err, sizeof err);
+    tq_error err;
+    tq_ring *ring = tq_ring_create(&comp, 1, capacity, tq_host_backend_create(NULL), &err);
     if (!ring)
-        fprintf(stderr, "tq_ring_create: %s\n", err);
+        fprintf(stderr, "tq_ring_create: %s\n", err.message);
     return ring;
 }
 
-static tq_status put(tq_ring *ring, int64_t producer, int64_t sequence, double timeout)
+static tq_code put(tq_ring *ring, int64_t producer, int64_t sequence, double timeout)
 {
     int slot;
-    tq_status st = tq_ring_reserve_put(ring, timeout, &slot);
-    if (st != TQ_OK)
-        return st;
-    if ((st = tq_ring_begin_host_write(ring, slot)) != TQ_OK)
-        return st;
+    tq_code code = tq_ring_reserve_put(ring, deadline(timeout), NULL, &slot, NULL);
+    if (code != TQ_OK)
+        return code;
+    if ((code = tq_ring_begin_host_write(ring, slot, NULL)) != TQ_OK)
+        return code;
     int64_t *row = tq_ring_write_ptr(ring, slot, 0);
     int64_t rows = 1 + sequence % 8;
     for (int64_t r = 0; r < rows; r++) {
@@ -57,13 +60,14 @@ static tq_status put(tq_ring *ring, int64_t producer, int64_t sequence, double t
     return tq_ring_commit_put(ring, slot, &rows, NULL);
 }
 
-static tq_status get(tq_ring *ring, int64_t *producer, int64_t *sequence, double timeout)
+static tq_code get(tq_ring *ring, int64_t *producer, int64_t *sequence, double timeout)
 {
     int slot;
-    tq_status st = tq_ring_reserve_get(ring, timeout, &slot);
-    if (st != TQ_OK)
-        return st;
-    const int64_t *row = tq_ring_read_ptr(ring, slot, 0);
+    int64_t row[16];
+    tq_code code = tq_ring_reserve_get(ring, deadline(timeout), NULL, &slot, NULL);
+    if (code != TQ_OK)
+        return code;
+    CHECK(tq_ring_read_to_host(ring, slot, 0, row, NULL) == TQ_OK);
     int64_t rows = tq_ring_rows(ring, slot, 0);
     *producer = row[0];
     *sequence = row[1];
@@ -93,23 +97,25 @@ static void test_fifo_and_states(void)
     CHECK(put(ring, 0, 8, 0) == TQ_CLOSED);
     CHECK(get(ring, &p, &s, 0) == TQ_OK && s == 7); /* drains */
     CHECK(get(ring, &p, &s, 1) == TQ_CLOSED);
-    CHECK(tq_ring_reopen(ring) == TQ_OK);
+    CHECK(tq_ring_reopen(ring, NULL) == TQ_OK);
 
     CHECK(put(ring, 0, 9, 0) == TQ_OK);
     tq_ring_close(ring, 1); /* cancel */
     CHECK(tq_ring_size(ring) == 0);
     CHECK(get(ring, &p, &s, 1) == TQ_CLOSED);
-    CHECK(tq_ring_reopen(ring) == TQ_OK);
+    CHECK(tq_ring_reopen(ring, NULL) == TQ_OK);
 
     CHECK(put(ring, 0, 10, 0) == TQ_OK);
     tq_ring_fail(ring, "source broke");
     CHECK(get(ring, &p, &s, 0) == TQ_OK && s == 10);
-    CHECK(get(ring, &p, &s, 1) == TQ_FAILED);
-    CHECK(strcmp(tq_ring_error(ring), "source broke") == 0);
-    CHECK(tq_ring_reopen(ring) == TQ_OK && tq_ring_state(ring) == TQ_STATE_OPEN);
+    int slot;
+    tq_error err;
+    CHECK(tq_ring_reserve_get(ring, deadline(1), NULL, &slot, &err) == TQ_FAILED && err.code == TQ_FAILED);
+    CHECK(strcmp(err.message, "failed: source broke") == 0);
+    CHECK(tq_ring_reopen(ring, NULL) == TQ_OK && tq_ring_state(ring) == TQ_STATE_OPEN);
 
-    int slot; /* an abandoned write is skipped and not counted as lost */
-    CHECK(tq_ring_reserve_put(ring, 0, &slot) == TQ_OK);
+    /* an abandoned write is skipped and not counted as lost */
+    CHECK(tq_ring_reserve_put(ring, 0, NULL, &slot, NULL) == TQ_OK);
     tq_ring_abort_put(ring, slot);
     CHECK(put(ring, 0, 11, 0) == TQ_OK);
     CHECK(get(ring, &p, &s, 0) == TQ_OK && s == 11);
@@ -181,7 +187,8 @@ static void test_threads_exactly_once(void)
 
 static void test_copier(void)
 {
-    tq_copier *copier = tq_copier_create(3);
+    CHECK(tq_copy_set_threads(0, NULL) == TQ_EINVAL);
+    CHECK(tq_copy_set_threads(4, NULL) == TQ_OK && tq_copy_threads() == 4);
     size_t sizes[] = {0, 1, 4095, (1u << 20) + 7, (5u << 20) + 13, 9u << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         for (int shift = 0; shift < 3; shift++) {
@@ -189,14 +196,14 @@ static void test_copier(void)
             unsigned char *src = malloc(n + 16), *dst = malloc(n + 16);
             for (size_t k = 0; k < n + 16; k++)
                 src[k] = (unsigned char)(k * 131 + i), dst[k] = 0;
-            tq_copier_copy(copier, dst + shift, src + 2 * shift + 1, n);
+            tq_copy(dst + shift, src + 2 * shift + 1, n);
             CHECK(memcmp(dst + shift, src + 2 * shift + 1, n) == 0);
             CHECK(n + shift + 1 > n + 16 || dst[n + shift] == 0); /* nothing written past the end */
             free(src);
             free(dst);
         }
     }
-    tq_copier_destroy(copier);
+    CHECK(tq_copy_set_threads(1, NULL) == TQ_OK); /* joins the pool's threads: nothing left for the leak check */
 }
 
 int main(void)
