@@ -5,7 +5,7 @@
  *
  *   tq_py_module.c   the module: its init, its functions, the exceptions and
  *                    the one function that turns an engine error into one
- *   tq_py_ring.c     the Ring type
+ *   tq_py_ring.c     the Ring and Stop types
  *   tq_py_element.c  element checks, put and get, and the waits
  *   tq_py_capi.c     the table of functions for the Ops (tq_capi.h)
  */
@@ -39,8 +39,8 @@ typedef struct {
     PyObject *weakrefs;
 } RingObject;
 
-extern PyTypeObject RingType;
-extern PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError;
+extern PyTypeObject RingType, StopType;
+extern PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError, *Stopped;
 
 /* ---- tq_py_module.c ---- */
 /* Sets the Python exception that err means, its message prefixed by `who`

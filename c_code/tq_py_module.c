@@ -10,13 +10,14 @@
 #include "tq_copy.h"
 #include "tq_cuda.h"
 
-PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError;
+PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError, *Stopped;
 
 /* ---- errors ------------------------------------------------------------------------ */
 
 /* Each class of engine failure is one kind of exception:
  *   TQ_CLOSED -> QueueClosed      TQ_TIMEOUT -> QueueTimeout
  *   TQ_FAILED -> FeederError, its __cause__ the exception given to fail()
+ *   TQ_STOPPED -> Stopped (a Stop was set; the Feeder catches it)
  *   TQ_EINVAL -> ValueError       TQ_ENOMEM -> MemoryError
  *   TQ_EDEVMEM, TQ_ECUDA -> CudaError (the message names the CUDA error:
  *                                      CUDA_ERROR_OUT_OF_MEMORY for the first)
@@ -27,6 +28,7 @@ static PyObject *exception_type(tq_code code)
     case TQ_CLOSED: return QueueClosed;
     case TQ_TIMEOUT: return QueueTimeout;
     case TQ_FAILED: return FeederError;
+    case TQ_STOPPED: return Stopped;
     case TQ_EINVAL: return PyExc_ValueError;
     case TQ_ENOMEM: return PyExc_MemoryError;
     case TQ_EDEVMEM:
@@ -67,8 +69,9 @@ static int import_errors(void)
     QueueTimeout = PyObject_GetAttrString(errors, "QueueTimeout");
     FeederError = PyObject_GetAttrString(errors, "FeederError");
     CudaError = PyObject_GetAttrString(errors, "CudaError");
+    Stopped = PyObject_GetAttrString(errors, "Stopped");
     Py_DECREF(errors);
-    return QueueError && QueueClosed && QueueTimeout && FeederError && CudaError ? 0 : -1;
+    return QueueError && QueueClosed && QueueTimeout && FeederError && CudaError && Stopped ? 0 : -1;
 }
 
 /* ---- the libgpuarray bridge ----------------------------------------------------------- */
@@ -169,14 +172,13 @@ static struct PyModuleDef engine_module = {
 PyMODINIT_FUNC PyInit__engine(void)
 {
     import_array();
-    if (import_errors() || PyType_Ready(&RingType) < 0)
+    if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&engine_module);
     if (!m)
         return NULL;
-    Py_INCREF(&RingType);
     PyObject *api = capi_capsule();
-    if (PyModule_AddObject(m, "Ring", (PyObject *)&RingType) < 0 || !api ||
+    if (PyModule_AddType(m, &RingType) < 0 || PyModule_AddType(m, &StopType) < 0 || !api ||
         PyModule_AddObject(m, "_C_API", api) < 0 || PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS) ||
         PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY)) {
         Py_XDECREF(api);

@@ -1,5 +1,6 @@
 /* tq_py_ring.c: the Ring type, theano_queue._engine.Ring: a tq_ring with the
- * component names, dtypes and shapes Python needs around it. */
+ * component names, dtypes and shapes Python needs around it; and Stop, a flag
+ * that ends a producer's wait on one Ring. */
 #include "tq_py.h"
 
 #include <string.h>
@@ -8,10 +9,13 @@
 
 /* ---- life ------------------------------------------------------------------------ */
 
-static int parse_timeout(PyObject *obj, double *out)
+/* Seconds a wait may last, < 0 for no limit: `fallback` for None (a call's
+ * None is the ring's timeout; the ring's own None is no limit), no limit for
+ * math.inf. */
+static int parse_timeout(PyObject *obj, double fallback, double *out)
 {
     if (obj == NULL || obj == Py_None) {
-        *out = -1.0;
+        *out = fallback;
         return 0;
     }
     double t = PyFloat_AsDouble(obj);
@@ -21,7 +25,7 @@ static int parse_timeout(PyObject *obj, double *out)
         PyErr_Format(PyExc_ValueError, "timeout must be None or a number >= 0, got %R", obj);
         return -1;
     }
-    *out = t;
+    *out = t == Py_HUGE_VAL ? -1.0 : t;
     return 0;
 }
 
@@ -74,7 +78,7 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "UOi|OO", kwlist, &name, &components, &capacity, &timeout,
                                      &gpu_context))
         return -1;
-    if (parse_timeout(timeout, &self->timeout))
+    if (parse_timeout(timeout, -1.0, &self->timeout))
         return -1;
     Py_INCREF(name);
     Py_XSETREF(self->name, name);
@@ -149,30 +153,51 @@ int ring_usable(RingObject *self, const char *who)
     return 0;
 }
 
+/* ---- Stop ------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    RingObject *ring;
+    int flag; /* read by waits without the GIL */
+} StopObject;
+
 /* ---- put and get ------------------------------------------------------------------ */
+
+/* The flag of a Stop made for this ring (NULL for None), or -1 with TypeError. */
+static int stop_flag(RingObject *self, const char *who, PyObject *stop, const int **flag)
+{
+    *flag = NULL;
+    if (stop == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(stop, &StopType) || ((StopObject *)stop)->ring != self) {
+        PyErr_Format(PyExc_TypeError, "%s: stop must be None or a Stop made for this queue's ring, got %R", who, stop);
+        return -1;
+    }
+    *flag = &((StopObject *)stop)->flag;
+    return 0;
+}
 
 static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"arrays", "timeout", NULL};
-    PyObject *arrays, *timeout = Py_None;
+    static char *kwlist[] = {"arrays", "timeout", "stop", NULL};
+    PyObject *arrays, *timeout = Py_None, *stop = Py_None;
+    const int *flag;
     double t;
-    if (ring_usable(self, "Queue.put") || !PyArg_ParseTupleAndKeywords(args, kwds, "O|O", kwlist, &arrays, &timeout) ||
-        parse_timeout(timeout, &t))
+    if (ring_usable(self, "Queue.put") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &arrays, &timeout, &stop) ||
+        parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.put", stop, &flag))
         return NULL;
-    Py_ssize_t size = put_element(self, "Queue.put", arrays, t, NULL);
+    Py_ssize_t size = put_element(self, "Queue.put", arrays, t, flag);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 
 static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
-    PyObject *timeout = NULL;
+    PyObject *timeout = Py_None;
     double t;
-    if (ring_usable(self, "Queue.get") || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout))
-        return NULL;
-    if (timeout == NULL)
-        t = self->timeout;
-    else if (parse_timeout(timeout, &t))
+    if (ring_usable(self, "Queue.get") || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
+        parse_timeout(timeout, self->timeout, &t))
         return NULL;
     return get_element(self, "Queue.get", t);
 }
@@ -210,16 +235,18 @@ static PyObject *slot_views(RingObject *self, int slot)
  * slot's (pinned, for a GPU queue) staging, to be filled and committed. */
 static PyObject *Ring_reserve(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"timeout", NULL};
-    PyObject *timeout = Py_None;
+    static char *kwlist[] = {"timeout", "stop", NULL};
+    PyObject *timeout = Py_None, *stop = Py_None;
+    const int *flag;
     double t;
     int slot;
     tq_error err;
     tq_code code;
-    if (ring_usable(self, "Queue.writer") || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
-        parse_timeout(timeout, &t))
+    if (ring_usable(self, "Queue.writer") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "|OO", kwlist, &timeout, &stop) ||
+        parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.writer", stop, &flag))
         return NULL;
-    if (wait_for_slot(self, 1, t, NULL, "Queue.writer", &slot))
+    if (wait_for_slot(self, 1, t, flag, "Queue.writer", &slot))
         return NULL;
     Py_BEGIN_ALLOW_THREADS /* a device backend waits here until the slot's staging is free */
     code = tq_ring_begin_host_write(self->ring, slot, &err);
@@ -367,7 +394,11 @@ static PyObject *Ring_get_timeout(RingObject *self, void *unused)
 static int Ring_set_timeout(RingObject *self, PyObject *value, void *unused)
 {
     (void)unused;
-    return parse_timeout(value, &self->timeout);
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "the timeout cannot be deleted; set it to None for no limit");
+        return -1;
+    }
+    return parse_timeout(value, -1.0, &self->timeout);
 }
 
 /* ---- page-locked user memory -------------------------------------------------------- */
@@ -402,9 +433,10 @@ static PyObject *Ring_unregister_host(RingObject *self, PyObject *array) { retur
 
 static PyMethodDef Ring_methods[] = {
     {"put", (PyCFunction)(void (*)(void))Ring_put, METH_VARARGS | METH_KEYWORDS,
-     "put(arrays, timeout=None) -> size: validate and put one element, waiting for a free slot."},
+     "put(arrays, timeout=None, stop=None) -> size: validate and put one element, waiting for a free slot\n"
+     "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set."},
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
-     "get(timeout=<ring's>) -> tuple of arrays: take the next element, waiting for one."},
+     "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
     {"close", (PyCFunction)(void (*)(void))Ring_close, METH_VARARGS | METH_KEYWORDS,
      "close(cancel_pending=False): no more puts; consumers drain what is left (or nothing)."},
     {"fail", (PyCFunction)Ring_fail, METH_O, "fail(exc): consumers get FeederError (cause: exc) once drained."},
@@ -412,7 +444,7 @@ static PyMethodDef Ring_methods[] = {
     {"size", (PyCFunction)Ring_size, METH_NOARGS, "size() -> elements ready to be taken."},
     {"stats", (PyCFunction)Ring_stats, METH_NOARGS, "stats() -> dict of counters."},
     {"reserve", (PyCFunction)(void (*)(void))Ring_reserve, METH_VARARGS | METH_KEYWORDS,
-     "reserve(timeout=None) -> (slot, views): writable views over a free slot's staging."},
+     "reserve(timeout=None, stop=None) -> (slot, views): writable views over a free slot's staging."},
     {"commit", (PyCFunction)Ring_commit, METH_VARARGS, "commit(slot, rows) -> size: publish a reserved slot."},
     {"abort", (PyCFunction)Ring_abort, METH_VARARGS, "abort(slot): give a reserved slot up."},
     {"register_host", (PyCFunction)Ring_register_host, METH_O,
@@ -425,7 +457,8 @@ static PyGetSetDef Ring_getset[] = {
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
     {"on_gpu", (getter)Ring_get_on_gpu, NULL, "True when the slots live on a GPU.", NULL},
-    {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout, "Default get timeout in seconds.", NULL},
+    {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout,
+     "Seconds a wait lasts when its call gives no timeout; None for no limit.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -440,5 +473,61 @@ PyTypeObject RingType = {
     .tp_methods = Ring_methods,
     .tp_getset = Ring_getset,
     .tp_init = (initproc)Ring_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- the Stop type --------------------------------------------------------------------- */
+
+static int Stop_init(StopObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"ring", NULL};
+    RingObject *ring;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!", kwlist, &RingType, &ring))
+        return -1;
+    Py_INCREF(ring);
+    Py_XSETREF(self->ring, ring);
+    __atomic_store_n(&self->flag, 0, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static void Stop_dealloc(StopObject *self)
+{
+    Py_XDECREF(self->ring);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The flag first, then the wake: a wait reads the flag under the lock that
+ * the wake takes, so it either sees the flag or is woken to see it. */
+static PyObject *Stop_set(StopObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->ring || ring_usable(self->ring, "Stop.set"))
+        return NULL;
+    __atomic_store_n(&self->flag, 1, __ATOMIC_RELEASE);
+    tq_ring_wake(self->ring->ring);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Stop_is_set(StopObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(__atomic_load_n(&self->flag, __ATOMIC_ACQUIRE));
+}
+
+static PyMethodDef Stop_methods[] = {
+    {"set", (PyCFunction)Stop_set, METH_NOARGS, "set(): end the waits given this Stop, at once."},
+    {"is_set", (PyCFunction)Stop_is_set, METH_NOARGS, "is_set() -> True once set."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject StopType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "theano_queue._engine.Stop",
+    .tp_basicsize = sizeof(StopObject),
+    .tp_dealloc = (destructor)Stop_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Stop(ring): a flag for Ring.put and Ring.reserve; set() ends their wait with Stopped.",
+    .tp_methods = Stop_methods,
+    .tp_init = (initproc)Stop_init,
     .tp_new = PyType_GenericNew,
 };

@@ -274,15 +274,15 @@ static tq_code reserve(tq_ring *ring, int producer, double deadline, const int *
 
     pthread_mutex_lock(&ring->lock);
     for (;;) {
-        code = producer ? try_reserve_put(ring, slot, err) : try_reserve_get(ring, slot, err);
-        if (code != TQ_TIMEOUT)
-            break;
         /* Read under the lock that tq_ring_wake takes: a raise followed by a
          * wake is never missed. */
         if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) {
-            code = tq_set_error(err, TQ_STOPPED, "stopped while waiting");
+            code = tq_set_error(err, TQ_STOPPED, "stopped");
             break;
         }
+        code = producer ? try_reserve_put(ring, slot, err) : try_reserve_get(ring, slot, err);
+        if (code != TQ_TIMEOUT)
+            break;
         if (!started)
             started = tq_now();
         if (wait_until(cond, &ring->lock, deadline) == ETIMEDOUT) {

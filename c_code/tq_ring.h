@@ -58,7 +58,8 @@ void tq_ring_destroy(tq_ring *ring);
 
 /* Waits.  `deadline` is a point on tq_now()'s clock: < 0 waits without limit,
  * one already passed does not wait.  `stop` is NULL or a flag: once it is
- * nonzero and tq_ring_wake is called, the wait ends with TQ_STOPPED. */
+ * nonzero the call ends with TQ_STOPPED, at once if it was set before
+ * tq_ring_wake was called. */
 
 /* Producer side.  A host producer reserves a slot and either hands its arrays
  * to tq_ring_put_from_host (one call: wait for the staging, copy, publish), or

@@ -1,4 +1,5 @@
 """The queue on the host: FIFO, exactly-once, states, timeouts, bad input."""
+import math
 import threading
 import time
 
@@ -170,6 +171,24 @@ def test_get_timeout():
         q.get()
     assert 0.15 < time.monotonic() - start < 2
     assert isinstance(tq.QueueTimeout("x"), TimeoutError)
+
+
+def test_the_queues_timeout_bounds_every_wait_that_gives_none():
+    q = tq.Queue(XY, capacity=1, target="cpu", timeout=0.1)
+    with pytest.raises(tq.QueueTimeout, match="Queue.get: queue '.*': no element within 0.1 s"):
+        q.get()
+    q.put(*xy(1))
+    with pytest.raises(tq.QueueTimeout, match="Queue.put: queue '.*': no free slot within 0.1 s"):
+        q.put(*xy(2))
+    with pytest.raises(tq.QueueTimeout, match="Queue.writer: queue '.*': no free slot within 0.1 s"):
+        with q.writer():
+            pass
+    threading.Timer(0.3, q.get).start()
+    start = time.monotonic()
+    q.put(*xy(3), timeout=math.inf)  # no limit: waits for the get
+    assert time.monotonic() - start >= 0.25
+    q.timeout = None
+    assert q.timeout is None
 
 
 def test_put_timeout_on_full_queue():

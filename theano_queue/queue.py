@@ -32,9 +32,10 @@ class Queue:
         Where the ring's slots live.  ``None`` means the GPU Theano runs on,
         else host memory; ``"cpu"`` forces host memory.
     timeout : float or None
-        Seconds a dequeue (and an in-graph enqueue) waits before raising
-        :class:`QueueTimeout`; ``None`` waits until an element comes or the
-        queue is closed.
+        Seconds a wait for an element or a free slot lasts before it raises
+        :class:`QueueTimeout`: dequeue and enqueue nodes, and ``put``, ``get``
+        and ``writer`` called without a timeout of their own.  ``None`` waits
+        until an element or a slot comes or the queue is closed.
     name : str
         Used in error messages and statistics.
     """
@@ -95,11 +96,16 @@ class Queue:
         """Put one element, waiting up to ``timeout`` seconds for a free slot.
 
         ``q.put(x, y)``, ``q.put((x, y))`` or ``q.put({"x": x, "y": y})``.
-        Returns the queue's size after the put.  Raises TypeError/ValueError on
-        an element that does not fit (nothing is put), QueueClosed once closed,
-        QueueTimeout when no slot came free in time.
+        ``timeout=None`` uses the queue's timeout; ``math.inf`` waits without
+        limit.  Returns the queue's size after the put.  Raises
+        TypeError/ValueError on an element that does not fit (nothing is put),
+        QueueClosed once closed, QueueTimeout when no slot came free in time.
         """
-        return self._ring.put(self._arrays(element), timeout)
+        return self._put(element, timeout)
+
+    def _put(self, element, timeout, stop=None):
+        """put(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
+        return self._ring.put(self._arrays(element), timeout, stop)
 
     def get(self, timeout=None):
         """Take the next element on the host: a tuple of numpy arrays, one per component.
@@ -107,9 +113,8 @@ class Queue:
         For inspection and for code outside Theano graphs; graphs use
         :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.
         """
-        return self._ring.get() if timeout is None else self._ring.get(timeout)
+        return self._ring.get(timeout)
 
-    @contextlib.contextmanager
     def writer(self, timeout=None):
         """Fill the next free slot in place: no copy between your arrays and the queue.
 
@@ -123,9 +128,15 @@ class Queue:
         For a GPU queue the views are the slot's pinned staging, so what you
         write there goes straight over the bus.  The element is put when the
         block ends; if the block raises, the slot is given back and nothing is
-        put.  The views become read-only once the block ends.
+        put.  The views become read-only once the block ends.  ``timeout`` is
+        the wait for a free slot, as for :meth:`put`.
         """
-        slot, views = self._ring.reserve(timeout)
+        return self._writer(timeout)
+
+    @contextlib.contextmanager
+    def _writer(self, timeout, stop=None):
+        """writer(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
+        slot, views = self._ring.reserve(timeout, stop)
         writer = SlotWriter(self.components, views)
         try:
             yield writer
@@ -195,7 +206,7 @@ class Queue:
 
     @property
     def timeout(self):
-        """Seconds a dequeue waits before QueueTimeout; None for no limit."""
+        """Seconds a wait lasts (dequeue, enqueue, and put/get/writer given no timeout); None for no limit."""
         return self._ring.timeout
 
     @timeout.setter
