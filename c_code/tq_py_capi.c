@@ -6,7 +6,7 @@
 #define TQ_CAPI_PROVIDER /* defines the table, imports nothing */
 #include "tq_capi.h"
 
-static PyObject *capi_resolve(PyObject *token, const char *who)
+static PyObject *capi_resolve(PyObject *token, const char *who, int n, int on_gpu)
 {
     PyObject *ring = PyWeakref_Check(token) ? PyWeakref_GetObject(token) : token;
     if (ring == Py_None) {
@@ -22,6 +22,15 @@ static PyObject *capi_resolve(PyObject *token, const char *who)
     }
     if (ring_usable((RingObject *)ring, who))
         return NULL;
+    RingObject *self = (RingObject *)ring;
+    if (n != self->n) {
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U' has %d components, the node %d", who, self->name, self->n, n);
+        return NULL;
+    }
+    if (on_gpu && !tq_ring_on_device(self->ring)) {
+        PyErr_Format(PyExc_TypeError, "%s: queue '%U' lives in host memory, not on the GPU", who, self->name);
+        return NULL;
+    }
     Py_INCREF(ring);
     return ring;
 }
@@ -37,11 +46,6 @@ static int capi_element_shape(PyObject *ring, int slot, int c, intptr_t *dims)
     return element_shape((RingObject *)ring, slot, c, (npy_intp *)dims);
 }
 
-static size_t capi_element_bytes(PyObject *ring, int slot, int c)
-{
-    return tq_ring_bytes(((RingObject *)ring)->ring, slot, c);
-}
-
 static void capi_get_end(PyObject *ring, int slot) { tq_ring_release_get(((RingObject *)ring)->ring, slot); }
 
 static Py_ssize_t capi_put(PyObject *ring, const char *who, PyObject *arrays)
@@ -54,8 +58,6 @@ static int capi_copy_to_host(PyObject *ring, const char *who, int slot, int c, v
 {
     return read_component((RingObject *)ring, who, slot, c, dst);
 }
-
-static int capi_on_gpu(PyObject *ring) { return tq_ring_on_device(((RingObject *)ring)->ring); }
 
 static int capi_gpu_take(PyObject *ring, const char *who, int slot, void *stream, const uint64_t *dsts)
 {
@@ -89,21 +91,34 @@ static Py_ssize_t capi_gpu_put(PyObject *ring, const char *who, int slot, void *
 
 static void capi_put_abort(PyObject *ring, int slot) { tq_ring_abort_put(((RingObject *)ring)->ring, slot); }
 
+static int capi_set_size(PyObject **out, Py_ssize_t size)
+{
+    PyArrayObject *have = (PyArrayObject *)*out;
+    if (!have || !PyArray_Check(have) || PyArray_NDIM(have) != 0 || PyArray_TYPE(have) != NPY_INT64 ||
+        !PyArray_ISWRITEABLE(have)) {
+        Py_XDECREF(*out);
+        *out = PyArray_ZEROS(0, NULL, NPY_INT64, 0);
+        if (!*out)
+            return -1;
+    }
+    *(npy_int64 *)PyArray_DATA((PyArrayObject *)*out) = (npy_int64)size;
+    return 0;
+}
+
 static tq_capi_t capi = {
     .version = TQ_CAPI_VERSION,
     .resolve = capi_resolve,
     .get_begin = capi_get_begin,
     .element_shape = capi_element_shape,
-    .element_bytes = capi_element_bytes,
     .copy_to_host = capi_copy_to_host,
     .get_end = capi_get_end,
     .put = capi_put,
-    .on_gpu = capi_on_gpu,
     .gpu_take = capi_gpu_take,
     .check_shape = capi_check_shape,
     .put_begin = capi_put_begin,
     .gpu_put = capi_gpu_put,
     .put_abort = capi_put_abort,
+    .set_size = capi_set_size,
 };
 
 PyObject *capi_capsule(void) { return PyCapsule_New(&capi, "theano_queue._engine._C_API", NULL); }
