@@ -361,8 +361,8 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
     if (ring_usable(self, "Queue.stats"))
         return NULL;
     tq_ring_stats(self->ring, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s}", "enqueued", s.enqueued, "dequeued",
-                         s.dequeued, "dropped", s.dropped, "bytes", s.bytes_in, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s}", "enqueued", s.enqueued, "dequeued",
+                         s.dequeued, "dropped", s.dropped, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
                          "producer_wait_s", s.producer_wait_s, "consumer_wait_s", s.consumer_wait_s, "size", s.size,
                          "capacity", s.capacity, "state", state_names[s.state], "backend", s.backend);
 }

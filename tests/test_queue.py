@@ -267,7 +267,8 @@ def test_stats_count_waits():
     q.get(timeout=5)
     stats = q.stats()
     assert stats["consumer_wait_s"] >= 0.1
-    assert set(stats) >= {"enqueued", "dequeued", "bytes", "producer_wait_s", "consumer_wait_s", "size"}
+    assert set(stats) == {"enqueued", "dequeued", "dropped", "bytes_in", "bytes_out", "producer_wait_s",
+                          "consumer_wait_s", "size", "capacity", "state", "backend"}
 
 
 def test_writer_fills_a_slot_in_place():

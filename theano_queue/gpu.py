@@ -4,9 +4,9 @@ Dequeue and Enqueue when a queue lives on a GPU: user code does not change.
 GpuDequeue makes Theano's stream wait for the element's *filled* event (the
 host never waits for the copy), copies the slot device-to-device into its
 outputs and records the slot's *consumed* event; the producer reuses the slot
-only after that event.  The outputs are copies, not views of the slot: a copy
-costs about 1/35 of the slot's trip over PCIe, and a view would let the next
-batch overwrite data the graph may still read.
+only after that event.  The outputs are copies, not views of the slot: a view
+would let the next batch overwrite data the graph may still read, and the copy
+costs little next to the slot's trip over PCIe (doc/design.rst measures it).
 
 GpuEnqueue copies graph values into a slot on Theano's stream, so one compiled
 function can produce into a queue that another consumes.
