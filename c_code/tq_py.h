@@ -23,11 +23,15 @@
 #endif
 #include <numpy/arrayobject.h>
 
+#include <sys/types.h>
+
 #include "tq_ring.h"
 
 typedef struct {
     PyObject_HEAD
     tq_ring *ring;
+    pid_t pid;               /* the process that made it, for messages */
+    unsigned long forks;     /* fork_count when it was made */
     PyObject *name;          /* str, for messages */
     int n;                   /* components */
     PyObject *names;         /* tuple of str */
@@ -40,6 +44,10 @@ typedef struct {
 } RingObject;
 
 extern PyTypeObject RingType, StopType;
+/* How many fork()s led from the process that loaded the module to this one:
+ * a Ring made under another count was made in another process.  Cheaper to
+ * check on every call than getpid(), which is a system call. */
+extern unsigned long fork_count;
 extern PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError, *Stopped;
 
 /* ---- tq_py_module.c ---- */
@@ -52,7 +60,8 @@ int raise_error(const char *who, RingObject *ring, const tq_error *err);
 tq_code cu_context_of(PyObject *gpu_context, void **cu_context, tq_error *err);
 
 /* ---- tq_py_ring.c ---- */
-/* 0 when the Ring can be used here, else -1 with an exception naming who. */
+/* 0 when the Ring can be used here (made, and in this process), else -1
+ * with an exception naming who. */
 int ring_usable(RingObject *self, const char *who);
 
 /* ---- tq_py_capi.c ---- */

@@ -6,11 +6,15 @@
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 
 #include "tq_copy.h"
 #include "tq_cuda.h"
 
 PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError, *Stopped;
+unsigned long fork_count;
+
+static void count_fork(void) { fork_count++; }
 
 /* ---- errors ------------------------------------------------------------------------ */
 
@@ -172,6 +176,10 @@ static struct PyModuleDef engine_module = {
 PyMODINIT_FUNC PyInit__engine(void)
 {
     import_array();
+    if (pthread_atfork(NULL, NULL, count_fork)) {
+        PyErr_SetString(PyExc_ImportError, "theano_queue._engine: pthread_atfork failed");
+        return NULL;
+    }
     if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&engine_module);

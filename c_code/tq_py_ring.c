@@ -4,6 +4,7 @@
 #include "tq_py.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "tq_cuda.h"
 
@@ -80,6 +81,8 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         return -1;
     if (parse_timeout(timeout, -1.0, &self->timeout))
         return -1;
+    self->pid = getpid();
+    self->forks = fork_count;
     Py_INCREF(name);
     Py_XSETREF(self->name, name);
     PyObject *seq = PySequence_Fast(components, "components must be a sequence of (name, dtype, shape)");
@@ -125,7 +128,10 @@ static void Ring_dealloc(RingObject *self)
 {
     if (self->weakrefs)
         PyObject_ClearWeakRefs((PyObject *)self);
-    if (self->ring) {
+    /* In a forked child the ring is the parent's: its locks may be held by
+     * threads that do not exist here, and its device memory is not ours.
+     * Leave it be. */
+    if (self->ring && self->forks == fork_count) {
         tq_ring *ring = self->ring;
         self->ring = NULL;
         Py_BEGIN_ALLOW_THREADS /* a device backend may wait for its copies */
@@ -148,6 +154,13 @@ int ring_usable(RingObject *self, const char *who)
 {
     if (!self->ring) {
         PyErr_Format(PyExc_RuntimeError, "%s: the Ring is not initialised", who);
+        return -1;
+    }
+    if (self->forks != fork_count) {
+        PyErr_Format(QueueError,
+                     "%s: queue '%U' was made in another process (%d) and cannot be used in this one (%d), "
+                     "a child forked from it; the child must make its own queue",
+                     who, self->name, (int)self->pid, (int)getpid());
         return -1;
     }
     return 0;
