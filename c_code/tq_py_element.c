@@ -84,17 +84,20 @@ int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_int
     return -1;
 }
 
-/* A C-contiguous array for component c that fits its slot, or NULL with a
- * TypeError/ValueError naming the component, what it expects and what came. */
+/* A C-contiguous array of component c's dtype that fits its slot, or NULL
+ * with a TypeError/ValueError naming the component, what it expects and what
+ * came.  An array of another dtype is converted when numpy casts it safely
+ * (int16 into int32), and refused otherwise (float64 into float32). */
 static PyArrayObject *checked_component(RingObject *self, const char *who, int c, PyObject *obj)
 {
     PyArray_Descr *want = self->descrs[c];
     PyArrayObject *arr;
     if (PyArray_Check(obj)) {
-        if (!PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)obj), want)) {
-            PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected dtype %S, got %S", who,
-                         self->name, component_name(self, c), (PyObject *)want,
-                         (PyObject *)PyArray_DESCR((PyArrayObject *)obj));
+        PyArray_Descr *have = PyArray_DESCR((PyArrayObject *)obj);
+        if (!PyArray_CanCastTypeTo(have, want, NPY_SAFE_CASTING)) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: queue '%U', component '%s': expected dtype %S, got %S, which does not cast safely to it",
+                         who, self->name, component_name(self, c), (PyObject *)want, (PyObject *)have);
             return NULL;
         }
         Py_INCREF(obj);
@@ -106,13 +109,15 @@ static PyArrayObject *checked_component(RingObject *self, const char *who, int c
         if (!arr)
             return NULL;
     }
+    /* The shape first: a cast copies, and bad input should cost nothing. */
     if (check_dims(self, who, c, PyArray_NDIM(arr), PyArray_DIMS(arr))) {
         Py_DECREF(arr);
         return NULL;
     }
-    PyArrayObject *contiguous = PyArray_GETCONTIGUOUS(arr);
+    Py_INCREF(want);
+    PyArrayObject *fitting = (PyArrayObject *)PyArray_FromArray(arr, want, NPY_ARRAY_C_CONTIGUOUS);
     Py_DECREF(arr);
-    return contiguous;
+    return fitting;
 }
 
 /* ---- put ----------------------------------------------------------------------- */

@@ -241,6 +241,23 @@ def test_bad_input_is_refused_and_queue_stays_intact(label, element, error, mess
     assert [q.get()[0][0, 0] for _ in range(2)] == [1, 2]
 
 
+@pytest.mark.parametrize("given", ["int16", "uint8", ">i4", "bool"])
+def test_arrays_that_cast_safely_are_converted(given):
+    q = tq.Queue([("n", "int32", (3,))], target="cpu")
+    q.put(np.array([1, 0, 1], dtype=given))
+    got = q.get()[0]
+    assert got.dtype == np.int32 and list(got) == [1, 0, 1]
+
+
+@pytest.mark.parametrize("given", ["float64", "int64", "uint32", "float16"])
+def test_arrays_that_do_not_cast_safely_are_refused(given):
+    q = tq.Queue([("n", "int32", (3,))], target="cpu", name="strict")
+    with pytest.raises(TypeError, match=r"Queue.put: queue 'strict', component 'n': expected dtype int32, got %s, "
+                                        r"which does not cast safely" % np.dtype(given)):
+        q.put(np.zeros(3, dtype=given))
+    assert q.size() == 0
+
+
 def test_bad_specs_are_refused():
     with pytest.raises(ValueError, match="capacity"):
         tq.Queue(XY, capacity=0, target="cpu")
