@@ -119,24 +119,37 @@ def test_close_with_cancel_drops_pending():
     assert q.stats()["dropped"] == 2
 
 
-def test_close_wakes_a_blocked_consumer_and_producer():
-    q = tq.Queue(XY, capacity=1, target="cpu")
-    q.put(*xy(0))
-    outcomes = []
+def blocked(call):
+    """Runs call in a thread that is blocked in it; returns (thread, outcome list)."""
+    outcome = []
 
-    def blocked_put():
+    def run():
         try:
-            q.put(*xy(1))
-            outcomes.append("put")
-        except tq.QueueClosed:
-            outcomes.append("closed")
+            call()
+            outcome.append("returned")
+        except tq.QueueClosed as exc:
+            outcome.append(str(exc))
 
-    t = threading.Thread(target=blocked_put)
-    t.start()
+    thread = threading.Thread(target=run)
+    thread.start()
     time.sleep(0.2)
+    assert thread.is_alive() and not outcome, "it did not block"
+    return thread, outcome
+
+
+def test_close_wakes_a_blocked_consumer_and_producer():
+    q = tq.Queue(XY, capacity=1, target="cpu", name="woken")
+    consumer, consumed = blocked(q.get)  # empty: the consumer waits for an element
     q.close()
-    t.join(5)
-    assert outcomes == ["closed"]
+    consumer.join(1)
+    assert consumed == ["Queue.get: queue 'woken': closed and drained"]
+
+    q.reopen()
+    q.put(*xy(0))
+    producer, produced = blocked(lambda: q.put(*xy(1)))  # full: the producer waits for a slot
+    q.close()
+    producer.join(1)
+    assert produced == ["Queue.put: queue 'woken': closed"]
     assert q.get()[0][0, 0] == 0  # what was queued before the close is still there
 
 
@@ -170,7 +183,6 @@ def test_get_timeout():
     with pytest.raises(tq.QueueTimeout, match="no element within 0.2 s"):
         q.get()
     assert 0.15 < time.monotonic() - start < 2
-    assert isinstance(tq.QueueTimeout("x"), TimeoutError)
 
 
 def test_the_queues_timeout_bounds_every_wait_that_gives_none():
@@ -189,6 +201,22 @@ def test_the_queues_timeout_bounds_every_wait_that_gives_none():
     assert time.monotonic() - start >= 0.25
     q.timeout = None
     assert q.timeout is None
+
+
+def test_each_class_of_engine_failure_is_one_kind_of_exception():
+    from theano_queue import _engine
+
+    with pytest.raises(MemoryError, match=r"Queue 'huge': out of host memory for 2 slots"):
+        _engine.Ring("huge", [("x", "uint8", (1 << 47,))], 2)  # 128 TiB a slot
+    with pytest.raises(ValueError, match=r"Queue 'none': expected a capacity of 1 to 4096, got 0"):
+        _engine.Ring("none", [("x", "uint8", (1,))], 0)
+    q = tq.Queue(XY, target="cpu", name="kept")
+    q.put(*xy(1))
+    q.close()
+    with pytest.raises(tq.QueueError, match=r"Queue.reopen: queue 'kept': still holds 1 element"):
+        q.reopen()
+    with pytest.raises(tq.QueueClosed, match=r"Queue.put: queue 'kept': closed"):
+        q.put(*xy(2))
 
 
 def test_put_timeout_on_full_queue():
