@@ -1,10 +1,5 @@
-#section init_code
-setup_ext_cuda();
-if (tq_import() < 0)
-    return NULL;
-
 #section support_code
-#line 8 "gpu_dequeue.c"
+#line 3 "gpu_dequeue.c"
 /*
  * GpuDequeue: takes the next element of a GPU queue into the node's outputs.
  *
@@ -18,13 +13,8 @@ if (tq_import() < 0)
 static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObject ***outputs,
                                const int *typecodes, int n_outputs, PyGpuContextObject *ctx)
 {
-    uint64_t dsts[TQ_MAX_COMPONENTS];
+    uint64_t dsts[TQ_MAX_COMPONENTS]; /* resolve refuses n_outputs other than the queue's, at most this */
     int slot, rc = 0;
-    if (n_outputs > TQ_MAX_COMPONENTS) {
-        PyErr_Format(PyExc_ValueError, "%s: %d outputs; a queue has at most %d components", who, n_outputs,
-                     TQ_MAX_COMPONENTS);
-        return -1;
-    }
     PyObject *ring = tq_api->resolve(token, who, n_outputs, 1);
     if (!ring)
         return -1;
@@ -58,3 +48,8 @@ static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObjec
     Py_DECREF(ring);
     return rc;
 }
+
+#section init_code
+setup_ext_cuda();
+if (tq_import() < 0)
+    return NULL;

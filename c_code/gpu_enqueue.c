@@ -1,10 +1,5 @@
-#section init_code
-setup_ext_cuda();
-if (tq_import() < 0)
-    return NULL;
-
 #section support_code
-#line 8 "gpu_enqueue.c"
+#line 3 "gpu_enqueue.c"
 /*
  * GpuEnqueue: puts the node's GPU inputs into a GPU queue as one element and
  * outputs the queue's size afterwards.
@@ -33,16 +28,12 @@ static int tq_gpu_input_dims(const char *who, PyGpuArrayObject *input, intptr_t 
 static int tq_gpu_enqueue_from(const char *who, PyObject *token, PyGpuArrayObject **inputs, int n_inputs,
                                PyArrayObject **size_out, PyGpuContextObject *ctx)
 {
+    /* resolve refuses n_inputs other than the queue's, at most TQ_MAX_COMPONENTS */
     PyGpuArrayObject *contiguous[TQ_MAX_COMPONENTS] = {NULL};
     uint64_t srcs[TQ_MAX_COMPONENTS];
     int64_t rows[TQ_MAX_COMPONENTS];
     Py_ssize_t size = -1;
     int slot;
-    if (n_inputs > TQ_MAX_COMPONENTS) {
-        PyErr_Format(PyExc_ValueError, "%s: %d inputs; a queue has at most %d components", who, n_inputs,
-                     TQ_MAX_COMPONENTS);
-        return -1;
-    }
     PyObject *ring = tq_api->resolve(token, who, n_inputs, 1);
     if (!ring)
         return -1;
@@ -75,3 +66,8 @@ done:
     Py_DECREF(ring);
     return size < 0 ? -1 : tq_api->set_size((PyObject **)size_out, size);
 }
+
+#section init_code
+setup_ext_cuda();
+if (tq_import() < 0)
+    return NULL;

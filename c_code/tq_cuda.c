@@ -270,44 +270,46 @@ fail:
 
 /* ---- consumers and device producers --------------------------------------------- */
 
-static tq_code cuda_take(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
-                         const uint64_t *dsts, tq_error *err)
+/* Copies n extents between the slot's device memory and device addresses on
+ * a caller's stream, ordered by the slot's events: a consumer (into_slot 0)
+ * waits for *filled* and records *consumed*; a device producer (into_slot 1)
+ * waits for *consumed* and records *filled*.  No host wait. */
+static tq_code copy_on_stream(cuda_backend *b, int slot, CUstream s, const tq_extent *extents, int n,
+                              const uint64_t *addrs, int into_slot, tq_error *err)
 {
-    cuda_backend *b = (cuda_backend *)self;
-    CUstream s = (CUstream)stream;
+    CUevent before = into_slot ? b->consumed[slot] : b->filled[slot];
+    CUevent after = into_slot ? b->filled[slot] : b->consumed[slot];
+    CUresult rc;
     tq_code code;
     if ((code = enter(b, err)) != TQ_OK)
         return code;
-    CU(StreamWaitEvent, (s, b->filled[slot], 0));
-    for (int i = 0; i < n; i++)
+    CU(StreamWaitEvent, (s, before, 0));
+    for (int i = 0; i < n; i++) {
+        CUdeviceptr in_slot = b->device[slot] + extents[i].offset, other = (CUdeviceptr)addrs[i];
         if (extents[i].bytes)
-            CU(MemcpyDtoDAsync, ((CUdeviceptr)dsts[i], b->device[slot] + extents[i].offset, extents[i].bytes, s));
+            CU(MemcpyDtoDAsync, (into_slot ? in_slot : other, into_slot ? other : in_slot, extents[i].bytes, s));
+    }
 fail:
-    /* Recorded on every path: the slot goes back to the producers either way,
-     * and must not be overwritten before what was queued on `s` has read it. */
-    CUresult rc = cu.EventRecord(b->consumed[slot], s);
+    /* Recorded on every path: a slot read goes back to the producers either
+     * way and must not be overwritten before what was queued on `s` has read
+     * it; a slot written and dropped is written again only after the record. */
+    rc = cu.EventRecord(after, s);
     if (rc != CUDA_SUCCESS && code == TQ_OK)
         code = cuda_error(err, "cuEventRecord", rc);
     leave();
     return code;
 }
 
+static tq_code cuda_take(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
+                         const uint64_t *dsts, tq_error *err)
+{
+    return copy_on_stream((cuda_backend *)self, slot, (CUstream)stream, extents, n, dsts, 0, err);
+}
+
 static tq_code cuda_put_from_device(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
                                     const uint64_t *srcs, tq_error *err)
 {
-    cuda_backend *b = (cuda_backend *)self;
-    CUstream s = (CUstream)stream;
-    tq_code code;
-    if ((code = enter(b, err)) != TQ_OK)
-        return code;
-    CU(StreamWaitEvent, (s, b->consumed[slot], 0));
-    for (int i = 0; i < n; i++)
-        if (extents[i].bytes)
-            CU(MemcpyDtoDAsync, (b->device[slot] + extents[i].offset, (CUdeviceptr)srcs[i], extents[i].bytes, s));
-    CU(EventRecord, (b->filled[slot], s));
-fail:
-    leave();
-    return code;
+    return copy_on_stream((cuda_backend *)self, slot, (CUstream)stream, extents, n, srcs, 1, err);
 }
 
 /* ---- registered host memory ------------------------------------------------------- */

@@ -106,19 +106,15 @@ static int capi_set_size(PyObject **out, Py_ssize_t size)
 }
 
 static tq_capi_t capi = {
-    .version = TQ_CAPI_VERSION,
-    .resolve = capi_resolve,
-    .get_begin = capi_get_begin,
-    .element_shape = capi_element_shape,
-    .copy_to_host = capi_copy_to_host,
+    .version = TQ_CAPI_VERSION, .resolve = capi_resolve,
+    /* consumers */
+    .get_begin = capi_get_begin, .element_shape = capi_element_shape, .copy_to_host = capi_copy_to_host,
     .get_end = capi_get_end,
-    .put = capi_put,
-    .gpu_take = capi_gpu_take,
-    .check_shape = capi_check_shape,
-    .put_begin = capi_put_begin,
-    .gpu_put = capi_gpu_put,
-    .put_abort = capi_put_abort,
+    /* producers */
+    .put = capi_put, .check_shape = capi_check_shape, .put_begin = capi_put_begin, .put_abort = capi_put_abort,
     .set_size = capi_set_size,
+    /* GPU queues */
+    .gpu_take = capi_gpu_take, .gpu_put = capi_gpu_put,
 };
 
 PyObject *capi_capsule(void) { return PyCapsule_New(&capi, "theano_queue._engine._C_API", NULL); }

@@ -196,13 +196,8 @@ class Queue:
         """Where the ring lives: "cpu", "gpu" (Theano's default GPU) or a GPU context name."""
         return self._target.label
 
-    @property
-    def on_gpu(self):
-        return self._target.on_gpu
-
-    @property
-    def capacity(self):
-        return self._ring.capacity
+    on_gpu = property(lambda self: self._target.on_gpu, doc="True when the slots live on a GPU.")
+    capacity = property(lambda self: self._ring.capacity, doc="The number of slots: elements the queue holds at most.")
 
     @property
     def timeout(self):
