@@ -392,12 +392,6 @@ static PyObject *Ring_get_capacity(RingObject *self, void *unused)
     return ring_usable(self, "Queue.capacity") ? NULL : PyLong_FromLong(tq_ring_capacity(self->ring));
 }
 
-static PyObject *Ring_get_on_gpu(RingObject *self, void *unused)
-{
-    (void)unused;
-    return ring_usable(self, "Queue.on_gpu") ? NULL : PyBool_FromLong(tq_ring_on_device(self->ring));
-}
-
 static PyObject *Ring_get_timeout(RingObject *self, void *unused)
 {
     (void)unused;
@@ -469,7 +463,6 @@ static PyMethodDef Ring_methods[] = {
 static PyGetSetDef Ring_getset[] = {
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
-    {"on_gpu", (getter)Ring_get_on_gpu, NULL, "True when the slots live on a GPU.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout,
      "Seconds a wait lasts when its call gives no timeout; None for no limit.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
