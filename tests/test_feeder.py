@@ -104,6 +104,28 @@ def test_stop_wakes_a_feeder_blocked_on_a_full_queue():
     assert feeder.produced == 1
 
 
+def test_stop_wakes_the_feeder_at_once():
+    q = tq.Queue(XY, capacity=1, target="cpu")
+    feeder = tq.Feeder(q, batches(100)).start()
+    while q.size() < 1:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the feeder waits for space
+    start = time.monotonic()
+    feeder.stop()
+    assert feeder.join(timeout=1)
+    assert time.monotonic() - start < 0.04, "woken, not polled"
+
+
+def test_the_queues_timeout_does_not_bound_the_feeders_wait_for_space():
+    q = tq.Queue(XY, capacity=1, target="cpu", timeout=0.05)
+    with tq.Feeder(q, batches(4)) as feeder:
+        got = []
+        for _ in range(4):
+            time.sleep(0.2)  # a slow consumer: the feeder waits longer than the queue's timeout
+            got.append(float(q.get(timeout=5)[0][0, 0]))
+    assert got == [0, 1, 2, 3] and feeder.exception is None
+
+
 def test_consumer_closing_the_queue_ends_the_feeder_quietly():
     q = tq.Queue(XY, capacity=1, target="cpu")
     feeder = tq.Feeder(q, batches(100), close_when_done=False).start()

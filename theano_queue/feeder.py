@@ -1,11 +1,10 @@
 """Feeder: fills a queue from any iterable in a background thread."""
+import math
 import threading
 import warnings
 
-from .errors import QueueClosed, QueueTimeout
-
-# A put blocked on a full queue wakes this often to notice stop().
-_STOP_POLL_S = 0.05
+from . import _engine
+from .errors import QueueClosed, Stopped
 
 
 class Feeder:
@@ -52,7 +51,8 @@ class Feeder:
         self.name = name or "Feeder(%s)" % queue.name
         self.produced = 0
         self.exception = None
-        self._stop = threading.Event()
+        # Set by stop(); it also wakes a put that waits for a free slot.
+        self._stop = _engine.Stop(queue._ring)
         self._thread = None
 
     def __repr__(self):
@@ -78,7 +78,7 @@ class Feeder:
         return self
 
     def stop(self):
-        """Ask the thread to stop; it does before its next put (within 50 ms if blocked on a full queue)."""
+        """Ask the thread to stop: it does before its next put, and at once if it waits on a full queue."""
         self._stop.set()
 
     def join(self, timeout=None):
@@ -104,27 +104,21 @@ class Feeder:
         return False
 
     def _put(self, element):
-        """Put, polling so that stop() is noticed while the queue is full.  False once stopped."""
-        while not self._stop.is_set():
-            try:
-                self.queue.put(element, timeout=_STOP_POLL_S)
-                return True
-            except QueueTimeout:
-                continue
-        return False
+        """Put, waiting as long as it takes for a free slot.  False once stop() woke it."""
+        try:
+            self.queue._put(element, math.inf, self._stop)
+        except Stopped:
+            return False
+        return True
 
     def _fill_one(self):
         """Fill the next slot in place.  False once stopped or the fill function is exhausted."""
-        while not self._stop.is_set():
-            try:
-                with self.queue.writer(timeout=_STOP_POLL_S) as slot:
-                    slot.rows = _from_source(self.fill, *slot.arrays)
-                return True
-            except QueueTimeout:
-                continue
-            except StopIteration:
-                return False
-        return False
+        try:
+            with self.queue._writer(math.inf, self._stop) as slot:
+                slot.rows = _from_source(self.fill, *slot.arrays)
+        except (Stopped, StopIteration):
+            return False
+        return True
 
     def _elements(self):
         """Produce until the source ends or stop(); True when the source ended."""

@@ -25,7 +25,7 @@ from theano.tensor import TensorType, as_tensor_variable, lscalar
 
 from .paths import c_code_dir
 
-QUEUE_HEADERS = ("tq_capi.h",)
+QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
 
 
 class QueueRef(weakref.ref):

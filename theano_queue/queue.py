@@ -6,6 +6,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import target as _target
+from .errors import QueueError
 from .spec import check_queue_name, element_arrays, element_in_order, parse_components
 
 _names = itertools.count()
@@ -37,9 +38,10 @@ class Queue:
         slots live.  ``None`` means the GPU Theano runs on, else host memory;
         ``"cpu"`` forces host memory.
     timeout : float or None
-        Seconds a dequeue (and an in-graph enqueue) waits before raising
-        :class:`QueueTimeout`; ``None`` waits until an element comes or the
-        queue is closed.
+        Seconds a wait for an element or a free slot lasts before it raises
+        :class:`QueueTimeout`: dequeue and enqueue nodes, and ``put``, ``get``
+        and ``writer`` called without a timeout of their own.  ``None`` waits
+        until an element or a slot comes or the queue is closed.
     name : str
         Used in error messages and statistics.
     """
@@ -58,7 +60,10 @@ class Queue:
         # Queue): closing wakes it with QueueClosed instead of leaving it there.
         ring = getattr(self, "_ring", None)
         if ring is not None:
-            ring.close()
+            try:
+                ring.close()
+            except QueueError:
+                pass  # inherited by a forked child, which must leave the parent's ring alone
 
     def __reduce_ex__(self, protocol):
         from .ops import unpicklable_message
@@ -119,11 +124,16 @@ class Queue:
         """Put one element, waiting up to ``timeout`` seconds for a free slot.
 
         ``q.put(x, y)``, ``q.put((x, y))`` or ``q.put({"x": x, "y": y})``.
-        Returns the queue's size after the put.  Raises TypeError/ValueError on
-        an element that does not fit (nothing is put), QueueClosed once closed,
-        QueueTimeout when no slot came free in time.
+        ``timeout=None`` uses the queue's timeout; ``math.inf`` waits without
+        limit.  Returns the queue's size after the put.  Raises
+        TypeError/ValueError on an element that does not fit (nothing is put),
+        QueueClosed once closed, QueueTimeout when no slot came free in time.
         """
-        return self._ring.put(element_arrays(self.components, self._element(element), self.name), timeout)
+        return self._put(element, timeout)
+
+    def _put(self, element, timeout, stop=None):
+        """put(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
+        return self._ring.put(element_arrays(self.components, self._element(element), self.name), timeout, stop)
 
     def get(self, timeout=None):
         """Take the next element on the host: a tuple of numpy arrays, one per component.
@@ -131,9 +141,8 @@ class Queue:
         For inspection and for code outside Theano graphs; graphs use
         :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.
         """
-        return self._ring.get() if timeout is None else self._ring.get(timeout)
+        return self._ring.get(timeout)
 
-    @contextlib.contextmanager
     def writer(self, timeout=None):
         """Fill the next free slot in place: no copy between your arrays and the queue.
 
@@ -147,9 +156,15 @@ class Queue:
         For a GPU queue the views are the slot's pinned staging, so what you
         write there goes straight over the bus.  The element is put when the
         block ends; if the block raises, the slot is given back and nothing is
-        put.  The views become read-only once the block ends.
+        put.  The views become read-only once the block ends.  ``timeout`` is
+        the wait for a free slot, as for :meth:`put`.
         """
-        slot, views = self._ring.reserve(timeout)
+        return self._writer(timeout)
+
+    @contextlib.contextmanager
+    def _writer(self, timeout, stop=None):
+        """writer(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
+        slot, views = self._ring.reserve(timeout, stop)
         writer = SlotWriter(self.components, views)
         try:
             yield writer
@@ -210,17 +225,12 @@ class Queue:
         """Where the ring lives: "cpu", "gpu" (Theano's default GPU) or a GPU context name."""
         return self._target.label
 
-    @property
-    def on_gpu(self):
-        return self._target.on_gpu
-
-    @property
-    def capacity(self):
-        return self._ring.capacity
+    on_gpu = property(lambda self: self._target.on_gpu, doc="True when the slots live on a GPU.")
+    capacity = property(lambda self: self._ring.capacity, doc="The number of slots: elements the queue holds at most.")
 
     @property
     def timeout(self):
-        """Seconds a dequeue waits before QueueTimeout; None for no limit."""
+        """Seconds a wait lasts (dequeue, enqueue, and put/get/writer given no timeout); None for no limit."""
         return self._ring.timeout
 
     @timeout.setter
@@ -234,8 +244,8 @@ class Queue:
     def stats(self):
         """Counters since creation, as a dict.
 
-        ``enqueued``, ``dequeued``, ``dropped`` (cancelled by close), ``bytes``
-        (= ``bytes_in``) and ``bytes_out``, ``producer_wait_s`` (time producers
+        ``enqueued``, ``dequeued``, ``dropped`` (cancelled by close, or lost to
+        a failed copy), ``bytes_in`` and ``bytes_out``, ``producer_wait_s`` (time producers
         waited for a free slot), ``consumer_wait_s`` (time consumers waited for
         data: the number that says the model waited for its input), ``size``,
         ``capacity``, ``state`` and ``backend``.
