@@ -38,6 +38,10 @@ struct tq_backend {
     int (*read_to_host)(tq_backend *self, int slot, size_t offset, void *dst, size_t bytes,
                         char *err, size_t errlen);
     void (*destroy)(tq_backend *self);
+    /* Optional (NULL where publish is synchronous): calls fn(arg) from another
+     * thread once the data last published for `slot` has arrived.  0 when
+     * arranged.  Only traces use it (tq_trace.h, FILLED). */
+    int (*on_arrival)(tq_backend *self, int slot, void (*fn)(void *), void *arg);
 };
 
 /* snprintf into err (when err is not NULL): how backends and the ring report. */

@@ -49,6 +49,7 @@ static struct {
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
     CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*LaunchHostFunc)(CUstream, void (*)(void *), void *); /* optional: traces only */
 } cu;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -119,6 +120,7 @@ static void load_driver(void)
             return;
         }
     }
+    *(void **)&cu.LaunchHostFunc = dlsym(lib, "cuLaunchHostFunc");
     CUresult rc = cu.Init(0);
     if (rc != CUDA_SUCCESS) {
         cuda_error(load_error, sizeof load_error, "cuInit", rc);
@@ -301,6 +303,20 @@ fail:
     return -1;
 }
 
+/* Runs fn(arg) on a driver thread once the copy stream has done what is
+ * queued on it now, the slot's last copy included. */
+static int cuda_on_arrival(tq_backend *self, int slot, void (*fn)(void *), void *arg)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    char err[TQ_ERRLEN];
+    (void)slot;
+    if (!cu.LaunchHostFunc || enter(b, err, sizeof err))
+        return -1;
+    CUresult rc = cu.LaunchHostFunc(b->copy_stream, fn, arg);
+    leave();
+    return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
 static void cuda_destroy(tq_backend *self)
 {
     cuda_backend *b = (cuda_backend *)self;
@@ -368,6 +384,7 @@ tq_backend *tq_cuda_backend_create(void *cu_context, char *err, size_t errlen)
     b->base.publish = cuda_publish;
     b->base.read_to_host = cuda_read_to_host;
     b->base.destroy = cuda_destroy;
+    b->base.on_arrival = cuda_on_arrival;
     return &b->base;
 }
 

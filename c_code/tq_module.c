@@ -22,6 +22,7 @@
 #define TQ_CAPI_PROVIDER /* defines the table, imports nothing */
 #include "tq_capi.h"
 #include "tq_ring.h"
+#include "tq_trace.h"
 
 /* A blocked wait wakes this often to let Python handle signals (Ctrl-C). */
 #define WAIT_SLICE_S 0.05
@@ -569,6 +570,17 @@ static PyObject *Ring_size(RingObject *self, PyObject *unused)
     return ready(self) ? PyLong_FromLong(tq_ring_size(self->ring)) : NULL;
 }
 
+/* fill_integral (element-seconds) and clock_s (time.monotonic() of the snapshot). */
+static int add_fill_stats(PyObject *d, const tq_stats *s)
+{
+    PyObject *fill = PyFloat_FromDouble(s->fill_integral), *clock = PyFloat_FromDouble(s->clock_s);
+    int rc = !fill || !clock || PyDict_SetItemString(d, "fill_integral", fill) ||
+             PyDict_SetItemString(d, "clock_s", clock) ? -1 : 0;
+    Py_XDECREF(fill);
+    Py_XDECREF(clock);
+    return rc;
+}
+
 static PyObject *Ring_stats(RingObject *self, PyObject *unused)
 {
     (void)unused;
@@ -577,11 +589,14 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
     tq_stats s;
     tq_ring_stats(self->ring, &s);
     static const char *state_names[] = {"open", "closed", "failed"};
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s}", "enqueued", s.enqueued, "dequeued",
+    PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s}", "enqueued", s.enqueued, "dequeued",
                          s.dequeued, "dropped", s.dropped, "bytes", s.bytes_in, "bytes_in", s.bytes_in, "bytes_out",
                          s.bytes_out, "producer_wait_s", s.producer_wait_s, "consumer_wait_s", s.consumer_wait_s,
                          "size", s.size, "capacity", s.capacity, "state", state_names[s.state], "backend",
                          tq_ring_backend(self->ring)->name);
+    if (d && add_fill_stats(d, &s))
+        Py_CLEAR(d);
+    return d;
 }
 
 static PyObject *Ring_get_closed(RingObject *self, void *unused)
@@ -608,6 +623,54 @@ static int Ring_set_timeout(RingObject *self, PyObject *value, void *unused)
     return parse_timeout(value, &self->timeout);
 }
 
+
+/* ---- timeline (tq_trace.h) ---------------------------------------------------------- */
+
+static PyObject *Ring_trace_start(RingObject *self, PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (!ready(self) || (n == -1 && PyErr_Occurred()))
+        return NULL;
+    if (n < 1 || n > 10000000) {
+        PyErr_Format(PyExc_ValueError, "Queue.trace: queue '%U': steps must be 1 to 10000000, got %ld", self->name, n);
+        return NULL;
+    }
+    if (tq_ring_trace_start(self->ring, (int)n))
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+/* trace_stop() -> list of (element, slot, ns per event kind, -1 for none). */
+static PyObject *Ring_trace_stop(RingObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!ready(self))
+        return NULL;
+    int n = tq_ring_trace_stop(self->ring, NULL, 0), got = 0;
+    tq_trace_element *elements = n ? PyMem_Calloc((size_t)n, sizeof *elements) : NULL;
+    if (n && !elements)
+        return PyErr_NoMemory();
+    if (n)
+        got = tq_ring_trace_stop(self->ring, elements, n); /* stopped already: the same n */
+    PyObject *out = PyList_New(0);
+    for (int i = 0; out && i < got && i < n; i++) {
+        PyObject *times = PyTuple_New(TQ_EV_COUNT);
+        for (int k = 0; times && k < TQ_EV_COUNT; k++) {
+            PyObject *t = PyLong_FromLongLong(elements[i].ns[k]);
+            if (!t)
+                Py_CLEAR(times);
+            else
+                PyTuple_SET_ITEM(times, k, t);
+        }
+        PyObject *item = times ? Py_BuildValue("(KiN)", (unsigned long long)elements[i].element, elements[i].slot,
+                                               times) : NULL;
+        if (!item || PyList_Append(out, item))
+            Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    PyMem_Free(elements);
+    return out;
+}
 
 /* ---- writing in place --------------------------------------------------------------- */
 
@@ -780,6 +843,10 @@ static PyMethodDef Ring_methods[] = {
     {"register_host", (PyCFunction)Ring_register_host, METH_O,
      "register_host(array): page-lock it; puts of its slices then skip the staging copy."},
     {"unregister_host", (PyCFunction)Ring_unregister_host, METH_O, "unregister_host(array): undo register_host."},
+    {"trace_start", (PyCFunction)Ring_trace_start, METH_O,
+     "trace_start(n): record the timeline of the next n elements reserved (see TRACE_EVENTS)."},
+    {"trace_stop", (PyCFunction)Ring_trace_stop, METH_NOARGS,
+     "trace_stop() -> [(element, slot, (ns per TRACE_EVENTS kind, -1 for none))]: stop recording."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1065,5 +1132,13 @@ PyMODINIT_FUNC PyInit__engine(void)
     copier = tq_copier_create((int)(cpus < 2 ? 0 : cpus > 16 ? 15 : cpus - 1));
     PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS);
     PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY);
+    PyObject *events = PyTuple_New(TQ_EV_COUNT);
+    for (int k = 0; events && k < TQ_EV_COUNT; k++)
+        PyTuple_SET_ITEM(events, k, PyUnicode_FromString(tq_event_name((tq_event)k)));
+    if (!events || PyModule_AddObject(m, "TRACE_EVENTS", events) < 0) {
+        Py_XDECREF(events);
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -3,6 +3,7 @@
  * consumers only serialise on a few integer updates. */
 #include "tq_ring.h"
 #include "tq_backend.h"
+#include "tq_trace.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -41,7 +42,10 @@ struct tq_ring {
     char error[TQ_ERRLEN];
 
     tq_stats stats;
+    double fill_since; /* when `ready` last changed; stats.fill_integral counts up to it */
     tq_backend *backend;
+    tq_trace *trace_store; /* made by the first trace, freed with the ring */
+    tq_trace *trace;       /* == trace_store while recording, else NULL (atomic) */
 };
 
 /* ---- time ---------------------------------------------------------------- */
@@ -80,6 +84,30 @@ static int wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadli
 static double deadline_after(double timeout_s)
 {
     return timeout_s < 0 ? -1.0 : now_s() + timeout_s;
+}
+
+/* ---- statistics and timeline ------------------------------------------------ */
+
+/* Under the lock, before `ready` changes: adds the time at the old fill. */
+static void fill_changes(tq_ring *ring)
+{
+    double now = now_s();
+    ring->stats.fill_integral += ring->ready * (now - ring->fill_since);
+    ring->fill_since = now;
+}
+
+/* The trace being recorded, or NULL: the only cost of tracing when it is off. */
+#define TRACE_HOOK(ring, hook, ...)                                                  \
+    do {                                                                             \
+        tq_trace *trace_ = __atomic_load_n(&(ring)->trace, __ATOMIC_ACQUIRE);         \
+        if (trace_)                                                                  \
+            hook(trace_, __VA_ARGS__);                                               \
+    } while (0)
+
+static int64_t trace_asked(tq_ring *ring, int side)
+{
+    tq_trace *trace = __atomic_load_n(&ring->trace, __ATOMIC_ACQUIRE);
+    return trace ? tq_trace_asked(trace, side) : 0;
 }
 
 void tq_set_error(char *err, size_t errlen, const char *fmt, ...)
@@ -177,6 +205,7 @@ tq_ring *tq_ring_create(const tq_component *components, int n_components, int ca
     ring->backend = backend;
     ring->state = TQ_STATE_OPEN;
     ring->stats.capacity = capacity;
+    ring->fill_since = now_s();
     return ring;
 
 nomem:
@@ -197,7 +226,8 @@ void tq_ring_destroy(tq_ring *ring)
 {
     if (!ring)
         return;
-    ring->backend->destroy(ring->backend);
+    ring->backend->destroy(ring->backend); /* waits for device callbacks into the trace */
+    tq_trace_destroy(ring->trace_store);
     pthread_cond_destroy(&ring->space);
     pthread_cond_destroy(&ring->data);
     pthread_mutex_destroy(&ring->lock);
@@ -250,11 +280,13 @@ tq_status tq_ring_reserve_put(tq_ring *ring, double timeout_s, int *slot)
 {
     double deadline = deadline_after(timeout_s), started = 0;
     tq_status status = TQ_OK;
+    int64_t asked = trace_asked(ring, 0);
 
     pthread_mutex_lock(&ring->lock);
     for (;;) {
         if (ring->state != TQ_STATE_OPEN) {
             status = ring->state == TQ_STATE_FAILED ? TQ_FAILED : TQ_CLOSED;
+            TRACE_HOOK(ring, tq_trace_gave_up, 0);
             break;
         }
         reclaim_dropped_head(ring);
@@ -263,6 +295,7 @@ tq_status tq_ring_reserve_put(tq_ring *ring, double timeout_s, int *slot)
             ring->slot_state[s] = SLOT_WRITING;
             ring->tail++;
             *slot = s;
+            TRACE_HOOK(ring, tq_trace_reserved, s, ring->tail - 1, asked);
             break;
         }
         if (!started)
@@ -334,9 +367,11 @@ static tq_status finish_put(tq_ring *ring, int slot, const int64_t *rows)
         status = TQ_CLOSED;
     } else {
         ring->slot_state[slot] = SLOT_READY;
+        fill_changes(ring);
         ring->ready++;
         ring->stats.enqueued++;
         ring->stats.bytes_in += element_bytes(ring, rows);
+        TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_READY);
         pthread_cond_broadcast(&ring->data);
     }
     pthread_mutex_unlock(&ring->lock);
@@ -348,13 +383,16 @@ tq_status tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, const
     tq_extent extents[TQ_MAX_COMPONENTS];
     int n_extents = data_extents(ring, rows, sources, extents);
     char err[TQ_ERRLEN] = "";
+    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
     if (ring->backend->publish(ring->backend, slot, extents, n_extents, err, sizeof err))
         return backend_failed(ring, slot, err);
+    TRACE_HOOK(ring, tq_trace_published, ring->backend, slot);
     return finish_put(ring, slot, rows);
 }
 
 tq_status tq_ring_commit_put_published(tq_ring *ring, int slot, const int64_t *rows)
 {
+    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
     return finish_put(ring, slot, rows);
 }
 
@@ -371,6 +409,7 @@ tq_status tq_ring_reserve_get(tq_ring *ring, double timeout_s, int *slot)
 {
     double deadline = deadline_after(timeout_s), started = 0;
     tq_status status = TQ_OK;
+    int64_t asked = trace_asked(ring, 1);
 
     pthread_mutex_lock(&ring->lock);
     for (;;) {
@@ -380,13 +419,16 @@ tq_status tq_ring_reserve_get(tq_ring *ring, double timeout_s, int *slot)
             if (ring->slot_state[s] == SLOT_READY) {
                 ring->slot_state[s] = SLOT_READING;
                 ring->head++;
+                fill_changes(ring);
                 ring->ready--;
                 *slot = s;
+                TRACE_HOOK(ring, tq_trace_dequeued, s, asked);
                 break;
             }
         } else if (ring->state != TQ_STATE_OPEN) {
             /* Closed and nothing left, not even a write in flight. */
             status = ring->state == TQ_STATE_FAILED ? TQ_FAILED : TQ_CLOSED;
+            TRACE_HOOK(ring, tq_trace_gave_up, 1);
             break;
         }
         if (!started)
@@ -433,6 +475,7 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     ring->slot_state[slot] = SLOT_FREE;
     ring->stats.dequeued++;
     ring->stats.bytes_out += element_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
+    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_CONSUMED);
     pthread_cond_broadcast(&ring->space);
     pthread_mutex_unlock(&ring->lock);
 }
@@ -445,6 +488,7 @@ static void drop_ready(tq_ring *ring)
         int s = slot_of(ring, i);
         if (ring->slot_state[s] == SLOT_READY) {
             ring->slot_state[s] = SLOT_DROPPED;
+            fill_changes(ring);
             ring->ready--;
             ring->stats.dropped++;
         }
@@ -513,7 +557,9 @@ int tq_ring_size(tq_ring *ring)
 void tq_ring_stats(tq_ring *ring, tq_stats *out)
 {
     pthread_mutex_lock(&ring->lock);
+    fill_changes(ring);
     *out = ring->stats;
+    out->clock_s = ring->fill_since;
     out->size = ring->ready;
     out->state = ring->state;
     pthread_mutex_unlock(&ring->lock);
@@ -539,4 +585,28 @@ const char *tq_status_name(tq_status status)
     case TQ_EBACKEND: return "TQ_EBACKEND";
     }
     return "TQ_UNKNOWN";
+}
+
+int tq_ring_trace_start(tq_ring *ring, int n)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ring->lock);
+    if (!ring->trace_store)
+        ring->trace_store = tq_trace_create(ring->capacity);
+    /* From the next reservation on: the elements of this trace are complete. */
+    if (!ring->trace_store || n < 0 || tq_trace_start(ring->trace_store, ring->tail, n))
+        rc = -1;
+    else
+        __atomic_store_n(&ring->trace, ring->trace_store, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&ring->lock);
+    return rc;
+}
+
+int tq_ring_trace_stop(tq_ring *ring, void *out, int max)
+{
+    pthread_mutex_lock(&ring->lock);
+    __atomic_store_n(&ring->trace, NULL, __ATOMIC_RELEASE);
+    tq_trace *store = ring->trace_store;
+    pthread_mutex_unlock(&ring->lock);
+    return store ? tq_trace_stop(store, (tq_trace_element *)out, max) : 0;
 }

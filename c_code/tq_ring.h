@@ -62,6 +62,10 @@ typedef struct {
     uint64_t enqueued, dequeued, dropped;
     uint64_t bytes_in, bytes_out;
     double producer_wait_s, consumer_wait_s;
+    /* The integral of size over time (element-seconds) up to clock_s, the
+     * monotonic time of the snapshot: the mean fill between two snapshots is
+     * the difference of fill_integral over the difference of clock_s. */
+    double fill_integral, clock_s;
     int size;      /* elements READY now */
     int capacity;
     tq_state state;
@@ -124,6 +128,12 @@ const char *tq_ring_error(tq_ring *ring);
 tq_backend *tq_ring_backend(tq_ring *ring);
 
 const char *tq_status_name(tq_status status);
+
+/* Timeline (tq_trace.h): record the next n elements reserved; -1 when out of
+ * memory.  Stopping returns how many elements were seen and copies up to max
+ * of them into out (a tq_trace_element array). */
+int tq_ring_trace_start(tq_ring *ring, int n);
+int tq_ring_trace_stop(tq_ring *ring, void *out, int max);
 
 #ifdef __cplusplus
 }

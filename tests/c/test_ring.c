@@ -9,6 +9,7 @@
 #include "tq_backend.h"
 #include "tq_copy.h"
 #include "tq_ring.h"
+#include "tq_trace.h"
 
 static int failures, checks;
 
@@ -179,6 +180,49 @@ static void test_threads_exactly_once(void)
     tq_ring_destroy(ring);
 }
 
+/* A trace taken while three producers and two consumers run: every traced
+ * element has all its host events, in causal order; the mean fill is sane. */
+static void test_trace_and_fill(void)
+{
+    enum { TRACED = 500 };
+    tq_ring *ring = make_ring(4);
+    pthread_t producers[PRODUCERS], consumers[CONSUMERS];
+    worker pw[PRODUCERS], cw[CONSUMERS];
+    tq_stats before, after;
+    tq_ring_stats(ring, &before);
+    CHECK(tq_ring_trace_start(ring, TRACED) == 0);
+    for (int i = 0; i < CONSUMERS; i++) {
+        cw[i] = (worker){ring, i, {0}, 0};
+        pthread_create(&consumers[i], NULL, consume, &cw[i]);
+    }
+    for (int i = 0; i < PRODUCERS; i++) {
+        pw[i] = (worker){ring, i, {0}, 0};
+        pthread_create(&producers[i], NULL, produce, &pw[i]);
+    }
+    for (int i = 0; i < PRODUCERS; i++)
+        pthread_join(producers[i], NULL);
+    tq_ring_close(ring, 0);
+    for (int i = 0; i < CONSUMERS; i++)
+        pthread_join(consumers[i], NULL);
+    tq_ring_stats(ring, &after);
+    double mean_fill = (after.fill_integral - before.fill_integral) / (after.clock_s - before.clock_s);
+    CHECK(mean_fill >= 0 && mean_fill <= 4);
+
+    static tq_trace_element elements[TRACED];
+    CHECK(tq_ring_trace_stop(ring, elements, TRACED) == TRACED);
+    static const tq_event chain[] = {TQ_EV_PUT_BEGIN, TQ_EV_RESERVED, TQ_EV_PUT_END, TQ_EV_COPY_ISSUED,
+                                     TQ_EV_READY, TQ_EV_DEQUEUED, TQ_EV_CONSUMED};
+    for (int i = 0; i < TRACED; i++) {
+        CHECK(elements[i].element == (uint64_t)i && elements[i].slot == i % 4);
+        CHECK(elements[i].ns[TQ_EV_FILLED] == -1); /* host backend */
+        CHECK(elements[i].ns[TQ_EV_GET_BEGIN] > 0 && elements[i].ns[TQ_EV_GET_BEGIN] <= elements[i].ns[TQ_EV_DEQUEUED]);
+        for (size_t k = 0; k < sizeof chain / sizeof chain[0]; k++)
+            CHECK(elements[i].ns[chain[k]] > 0 && (k == 0 || elements[i].ns[chain[k - 1]] <= elements[i].ns[chain[k]]));
+    }
+    CHECK(tq_ring_trace_stop(ring, elements, TRACED) == TRACED); /* stopping twice keeps the record */
+    tq_ring_destroy(ring);
+}
+
 static void test_copier(void)
 {
     tq_copier *copier = tq_copier_create(3);
@@ -203,6 +247,7 @@ int main(void)
 {
     test_fifo_and_states();
     test_threads_exactly_once();
+    test_trace_and_fill();
     test_copier();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
