@@ -37,7 +37,7 @@ setup(
     long_description_content_type="text/x-rst",
     packages=["theano_queue"],
     python_requires=">=3.9",
-    install_requires=["numpy>=1.23,<1.24", "theano==1.0.5"],
+    install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60"],
     extras_require={
         "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2"],
         "demo": ["scikit-learn>=1.2"],
