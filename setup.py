@@ -52,5 +52,6 @@ setup(
             libraries=["pthread", "dl"],
         )
     ],
+    entry_points={"console_scripts": ["theano-queue = theano_queue.cli:main"]},
     cmdclass={"build_py": BuildWithCCode},
 )
