@@ -17,6 +17,11 @@ ENGINE_SOURCES = ["c_code/tq_module.c", "c_code/tq_ring.c", "c_code/tq_host.c", 
                   "c_code/tq_trace.c"]
 
 
+# Ray Data as a source (examples/ray_feed.py); never a dependency of the core package.
+# pyarrow >= 19 needs numpy 2, which Theano 1.0.5 cannot run with.
+RAY = ["ray[data]>=2.30,<3", "pyarrow>=12,<19"]
+
+
 class BuildWithCCode(build_py):
     """Ship c_code/ inside the package: the Ops' C files are compiled by Theano at run time."""
 
@@ -39,8 +44,9 @@ setup(
     python_requires=">=3.9",
     install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60"],
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2"],
+        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", *RAY],
         "demo": ["scikit-learn>=1.2"],
+        "ray": RAY,
         "doc": ["sphinx>=6", "matplotlib>=3.7,<3.9", "contourpy<1.3"],
     },
     ext_modules=[
