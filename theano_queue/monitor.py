@@ -96,6 +96,8 @@ class Monitor:
         self.disable = disable
         #: The verdict printed when the monitor closed (None before).
         self.last_verdict = None
+        #: Samples taken, and the seconds they took in all (the monitor's whole cost to the process).
+        self.samples, self.sample_seconds = 0, 0.0
         self._first = None
         self._recent = collections.deque()
         self._bar = None
@@ -199,6 +201,7 @@ class Monitor:
         return self._auto_close and not getattr(self.feeder, "running", True) and self.queue.size() == 0
 
     def _refresh(self):
+        started = time.perf_counter()
         with self._lock:
             if self._bar is None:
                 return
@@ -210,6 +213,8 @@ class Monitor:
             self._bar.set_postfix_str(_postfix(recent), refresh=False)
             self._bar.n = now["dequeued"] - self._first["dequeued"]
             self._bar.refresh()
+            self.samples += 1
+            self.sample_seconds += time.perf_counter() - started
 
     def close(self):
         """Stop sampling, close the line and print the verdict (once)."""
