@@ -12,6 +12,7 @@ export THEANO_FLAGS ?= floatX=float32,blas.ldflags=-lopenblas
 .PHONY: test demo bench doc deps clean
 test: $(EXT)
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest
 
 demo: $(EXT)
 	$(PY) examples/train_digits.py $(DEMO_ARGS)

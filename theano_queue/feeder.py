@@ -41,8 +41,8 @@ class Feeder:
     ``close_when_done``, closes the queue.  Elements already in the queue stay
     there: close it with ``cancel_pending=True`` to drop them.
 
-    ``progress=True`` (or a dict of :class:`~theano_queue.monitor.Monitor`
-    options) shows a live line and a verdict at the end: see :func:`monitor`.
+    ``progress=True`` (or a dict of :class:`Monitor` options) shows a live
+    line and a verdict at the end: see :func:`monitor`.
     """
 
     def __init__(self, queue, source=None, *, fill=None, close_when_done=True, stop_timeout=10.0, name=None,

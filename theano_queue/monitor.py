@@ -12,7 +12,7 @@ verdict::
     train: 1250 el [00:09, 137 el/s, 0.54 GB/s, fill 0.1/4, model waited 31%, feeder waited 0%]
     train: input-bound: the model waited 31% of the time; add workers or use read_into
 
-Every figure comes from :meth:`Queue.stats` (and the feeder's ``stats()`` when
+Every figure comes from ``Queue.stats()`` (and the feeder's ``stats()`` when
 it has one), read every ``interval`` seconds by the monitor's own thread: the
 training step does no extra work.
 """
@@ -23,9 +23,9 @@ import time
 
 from tqdm import tqdm
 
-#: The model waited at least this share of the time: the input is the bottleneck.
+#: When the model waited at least this share of the time, the input is the bottleneck.
 INPUT_BOUND = 0.05
-#: The model waited less than this share of the time: the input is not a limit.
+#: When the model waited less than this share of the time, the input is not a limit.
 COMPUTE_BOUND = 0.01
 
 Figures = collections.namedtuple(
@@ -73,8 +73,9 @@ class Monitor:
         verdict covers the whole span since :meth:`start`.
     total : int or None
         Elements expected, for a bar with an end and a time left.
-    file : file object
-        Where the line and the verdict go (tqdm's default, stderr, for None).
+    file
+        A text file where the line and the verdict go; None for tqdm's
+        default, stderr.
     verdict : bool
         Print the one-line verdict when the monitor closes.
     desc : str
@@ -165,7 +166,7 @@ class Monitor:
         )
 
     def figures(self):
-        """:class:`Figures` since :meth:`start`, measured now."""
+        """:class:`~theano_queue.monitor.Figures` since :meth:`start`, measured now."""
         if self._first is None:
             raise RuntimeError("Monitor(%s): not started" % self.queue.name)
         return self._figures(self._first, self._snapshot())
@@ -261,7 +262,8 @@ def _workers_busy(a, b, seconds):
 
 
 def _postfix(f):
-    parts = ["%.3g el/s" % f.elements_per_s, "%.2f GB/s" % f.gbps, "fill %.1f/%d" % (f.mean_fill, f.capacity),
+    rate = f.elements_per_s
+    parts = [("%.0f el/s" if rate >= 100 else "%.3g el/s") % rate, "%.2f GB/s" % f.gbps, "fill %.1f/%d" % (f.mean_fill, f.capacity),
              "model waited %.0f%%" % (100 * f.model_waited), "feeder waited %.0f%%" % (100 * f.producers_waited)]
     if f.workers_busy is not None:
         parts.append("workers %.0f%% busy" % (100 * f.workers_busy))
@@ -269,7 +271,13 @@ def _postfix(f):
 
 
 def verdict(figures):
-    """One line: input-bound, compute-bound or in between, from :class:`Figures`."""
+    """One line: input-bound, compute-bound or in between, from :class:`~theano_queue.monitor.Figures`.
+
+    >>> from theano_queue.monitor import Figures, verdict
+    >>> verdict(Figures(seconds=10.0, elements=500, elements_per_s=50.0, gbps=1.2, mean_fill=0.1, capacity=3,
+    ...                 model_waited=0.31, producers_waited=0.0, workers_busy=None))
+    'input-bound: the model waited 31% of the time; add workers or use read_into'
+    """
     waited = figures.model_waited
     if figures.elements == 0:
         return "no element was taken: nothing to judge"

@@ -216,6 +216,7 @@ def h2d_seconds(nbytes, repeats, context_name=None, pinned=True, device=None):
     Theano GPU context ``context_name``, or ordinal ``device``; by default
     Theano's GPU when Theano runs on one, else device 0.
 
+    >>> from theano_queue.probe import h2d_seconds
     >>> gbps = 256 * 2**20 / h2d_seconds(256 * 2**20, 20) / 1e9   # doctest: +SKIP
     """
     nbytes, repeats = int(nbytes), int(repeats)
@@ -253,9 +254,10 @@ def host_copy_gbps(nbytes, threads=None, repeats=5, via="engine"):
     ``via="engine"`` (the default) measures the copy a put makes: a numpy
     array into a slot of a host-memory queue, through the engine's pool of
     copy threads (``threads`` of them for the measurement; by default the
-    pool as it is, :func:`theano_queue._engine.copy_threads`).  ``via="numpy"``
+    pool as it is, ``theano_queue._engine.copy_threads()``).  ``via="numpy"``
     measures ``np.copyto`` in one thread.
 
+    >>> from theano_queue.probe import host_copy_gbps
     >>> host_copy_gbps(16 * 2**20) > 0.1
     True
     """

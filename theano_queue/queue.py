@@ -232,7 +232,7 @@ class Queue:
         data: the number that says the model waited for its input), ``size``,
         ``capacity``, ``state`` and ``backend``; ``fill_integral``, the
         integral of ``size`` over time in element-seconds, up to ``clock_s``,
-        the :func:`time.monotonic` time of the snapshot: the mean fill between
+        the ``time.monotonic()`` time of the snapshot: the mean fill between
         two snapshots ``a`` and ``b`` is ``(b["fill_integral"] -
         a["fill_integral"]) / (b["clock_s"] - a["clock_s"])``.
         """

@@ -20,7 +20,7 @@ The file is a JSON object:
 
     * one *instant* event (``"ph": "i"``) per recorded timestamp: ``name`` is
       the event, ``ts`` the time in microseconds of the monotonic clock (the
-      clock of :func:`time.monotonic`), ``tid`` 0, ``args`` ``{"element": n,
+      clock of ``time.monotonic()``), ``tid`` 0, ``args`` ``{"element": n,
       "slot": s}``;
     * one *complete* event (``"ph": "X"``, ``ts`` and ``dur`` in
       microseconds) per stage an element went through, on a row of its own:
@@ -42,8 +42,8 @@ import json
 
 from . import _engine
 
-#: Event names in the engine's order.  Per element: put_begin <= reserved <=
-#: put_end <= copy_issued <= ready <= dequeued <= consumed, copy_issued <=
+#: Event names in the engine's order.  For every element put_begin <= reserved
+#: <= put_end <= copy_issued <= ready <= dequeued <= consumed, copy_issued <=
 #: filled and get_begin <= dequeued.
 EVENTS = tuple(_engine.TRACE_EVENTS)
 
@@ -59,7 +59,7 @@ STAGES = (
 
 
 class Trace:
-    """Records the timeline of the next ``steps`` elements of a queue (see :meth:`Queue.trace`).
+    """Records the timeline of the next ``steps`` elements of a queue (see :meth:`theano_queue.Queue.trace`).
 
     A context manager: recording starts on entry and stops on exit, which
     writes ``path`` (when given).  :attr:`elements` holds what was recorded.
