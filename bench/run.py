@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import theano_queue as tq  # noqa: E402
 from common import MiB, best_of, cycle, layer, mlp_train_step, reading, slices, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
+from theano_queue.probe import h2d_seconds  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -67,7 +68,7 @@ def scenario(number, title, needs_gpu=True):
 def limit(b):
     rows = []
     for mib in b.sizes_mib() + ([128] if not b.quick else []):
-        seconds = best_of(lambda: _engine.cuda_h2d_seconds(b.context.ptr, mib * MiB, b.steps_for(mib * MiB, 4096)))
+        seconds = best_of(lambda: h2d_seconds(mib * MiB, b.steps_for(mib * MiB, 4096)))
         rows.append({"MiB": mib, "GB/s": mib * MiB / seconds / 1e9})
     rows.sort(key=lambda r: r["MiB"])
     b.limit = {r["MiB"]: r["GB/s"] for r in rows}

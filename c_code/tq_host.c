@@ -2,9 +2,10 @@
  * locking is all the ordering host memory needs. */
 #include "tq_backend.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "tq_copy.h"
 
 typedef struct {
     tq_backend base;
@@ -12,7 +13,7 @@ typedef struct {
     void **slots;
 } host_backend;
 
-static int host_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, char *err, size_t errlen)
+static tq_code host_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, tq_error *err)
 {
     host_backend *b = (host_backend *)self;
     b->slots = calloc((size_t)capacity, sizeof *b->slots);
@@ -22,38 +23,31 @@ static int host_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, c
     for (int i = 0; i < capacity; i++)
         if (posix_memalign(&b->slots[i], 256, slot_bytes))
             goto nomem;
-    return 0;
+    return TQ_OK;
 nomem:
-    snprintf(err, errlen, "host backend: out of memory for %d slots of %zu bytes", capacity, slot_bytes);
-    return -1;
+    return tq_set_error(err, TQ_ENOMEM, "out of host memory for %d slots of %zu bytes", capacity, slot_bytes);
 }
 
 static void *host_slot(tq_backend *self, int slot) { return ((host_backend *)self)->slots[slot]; }
 
-static int host_before_write(tq_backend *self, int slot, char *err, size_t errlen)
+static tq_code host_before_write(tq_backend *self, int slot, tq_error *err)
 {
-    (void)self, (void)slot, (void)err, (void)errlen;
-    return 0;
+    (void)self, (void)slot, (void)err;
+    return TQ_OK;
 }
 
-/* Producers wrote the staging, which is the slot; only direct sources move. */
-static int host_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, char *err,
-                        size_t errlen)
+/* Producers wrote the staging, which is the slot: nothing moves. */
+static tq_code host_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, tq_error *err)
 {
-    (void)err, (void)errlen;
-    char *base = host_slot(self, slot);
-    for (int i = 0; i < n_extents; i++)
-        if (extents[i].src)
-            memcpy(base + extents[i].offset, extents[i].src, extents[i].bytes);
-    return 0;
+    (void)self, (void)slot, (void)extents, (void)n_extents, (void)err;
+    return TQ_OK;
 }
 
-static int host_read_to_host(tq_backend *self, int slot, size_t offset, void *dst, size_t bytes, char *err,
-                             size_t errlen)
+static tq_code host_read_to_host(tq_backend *self, int slot, const tq_extent *extent, void *dst, tq_error *err)
 {
-    (void)err, (void)errlen;
-    memcpy(dst, (char *)host_slot(self, slot) + offset, bytes);
-    return 0;
+    (void)err;
+    tq_copy(dst, (char *)host_slot(self, slot) + extent->offset, extent->bytes);
+    return TQ_OK;
 }
 
 static void host_destroy(tq_backend *self)
@@ -66,18 +60,18 @@ static void host_destroy(tq_backend *self)
     free(b);
 }
 
-tq_backend *tq_host_backend_create(void)
+tq_backend *tq_host_backend_create(tq_error *err)
 {
+    static const tq_backend host = {
+        .name = "host", .on_device = 0,
+        .alloc_slots = host_alloc_slots, .write_ptr = host_slot, .before_write = host_before_write,
+        .publish = host_publish, .read_to_host = host_read_to_host, .destroy = host_destroy,
+    };
     host_backend *b = calloc(1, sizeof *b);
-    if (!b)
+    if (!b) {
+        tq_set_error(err, TQ_ENOMEM, "out of host memory for the host backend");
         return NULL;
-    b->base.name = "host";
-    b->base.alloc_slots = host_alloc_slots;
-    b->base.write_ptr = host_slot;
-    b->base.read_ptr = host_slot;
-    b->base.before_write = host_before_write;
-    b->base.publish = host_publish;
-    b->base.read_to_host = host_read_to_host;
-    b->base.destroy = host_destroy;
+    }
+    b->base = host;
     return &b->base;
 }

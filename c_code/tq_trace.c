@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct tq_trace {
     pthread_mutex_t lock;
@@ -32,12 +31,8 @@ static __thread struct {
     int64_t ns;
 } asked_at[2];
 
-int64_t tq_trace_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+/* tq_now()'s clock, the engine's one clock, in ns (it never goes back). */
+int64_t tq_trace_now_ns(void) { return (int64_t)(tq_now() * 1e9); }
 
 const char *tq_event_name(tq_event kind)
 {
@@ -220,6 +215,6 @@ void tq_trace_published(tq_trace *trace, tq_backend *backend, int slot)
     mark->element = element;
     /* The callback runs on a driver thread; the ring frees the trace only after
      * the backend, whose destruction waits for its streams. */
-    if (backend->on_arrival(backend, slot, fire_mark, mark))
-        free(mark);
+    if (backend->on_arrival(backend, slot, fire_mark, mark, NULL) != TQ_OK)
+        free(mark); /* FILLED stays unknown (-1) */
 }

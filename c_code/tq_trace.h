@@ -6,8 +6,8 @@
  * Elements are numbered by the ring's reservation counter (the order their
  * producers reserved them, which is also the order they come out).  A trace
  * records elements first .. first + n - 1: the next n elements reserved after
- * it was started.  Each element gets one CLOCK_MONOTONIC timestamp (ns) per
- * event kind, -1 where the event did not happen (yet).
+ * it was started.  Each element gets one timestamp per event kind (ns on
+ * tq_now()'s clock, CLOCK_MONOTONIC), -1 where the event did not happen (yet).
  *
  * What each timestamp means:
  *   PUT_BEGIN    a producer first asked for a slot for this element (a put that
@@ -16,7 +16,9 @@
  *   RESERVED     it got the slot: PUT_BEGIN..RESERVED is the wait for room
  *   PUT_END      it committed: the element's bytes are in the slot (or named)
  *   COPY_ISSUED  the backend published it (cuda: host-to-device copy enqueued
- *                on the copy stream; host: nothing to do)
+ *                on the copy stream; host: nothing to do).  A put from device
+ *                memory has none, nor FILLED: its copy is queued on the
+ *                producer's own stream before PUT_END
  *   READY        consumers can take it
  *   FILLED       cuda only: the copy has reached the device, as seen by a host
  *                function the driver runs after it on the copy stream (an upper
@@ -38,6 +40,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The most elements one trace records. */
+#define TQ_MAX_TRACE 10000000
 
 typedef enum {
     TQ_EV_PUT_BEGIN = 0,
