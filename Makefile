@@ -11,6 +11,7 @@ ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) setup.py
 .PHONY: test demo bench doc deps clean
 test: $(EXT)
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest
 	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html
 
 demo: $(EXT)

@@ -15,7 +15,13 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The engine (plain C) and its CPython face (tq_py_*.c).
 ENGINE_SOURCES = ["c_code/tq_base.c", "c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_cuda.c", "c_code/tq_copy.c",
-                  "c_code/tq_py_module.c", "c_code/tq_py_ring.c", "c_code/tq_py_element.c", "c_code/tq_py_capi.c"]
+                  "c_code/tq_trace.c", "c_code/tq_py_module.c", "c_code/tq_py_ring.c", "c_code/tq_py_element.c",
+                  "c_code/tq_py_capi.c"]
+
+
+# Ray Data as a source (examples/ray_feed.py); never a dependency of the core package.
+# pyarrow >= 19 needs numpy 2, which Theano 1.0.5 cannot run with.
+RAY = ["ray[data]>=2.30,<3", "pyarrow>=12,<19"]
 
 
 class BuildWithCCode(build_py):
@@ -38,10 +44,11 @@ setup(
     long_description_content_type="text/x-rst",
     packages=["theano_queue"],
     python_requires=">=3.9",
-    install_requires=["numpy>=1.23,<1.24", "theano==1.0.5"],
+    install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60"],
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2"],
+        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", *RAY],
         "demo": ["scikit-learn>=1.2"],
+        "ray": RAY,
         "doc": ["sphinx>=6", "matplotlib>=3.7,<3.9", "contourpy<1.3"],
     },
     ext_modules=[
@@ -53,5 +60,6 @@ setup(
             libraries=["pthread", "dl"],
         )
     ],
+    entry_points={"console_scripts": ["theano-queue = theano_queue.cli:main"]},
     cmdclass={"build_py": BuildWithCCode},
 )

@@ -424,8 +424,70 @@ def read_every(b):
                            rows[0]["mean_fill"], rows[1]["mean_fill"])}
 
 
+# ---- 10 ------------------------------------------------------------------------------
+
+
+@scenario(10, "Monitor and trace: what watching costs the training step", needs_gpu=False)
+def observe_cost(b):
+    """A fed MLP step alone, under tq.monitor (default and 10x faster sampling) and while a trace records."""
+    import contextlib
+    import io
+
+    # About 1 ms per step on the H200; a CPU gets a smaller model of about the same step time.
+    rows, cols, hidden = (2048, 1024, 1024) if b.on_gpu else (256, 256, 256)
+    steps = 200 if b.quick else 1000
+    q = tq.Queue([("x", "float32", (rows, cols)), ("y", "int32", (rows,))], capacity=3, name="observed")
+    x, y = q.dequeue()
+    loss, updates = mlp_train_step(x, y, cols, hidden, 10, b.rng)
+    step = reading(theano.function([], loss, updates=updates))
+    batches = [(b.rng.standard_normal((rows, cols)).astype("float32"), b.rng.integers(0, 10, rows).astype("int32"))
+               for _ in range(4)]
+    monitors = []
+
+    def monitor(interval):
+        monitors.append(tq.monitor(q, interval=interval, file=io.StringIO()))
+        return monitors[-1]
+
+    watchers = {
+        "nothing": contextlib.nullcontext,
+        "tq.monitor, 0.5 s interval (default)": lambda: monitor(0.5),
+        "tq.monitor, 0.05 s interval": lambda: monitor(0.05),
+        "q.trace recording every step": lambda: q.trace(steps=steps + 10),
+    }
+
+    def measure(watch):
+        with tq.Feeder(q, cycle(batches), close_when_done=False):
+            with watch():
+                seconds = time_steps(step, steps)
+        q.close(cancel_pending=True)
+        q.reopen()
+        return seconds
+
+    # Interleaved rounds, each variant against the unwatched step of its own round: drifts of the
+    # machine hit every variant alike, and the median of the rounds ignores the odd disturbed one.
+    costs = {name: [] for name in watchers}
+    base_times = []
+    for _ in range(3 if b.quick else 7):
+        times = {name: measure(watch) for name, watch in watchers.items()}
+        base_times.append(times["nothing"])
+        for name in watchers:
+            costs[name].append(100 * (times[name] / times["nothing"] - 1))
+    base = float(np.median(base_times))
+    per_sample_us = 1e6 * sum(m.sample_seconds for m in monitors) / max(1, sum(m.samples for m in monitors))
+    rows_out = [{"watching": name, "median cost %": float(np.median(c)), "spread of rounds %": float(np.ptp(c))}
+                for name, c in costs.items() if name != "nothing"]
+    rows_out.append({"watching": "one monitor sample (stats, tqdm refresh), us", "us": per_sample_us,
+                     "share of time at 0.5 s %": 100 * per_sample_us / 0.5e6})
+    monitor_cost = rows_out[0]["median cost %"]
+    return {"rows": rows_out, "batch": [rows, cols], "step_ms": 1e3 * base,
+            "target": "the default monitor costs <= 1 % of the step", "met": monitor_cost <= 1,
+            "headline": "monitor %+.2f %% (0.5 s), %+.2f %% (0.05 s); trace recording %+.2f %% of a %.2f ms step; "
+                        "a sample takes %.0f us" % (monitor_cost, rows_out[1]["median cost %"],
+                                                   rows_out[2]["median cost %"], 1e3 * base, per_sample_us)}
+
+
 SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
-             cpu_target]
+             cpu_target, observe_cost]
 
 
 def machine_name():

@@ -61,6 +61,11 @@ struct tq_backend {
                                const uint64_t *srcs, tq_error *err);
     /* Frees everything, whatever state alloc_slots left it in. */
     void (*destroy)(tq_backend *self);
+    /* Optional (NULL where publish is synchronous; a trace then records no
+     * FILLED, and nothing is refused): calls fn(arg) from another thread once
+     * the data last published for `slot` has arrived.  Only traces use it
+     * (tq_trace.h, FILLED). */
+    tq_code (*on_arrival)(tq_backend *self, int slot, void (*fn)(void *), void *arg, tq_error *err);
 };
 
 /* The host backend; NULL (err set) when out of memory. */

@@ -53,9 +53,16 @@ typedef unsigned long long CUdeviceptr;
     X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream)) \
     X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream))
 
+/* The same for functions the backend works without: a driver that lacks one
+ * still loads, its pointer stays NULL, and what needs it checks.  Only traces
+ * use cuLaunchHostFunc (on_arrival, FILLED). */
+#define TQ_CUDA_OPTIONAL_FUNCTIONS(X) \
+    X(LaunchHostFunc, cuLaunchHostFunc, (CUstream, void (*)(void *), void *))
+
 #define TQ_DECLARE(field, symbol, params) CUresult(*field) params;
 static struct {
     TQ_CUDA_FUNCTIONS(TQ_DECLARE)
+    TQ_CUDA_OPTIONAL_FUNCTIONS(TQ_DECLARE)
 } cu;
 #undef TQ_DECLARE
 
@@ -100,15 +107,18 @@ static void load_driver(void)
         snprintf(load_error, sizeof load_error, "the CUDA driver (libcuda.so.1) could not be loaded: %s", dlerror());
         return;
     }
-#define TQ_SYMBOL(field, symbol, params) {(void **)&cu.field, #symbol},
+#define TQ_SYMBOL(field, symbol, params) {(void **)&cu.field, #symbol, 1},
+#define TQ_OPTIONAL_SYMBOL(field, symbol, params) {(void **)&cu.field, #symbol, 0},
     struct {
         void **slot;
         const char *name;
-    } symbols[] = {TQ_CUDA_FUNCTIONS(TQ_SYMBOL)};
+        int required;
+    } symbols[] = {TQ_CUDA_FUNCTIONS(TQ_SYMBOL) TQ_CUDA_OPTIONAL_FUNCTIONS(TQ_OPTIONAL_SYMBOL)};
+#undef TQ_OPTIONAL_SYMBOL
 #undef TQ_SYMBOL
     for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
         *symbols[i].slot = dlsym(lib, symbols[i].name);
-        if (!*symbols[i].slot) {
+        if (!*symbols[i].slot && symbols[i].required) {
             snprintf(load_error, sizeof load_error, "the CUDA driver lacks %s", symbols[i].name);
             cu.Init = NULL;
             return;
@@ -312,6 +322,23 @@ static tq_code cuda_put_from_device(tq_backend *self, int slot, void *stream, co
     return copy_on_stream((cuda_backend *)self, slot, (CUstream)stream, extents, n, srcs, 1, err);
 }
 
+/* Runs fn(arg) on a driver thread once the copy stream has done what is
+ * queued on it now, the slot's last copy included. */
+static tq_code cuda_on_arrival(tq_backend *self, int slot, void (*fn)(void *), void *arg, tq_error *err)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    tq_code code;
+    (void)slot;
+    if (!cu.LaunchHostFunc)
+        return tq_set_error(err, TQ_ESTATE, "the CUDA driver lacks cuLaunchHostFunc");
+    if ((code = enter(b, err)) != TQ_OK)
+        return code;
+    CU(LaunchHostFunc, (b->copy_stream, fn, arg));
+fail:
+    leave();
+    return code;
+}
+
 /* ---- registered host memory ------------------------------------------------------- */
 
 static int find_registered(const cuda_backend *b, const void *ptr)
@@ -437,6 +464,7 @@ tq_backend *tq_cuda_backend_create(void *cu_context, tq_error *err)
         .reads_directly = cuda_reads_directly, .publish = cuda_publish, .read_to_host = cuda_read_to_host,
         .register_host = cuda_register_host, .unregister_host = cuda_unregister_host,
         .take = cuda_take, .put_from_device = cuda_put_from_device, .destroy = cuda_destroy,
+        .on_arrival = cuda_on_arrival,
     };
     if (tq_cuda_load(err) != TQ_OK)
         return NULL;

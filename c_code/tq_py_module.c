@@ -168,6 +168,20 @@ static PyMethodDef engine_functions[] = {
 
 /* ---- the module ----------------------------------------------------------------------- */
 
+/* TRACE_EVENTS: the names of a trace's event kinds, in the order of its times. */
+static PyObject *trace_events(void)
+{
+    PyObject *events = PyTuple_New(TQ_EV_COUNT);
+    for (int k = 0; events && k < TQ_EV_COUNT; k++) {
+        PyObject *name = PyUnicode_FromString(tq_event_name((tq_event)k));
+        if (!name)
+            Py_CLEAR(events);
+        else
+            PyTuple_SET_ITEM(events, k, name);
+    }
+    return events;
+}
+
 static struct PyModuleDef engine_module = {
     PyModuleDef_HEAD_INIT, "theano_queue._engine",
     "The queue engine (c_code/tq_ring.c) and its Python face.", -1, engine_functions, NULL, NULL, NULL, NULL,
@@ -190,6 +204,12 @@ PyMODINIT_FUNC PyInit__engine(void)
         PyModule_AddObject(m, "_C_API", api) < 0 || PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS) ||
         PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY)) {
         Py_XDECREF(api);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *events = trace_events();
+    if (!events || PyModule_AddObject(m, "TRACE_EVENTS", events) < 0) {
+        Py_XDECREF(events);
         Py_DECREF(m);
         return NULL;
     }

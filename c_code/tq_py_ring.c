@@ -374,10 +374,12 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
     if (ring_usable(self, "Queue.stats"))
         return NULL;
     tq_ring_stats(self->ring, &s);
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s}", "enqueued", s.enqueued, "dequeued",
+    /* fill_integral: element-seconds up to clock_s, the time.monotonic() of the snapshot. */
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued, "dequeued",
                          s.dequeued, "dropped", s.dropped, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
                          "producer_wait_s", s.producer_wait_s, "consumer_wait_s", s.consumer_wait_s, "size", s.size,
-                         "capacity", s.capacity, "state", state_names[s.state], "backend", s.backend);
+                         "capacity", s.capacity, "state", state_names[s.state], "backend", s.backend,
+                         "fill_integral", s.fill_integral, "clock_s", s.clock_s);
 }
 
 static PyObject *Ring_get_closed(RingObject *self, void *unused)
@@ -406,6 +408,55 @@ static int Ring_set_timeout(RingObject *self, PyObject *value, void *unused)
         return -1;
     }
     return parse_timeout(value, -1.0, &self->timeout);
+}
+
+/* ---- timeline (tq_trace.h) ------------------------------------------------------------ */
+
+static PyObject *Ring_trace_start(RingObject *self, PyObject *arg)
+{
+    tq_error err;
+    long long n = PyLong_AsLongLong(arg);
+    if (ring_usable(self, "Queue.trace") || (n == -1 && PyErr_Occurred()))
+        return NULL;
+    if (tq_ring_trace_start(self->ring, n, &err) != TQ_OK)
+        return raise_error("Queue.trace", self, &err), NULL;
+    Py_RETURN_NONE;
+}
+
+/* One traced element as (element, slot, (ns per event kind, -1 for none)). */
+static PyObject *traced_element(const tq_trace_element *e)
+{
+    PyObject *times = PyTuple_New(TQ_EV_COUNT);
+    for (int k = 0; times && k < TQ_EV_COUNT; k++) {
+        PyObject *t = PyLong_FromLongLong(e->ns[k]);
+        if (!t)
+            Py_CLEAR(times);
+        else
+            PyTuple_SET_ITEM(times, k, t);
+    }
+    return times ? Py_BuildValue("(KiN)", (unsigned long long)e->element, e->slot, times) : NULL;
+}
+
+static PyObject *Ring_trace_stop(RingObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (ring_usable(self, "Queue.trace"))
+        return NULL;
+    int n = tq_ring_trace_stop(self->ring, NULL, 0), got = 0;
+    tq_trace_element *elements = n ? PyMem_Calloc((size_t)n, sizeof *elements) : NULL;
+    if (n && !elements)
+        return PyErr_NoMemory();
+    if (n)
+        got = tq_ring_trace_stop(self->ring, elements, n); /* stopped already: the same n */
+    PyObject *out = PyList_New(0);
+    for (int i = 0; out && i < got && i < n; i++) {
+        PyObject *item = traced_element(&elements[i]);
+        if (!item || PyList_Append(out, item))
+            Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    PyMem_Free(elements);
+    return out;
 }
 
 /* ---- page-locked user memory -------------------------------------------------------- */
@@ -457,6 +508,10 @@ static PyMethodDef Ring_methods[] = {
     {"register_host", (PyCFunction)Ring_register_host, METH_O,
      "register_host(array): page-lock it; puts of its slices then skip the staging copy."},
     {"unregister_host", (PyCFunction)Ring_unregister_host, METH_O, "unregister_host(array): undo register_host."},
+    {"trace_start", (PyCFunction)Ring_trace_start, METH_O,
+     "trace_start(n): record the timeline of the next n elements reserved (see TRACE_EVENTS)."},
+    {"trace_stop", (PyCFunction)Ring_trace_stop, METH_NOARGS,
+     "trace_stop() -> [(element, slot, (ns per TRACE_EVENTS kind, -1 for none))]: stop recording."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,6 +4,7 @@
 #include "tq_ring.h"
 
 #include "tq_copy.h"
+#include "tq_trace.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -44,7 +45,10 @@ struct tq_ring {
     char error[TQ_ERRLEN]; /* the message given to tq_ring_fail */
 
     tq_stats stats;
+    double fill_since; /* when n_ready last changed; stats.fill_integral counts up to it */
     tq_backend *backend;
+    tq_trace *trace_store; /* made by the first trace, freed with the ring */
+    tq_trace *trace;       /* == trace_store while recording, else NULL (atomic) */
 };
 
 /* ---- time ---------------------------------------------------------------- */
@@ -71,6 +75,30 @@ static int wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadli
         return ETIMEDOUT;
     struct timespec ts = to_timespec(deadline);
     return pthread_cond_timedwait(cond, lock, &ts);
+}
+
+/* ---- statistics and timeline ------------------------------------------------ */
+
+/* Under the lock, before n_ready changes: adds the time at the old fill. */
+static void fill_changes(tq_ring *ring)
+{
+    double now = tq_now();
+    ring->stats.fill_integral += ring->n_ready * (now - ring->fill_since);
+    ring->fill_since = now;
+}
+
+/* The trace being recorded, or NULL: the only cost of tracing when it is off. */
+#define TRACE_HOOK(ring, hook, ...)                                                  \
+    do {                                                                             \
+        tq_trace *trace_ = __atomic_load_n(&(ring)->trace, __ATOMIC_ACQUIRE);         \
+        if (trace_)                                                                  \
+            hook(trace_, __VA_ARGS__);                                               \
+    } while (0)
+
+static int64_t trace_asked(tq_ring *ring, int side)
+{
+    tq_trace *trace = __atomic_load_n(&ring->trace, __ATOMIC_ACQUIRE);
+    return trace ? tq_trace_asked(trace, side) : 0;
 }
 
 /* ---- creation ------------------------------------------------------------ */
@@ -165,6 +193,7 @@ tq_ring *tq_ring_create(const tq_component *components, int n_components, int ca
     ring->state = TQ_STATE_OPEN;
     ring->stats.capacity = capacity;
     ring->stats.backend = backend->name;
+    ring->fill_since = tq_now();
     return ring;
 
 nomem:
@@ -180,7 +209,8 @@ void tq_ring_destroy(tq_ring *ring)
 {
     if (!ring)
         return;
-    ring->backend->destroy(ring->backend);
+    ring->backend->destroy(ring->backend); /* waits for device callbacks into the trace */
+    tq_trace_destroy(ring->trace_store);
     pthread_cond_destroy(&ring->space);
     pthread_cond_destroy(&ring->data);
     pthread_mutex_destroy(&ring->lock);
@@ -227,7 +257,7 @@ static void drop_slot(tq_ring *ring, int slot, int lost)
 
 /* Under the lock: takes the slot a producer writes next.  TQ_TIMEOUT while
  * none is free. */
-static tq_code try_reserve_put(tq_ring *ring, int *slot, tq_error *err)
+static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, tq_error *err)
 {
     if (ring->state == TQ_STATE_FAILED)
         return tq_set_error(err, TQ_CLOSED, "failed and takes no more elements: %s", ring->error);
@@ -240,12 +270,13 @@ static tq_code try_reserve_put(tq_ring *ring, int *slot, tq_error *err)
     ring->slot_state[s] = SLOT_WRITING;
     ring->tail++;
     *slot = s;
+    TRACE_HOOK(ring, tq_trace_reserved, s, ring->tail - 1, asked);
     return TQ_OK;
 }
 
 /* Under the lock: takes the element at the head.  TQ_TIMEOUT while none is
  * READY and more may come. */
-static tq_code try_reserve_get(tq_ring *ring, int *slot, tq_error *err)
+static tq_code try_reserve_get(tq_ring *ring, int *slot, int64_t asked, tq_error *err)
 {
     reclaim_dropped_head(ring);
     if (ring->head < ring->tail) {
@@ -254,8 +285,10 @@ static tq_code try_reserve_get(tq_ring *ring, int *slot, tq_error *err)
             return TQ_TIMEOUT; /* its write is still in flight */
         ring->slot_state[s] = SLOT_READING;
         ring->head++;
+        fill_changes(ring);
         ring->n_ready--;
         *slot = s;
+        TRACE_HOOK(ring, tq_trace_dequeued, s, asked);
         return TQ_OK;
     }
     /* Nothing left, not even a write in flight. */
@@ -271,6 +304,7 @@ static tq_code reserve(tq_ring *ring, int producer, double deadline, const int *
     pthread_cond_t *cond = producer ? &ring->space : &ring->data;
     double started = 0;
     tq_code code;
+    int64_t asked = trace_asked(ring, !producer);
 
     pthread_mutex_lock(&ring->lock);
     for (;;) {
@@ -280,7 +314,7 @@ static tq_code reserve(tq_ring *ring, int producer, double deadline, const int *
             code = tq_set_error(err, TQ_STOPPED, "stopped");
             break;
         }
-        code = producer ? try_reserve_put(ring, slot, err) : try_reserve_get(ring, slot, err);
+        code = producer ? try_reserve_put(ring, slot, asked, err) : try_reserve_get(ring, slot, asked, err);
         if (code != TQ_TIMEOUT)
             break;
         if (!started)
@@ -292,6 +326,10 @@ static tq_code reserve(tq_ring *ring, int producer, double deadline, const int *
     }
     if (started)
         *(producer ? &ring->stats.producer_wait_s : &ring->stats.consumer_wait_s) += tq_now() - started;
+    /* Closed, failed or stopped: the next call of this thread asks anew.  A
+     * timeout keeps its first attempt (a wait in slices, or a retry). */
+    if (code != TQ_OK && code != TQ_TIMEOUT)
+        TRACE_HOOK(ring, tq_trace_gave_up, !producer);
     pthread_mutex_unlock(&ring->lock);
     return code;
 }
@@ -379,9 +417,11 @@ static tq_code finish_put(tq_ring *ring, int slot, const int64_t *rows, tq_error
         code = tq_set_error(err, TQ_CLOSED, "closed, and what was being put was cancelled");
     } else {
         ring->slot_state[slot] = SLOT_READY;
+        fill_changes(ring);
         ring->n_ready++;
         ring->stats.enqueued++;
         ring->stats.bytes_in += element_total_bytes(ring, rows);
+        TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_READY);
         pthread_cond_broadcast(&ring->data);
     }
     pthread_mutex_unlock(&ring->lock);
@@ -394,8 +434,12 @@ static tq_code publish(tq_ring *ring, int slot, const int64_t *rows, const void 
 {
     tq_extent extents[TQ_MAX_COMPONENTS];
     int n_extents = data_extents(ring, rows, direct, extents);
+    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
     tq_code code = ring->backend->publish(ring->backend, slot, extents, n_extents, err);
-    return code == TQ_OK ? finish_put(ring, slot, rows, err) : put_failed(ring, slot, code);
+    if (code != TQ_OK)
+        return put_failed(ring, slot, code);
+    TRACE_HOOK(ring, tq_trace_published, ring->backend, slot);
+    return finish_put(ring, slot, rows, err);
 }
 
 tq_code tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, tq_error *err)
@@ -434,7 +478,11 @@ tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uin
     component_extents(ring, rows, extents);
     tq_code code = b->put_from_device ? b->put_from_device(b, slot, stream, extents, ring->n_components, srcs, err)
                                       : not_on_device(ring, err);
-    return code == TQ_OK ? finish_put(ring, slot, rows, err) : put_failed(ring, slot, code);
+    if (code != TQ_OK)
+        return put_failed(ring, slot, code);
+    /* The copy is queued on the producer's stream: its end is PUT_END. */
+    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
+    return finish_put(ring, slot, rows, err);
 }
 
 void tq_ring_abort_put(tq_ring *ring, int slot)
@@ -480,6 +528,7 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     ring->slot_state[slot] = SLOT_FREE;
     ring->stats.dequeued++;
     ring->stats.bytes_out += element_total_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
+    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_CONSUMED);
     pthread_cond_broadcast(&ring->space);
     pthread_mutex_unlock(&ring->lock);
 }
@@ -506,6 +555,7 @@ static void drop_ready(tq_ring *ring)
         int s = slot_of(ring, i);
         if (ring->slot_state[s] == SLOT_READY) {
             ring->slot_state[s] = SLOT_DROPPED;
+            fill_changes(ring);
             ring->n_ready--;
             ring->stats.dropped++;
         }
@@ -576,7 +626,9 @@ int tq_ring_size(tq_ring *ring)
 void tq_ring_stats(tq_ring *ring, tq_stats *out)
 {
     pthread_mutex_lock(&ring->lock);
+    fill_changes(ring);
     *out = ring->stats;
+    out->clock_s = ring->fill_since;
     out->size = ring->n_ready;
     out->state = ring->state;
     pthread_mutex_unlock(&ring->lock);
@@ -584,3 +636,31 @@ void tq_ring_stats(tq_ring *ring, tq_stats *out)
 
 int tq_ring_capacity(const tq_ring *ring) { return ring->capacity; }
 int tq_ring_on_device(const tq_ring *ring) { return ring->backend->on_device; }
+
+/* ---- timeline ----------------------------------------------------------------- */
+
+tq_code tq_ring_trace_start(tq_ring *ring, int64_t n, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    if (n < 1 || n > TQ_MAX_TRACE)
+        return tq_set_error(err, TQ_EINVAL, "steps must be 1 to %d, got %lld", TQ_MAX_TRACE, (long long)n);
+    pthread_mutex_lock(&ring->lock);
+    if (!ring->trace_store)
+        ring->trace_store = tq_trace_create(ring->capacity);
+    /* From the next reservation on: the elements of this trace are complete. */
+    if (!ring->trace_store || tq_trace_start(ring->trace_store, ring->tail, (int)n))
+        code = tq_set_error(err, TQ_ENOMEM, "out of host memory for a trace of %lld elements", (long long)n);
+    else
+        __atomic_store_n(&ring->trace, ring->trace_store, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&ring->lock);
+    return code;
+}
+
+int tq_ring_trace_stop(tq_ring *ring, tq_trace_element *out, int max)
+{
+    pthread_mutex_lock(&ring->lock);
+    __atomic_store_n(&ring->trace, NULL, __ATOMIC_RELEASE);
+    tq_trace *store = ring->trace_store;
+    pthread_mutex_unlock(&ring->lock);
+    return store ? tq_trace_stop(store, out, max) : 0;
+}

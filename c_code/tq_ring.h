@@ -22,6 +22,7 @@
 #define TQ_RING_H
 
 #include "tq_backend.h"
+#include "tq_trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,10 @@ typedef struct {
     uint64_t enqueued, dequeued, dropped;
     uint64_t bytes_in, bytes_out;
     double producer_wait_s, consumer_wait_s;
+    /* The integral of size over time (element-seconds) up to clock_s, the
+     * monotonic time of the snapshot: the mean fill between two snapshots is
+     * the difference of fill_integral over the difference of clock_s. */
+    double fill_integral, clock_s;
     int size;      /* elements READY now */
     int capacity;
     tq_state state;
@@ -110,6 +115,12 @@ int tq_ring_size(tq_ring *ring);
 int tq_ring_capacity(const tq_ring *ring);
 int tq_ring_on_device(const tq_ring *ring);
 void tq_ring_stats(tq_ring *ring, tq_stats *out);
+
+/* Timeline (tq_trace.h): record the next n elements reserved (1 to
+ * TQ_MAX_TRACE).  Stopping returns how many elements were seen and copies up
+ * to max of them into out. */
+tq_code tq_ring_trace_start(tq_ring *ring, int64_t n, tq_error *err);
+int tq_ring_trace_stop(tq_ring *ring, tq_trace_element *out, int max);
 
 #ifdef __cplusplus
 }

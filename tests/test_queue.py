@@ -313,7 +313,7 @@ def test_stats_count_waits():
     stats = q.stats()
     assert stats["consumer_wait_s"] >= 0.1
     assert set(stats) == {"enqueued", "dequeued", "dropped", "bytes_in", "bytes_out", "producer_wait_s",
-                          "consumer_wait_s", "size", "capacity", "state", "backend"}
+                          "consumer_wait_s", "size", "capacity", "state", "backend", "fill_integral", "clock_s"}
 
 
 def test_writer_fills_a_slot_in_place():

@@ -6,8 +6,11 @@ variables that a compiled ``theano.function`` takes the next batch into.
 """
 from .errors import CudaError, FeederError, QueueClosed, QueueError, QueueTimeout
 from .feeder import Feeder
+from .monitor import Monitor, monitor
 from .queue import Queue
 from .spec import Component
+from .trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Queue", "Feeder", "Component", "QueueError", "QueueClosed", "QueueTimeout", "FeederError", "CudaError"]
+__all__ = ["Queue", "Feeder", "Component", "monitor", "Monitor", "Trace", "QueueError", "QueueClosed", "QueueTimeout",
+           "FeederError", "CudaError"]

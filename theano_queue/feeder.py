@@ -5,6 +5,7 @@ import warnings
 
 from . import _engine
 from .errors import QueueClosed, Stopped
+from .monitor import Monitor
 
 
 class Feeder:
@@ -38,9 +39,13 @@ class Feeder:
     waits for it (``stop_timeout`` seconds at most) and, with
     ``close_when_done``, closes the queue.  Elements already in the queue stay
     there: close it with ``cancel_pending=True`` to drop them.
+
+    ``progress=True`` (or a dict of :class:`Monitor` options) shows a live
+    line and a verdict at the end: see :func:`monitor`.
     """
 
-    def __init__(self, queue, source=None, *, fill=None, close_when_done=True, stop_timeout=10.0, name=None):
+    def __init__(self, queue, source=None, *, fill=None, close_when_done=True, stop_timeout=10.0, name=None,
+                 progress=False):
         if (source is None) == (fill is None):
             raise TypeError("Feeder(%s): give either a source iterable or a fill function" % queue.name)
         self.queue = queue
@@ -54,6 +59,7 @@ class Feeder:
         # Set by stop(); it also wakes a put that waits for a free slot.
         self._stop = _engine.Stop(queue._ring)
         self._thread = None
+        self.progress, self._monitor = progress, None
 
     def __repr__(self):
         state = "running" if self.running else "stopped"
@@ -75,6 +81,7 @@ class Feeder:
             )
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
+        self._monitor = Monitor.for_feeder(self, self.progress).start() if self.progress else None
         return self
 
     def stop(self):
@@ -101,6 +108,8 @@ class Feeder:
             )
         if self.close_when_done:
             self.queue.close()
+        if self._monitor is not None:
+            self._monitor.close()
         return False
 
     def _put(self, element):

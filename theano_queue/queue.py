@@ -189,6 +189,23 @@ class Queue:
         """Undo :meth:`register_host` once no copy from ``array`` is in flight."""
         self._ring.unregister_host(array)
 
+    def trace(self, path=None, steps=100):
+        """A timeline of the next ``steps`` elements, written to ``path`` as Chrome trace-event JSON.
+
+        ::
+
+            with q.trace("queue.json", steps=50):
+                for _ in range(60):
+                    train_step()
+
+        Returns a :class:`~theano_queue.trace.Trace`; recording runs while its
+        ``with`` block does, and stops by itself after ``steps`` elements.  Open
+        the file in https://ui.perfetto.dev or chrome://tracing.
+        """
+        from .trace import Trace
+
+        return Trace(self, path, steps)
+
     @staticmethod
     def _element(args):
         """The arguments of put/enqueue as one element.
@@ -248,7 +265,11 @@ class Queue:
         a failed copy), ``bytes_in`` and ``bytes_out``, ``producer_wait_s`` (time producers
         waited for a free slot), ``consumer_wait_s`` (time consumers waited for
         data: the number that says the model waited for its input), ``size``,
-        ``capacity``, ``state`` and ``backend``.
+        ``capacity``, ``state`` and ``backend``; ``fill_integral``, the
+        integral of ``size`` over time in element-seconds, up to ``clock_s``,
+        the ``time.monotonic()`` time of the snapshot: the mean fill between
+        two snapshots ``a`` and ``b`` is ``(b["fill_integral"] -
+        a["fill_integral"]) / (b["clock_s"] - a["clock_s"])``.
         """
         return self._ring.stats()
 

@@ -15,7 +15,7 @@ typedef struct {
 } test_backend;
 
 static const char *entry_names[N_ENTRIES] = {"alloc_slots", "before_write", "publish", "read_to_host",
-                                             "register_host", "take", "put_from_device"};
+                                             "register_host", "take", "put_from_device", "on_arrival"};
 
 /* Counts a call of entry; TQ_EDEVMEM when it is the one to fail. */
 static tq_code call(test_backend *b, test_entry entry, tq_error *err)
@@ -128,6 +128,16 @@ static tq_code put_from_device(tq_backend *self, int slot, void *stream, const t
     return TQ_OK;
 }
 
+/* The "device copy" is done when publish returns: the data has arrived. */
+static tq_code on_arrival(tq_backend *self, int slot, void (*fn)(void *), void *arg, tq_error *err)
+{
+    (void)slot;
+    if (call((test_backend *)self, AT_ON_ARRIVAL, err) != TQ_OK)
+        return TQ_EDEVMEM;
+    fn(arg);
+    return TQ_OK;
+}
+
 static void destroy(tq_backend *self)
 {
     test_backend *b = (test_backend *)self;
@@ -148,7 +158,7 @@ tq_backend *test_backend_create(test_control *control)
         .alloc_slots = alloc_slots, .write_ptr = write_ptr, .before_write = before_write,
         .reads_directly = reads_directly, .publish = publish, .read_to_host = read_to_host,
         .register_host = register_host, .unregister_host = unregister_host,
-        .take = take, .put_from_device = put_from_device, .destroy = destroy,
+        .take = take, .put_from_device = put_from_device, .destroy = destroy, .on_arrival = on_arrival,
     };
     test_backend *b = calloc(1, sizeof *b);
     if (!b)

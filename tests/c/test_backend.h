@@ -15,6 +15,7 @@ typedef enum {
     AT_REGISTER,
     AT_TAKE,
     AT_PUT_FROM_DEVICE,
+    AT_ON_ARRIVAL, /* on_arrival: otherwise calls its function at once (the data is there) */
     N_ENTRIES
 } test_entry;
 

@@ -9,6 +9,7 @@
 #include "test_backend.h"
 #include "tq_copy.h"
 #include "tq_ring.h"
+#include "tq_trace.h"
 
 static int failures, checks;
 
@@ -185,6 +186,51 @@ static void test_threads_exactly_once(void)
     tq_ring_destroy(ring);
 }
 
+/* A trace taken while three producers and two consumers run: every traced
+ * element has all its host events, in causal order; the mean fill is sane. */
+static void test_trace_and_fill(void)
+{
+    enum { TRACED = 500 };
+    tq_ring *ring = make_ring(4);
+    pthread_t producers[PRODUCERS], consumers[CONSUMERS];
+    worker pw[PRODUCERS], cw[CONSUMERS];
+    tq_stats before, after;
+    tq_ring_stats(ring, &before);
+    tq_error err;
+    CHECK(tq_ring_trace_start(ring, 0, &err) == TQ_EINVAL && err.code == TQ_EINVAL);
+    CHECK(tq_ring_trace_start(ring, TRACED, NULL) == TQ_OK);
+    for (int i = 0; i < CONSUMERS; i++) {
+        cw[i] = (worker){ring, i, {0}, 0};
+        pthread_create(&consumers[i], NULL, consume, &cw[i]);
+    }
+    for (int i = 0; i < PRODUCERS; i++) {
+        pw[i] = (worker){ring, i, {0}, 0};
+        pthread_create(&producers[i], NULL, produce, &pw[i]);
+    }
+    for (int i = 0; i < PRODUCERS; i++)
+        pthread_join(producers[i], NULL);
+    tq_ring_close(ring, 0);
+    for (int i = 0; i < CONSUMERS; i++)
+        pthread_join(consumers[i], NULL);
+    tq_ring_stats(ring, &after);
+    double mean_fill = (after.fill_integral - before.fill_integral) / (after.clock_s - before.clock_s);
+    CHECK(mean_fill >= 0 && mean_fill <= 4);
+
+    static tq_trace_element elements[TRACED];
+    CHECK(tq_ring_trace_stop(ring, elements, TRACED) == TRACED);
+    static const tq_event chain[] = {TQ_EV_PUT_BEGIN, TQ_EV_RESERVED, TQ_EV_PUT_END, TQ_EV_COPY_ISSUED,
+                                     TQ_EV_READY, TQ_EV_DEQUEUED, TQ_EV_CONSUMED};
+    for (int i = 0; i < TRACED; i++) {
+        CHECK(elements[i].element == (uint64_t)i && elements[i].slot == i % 4);
+        CHECK(elements[i].ns[TQ_EV_FILLED] == -1); /* host backend */
+        CHECK(elements[i].ns[TQ_EV_GET_BEGIN] > 0 && elements[i].ns[TQ_EV_GET_BEGIN] <= elements[i].ns[TQ_EV_DEQUEUED]);
+        for (size_t k = 0; k < sizeof chain / sizeof chain[0]; k++)
+            CHECK(elements[i].ns[chain[k]] > 0 && (k == 0 || elements[i].ns[chain[k - 1]] <= elements[i].ns[chain[k]]));
+    }
+    CHECK(tq_ring_trace_stop(ring, elements, TRACED) == TRACED); /* stopping twice keeps the record */
+    tq_ring_destroy(ring);
+}
+
 static void test_copier(void)
 {
     CHECK(tq_copy_set_threads(0, NULL) == TQ_EINVAL);
@@ -350,6 +396,63 @@ static void test_registered_memory_skips_the_staging(void)
     tq_ring_destroy(ring);
 }
 
+/* A trace on a device backend: FILLED comes from on_arrival after the
+ * publish (and stays -1 when on_arrival fails); a device put has no publish
+ * of its own, so no COPY_ISSUED or FILLED; a failed publish leaves its element
+ * without READY; a closed ring ends a wait, and the next put asks anew. */
+static void test_trace_on_a_device_backend(void)
+{
+    test_control control = {{0}};
+    tq_error err;
+    tq_code code;
+    tq_ring *ring = make_test_ring(4, &control, &err);
+    tq_trace_element elements[8];
+    int slot;
+    CHECK(tq_ring_trace_start(ring, 4, &err) == TQ_OK);
+    CHECK(put_value(ring, 1, &err) == TQ_OK);
+    control.fail_on[AT_ON_ARRIVAL] = 2;
+    CHECK(put_value(ring, 2, &err) == TQ_OK);
+    int32_t dev_xs[4] = {3, 3, 3, 3};
+    int64_t dev_y = 3, rows[2] = {4, 1};
+    uint64_t srcs[2] = {(uint64_t)(uintptr_t)dev_xs, (uint64_t)(uintptr_t)&dev_y};
+    CHECK(tq_ring_reserve_put(ring, 0, NULL, &slot, NULL) == TQ_OK);
+    CHECK(tq_ring_put_from_device(ring, slot, NULL, srcs, rows, &err) == TQ_OK);
+    control.fail_on[AT_PUBLISH] = 3;
+    CHECK(put_value(ring, 4, &err) == TQ_EDEVMEM);
+    for (int32_t want = 1; want <= 3; want++)
+        CHECK(get_value(ring, &code) == want);
+    CHECK(tq_ring_trace_stop(ring, elements, 8) == 4);
+    for (int i = 0; i < 4; i++)
+        CHECK(elements[i].element == (uint64_t)i && elements[i].ns[TQ_EV_RESERVED] >= elements[i].ns[TQ_EV_PUT_BEGIN]);
+    CHECK(elements[0].ns[TQ_EV_FILLED] >= elements[0].ns[TQ_EV_COPY_ISSUED] && elements[0].ns[TQ_EV_COPY_ISSUED] > 0);
+    CHECK(elements[1].ns[TQ_EV_COPY_ISSUED] > 0 && elements[1].ns[TQ_EV_FILLED] == -1);
+    CHECK(elements[2].ns[TQ_EV_PUT_END] > 0 && elements[2].ns[TQ_EV_READY] >= elements[2].ns[TQ_EV_PUT_END]);
+    CHECK(elements[2].ns[TQ_EV_COPY_ISSUED] == -1 && elements[2].ns[TQ_EV_FILLED] == -1);
+    CHECK(elements[2].ns[TQ_EV_CONSUMED] >= elements[2].ns[TQ_EV_DEQUEUED]);
+    CHECK(elements[3].ns[TQ_EV_PUT_END] > 0 && elements[3].ns[TQ_EV_COPY_ISSUED] == -1);
+    CHECK(elements[3].ns[TQ_EV_READY] == -1 && elements[3].ns[TQ_EV_DEQUEUED] == -1);
+
+    /* A wait that timed out keeps the thread's first ask (a retry counts from it)... */
+    for (int32_t value = 5; value <= 8; value++)
+        CHECK(put_value(ring, value, &err) == TQ_OK);
+    CHECK(tq_ring_trace_start(ring, 1, &err) == TQ_OK);
+    CHECK(put_value(ring, 9, &err) == TQ_TIMEOUT); /* full */
+    int64_t timed_out_at = tq_trace_now_ns();
+    CHECK(get_value(ring, &code) == 5 && put_value(ring, 9, &err) == TQ_OK);
+    CHECK(tq_ring_trace_stop(ring, elements, 8) == 1);
+    CHECK(elements[0].ns[TQ_EV_PUT_BEGIN] < timed_out_at && elements[0].ns[TQ_EV_RESERVED] >= timed_out_at);
+    /* ...one that found the ring closed forgets it. */
+    CHECK(tq_ring_trace_start(ring, 1, &err) == TQ_OK);
+    tq_ring_close(ring, 0);
+    CHECK(put_value(ring, 10, &err) == TQ_CLOSED);
+    int64_t closed_at = tq_trace_now_ns();
+    for (int32_t want = 6; want <= 9; want++)
+        CHECK(get_value(ring, &code) == want);
+    CHECK(tq_ring_reopen(ring, NULL) == TQ_OK && put_value(ring, 10, &err) == TQ_OK);
+    CHECK(tq_ring_trace_stop(ring, elements, 8) == 1 && elements[0].ns[TQ_EV_PUT_BEGIN] >= closed_at);
+    tq_ring_destroy(ring);
+}
+
 /* fail(): producers are refused at once; writes in flight still land;
  * consumers drain, then get the message; reopen waits for the drain. */
 static void test_failed_state(void)
@@ -430,6 +533,8 @@ int main(void)
 {
     test_fifo_and_states();
     test_threads_exactly_once();
+    test_trace_and_fill();
+    test_trace_on_a_device_backend();
     test_copier();
     test_creation_failures_clean_up();
     test_backend_failures_drop_slots();

@@ -1,0 +1,31 @@
+"""A stand-in CUDA driver for tests (tests/c/fake_libcuda.c): the probe and the
+CLI's GPU paths run against it on a machine without a GPU, and it reports what
+they left held."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: What the stand-in reports at exit when everything was given back:
+#: retained contexts, pushed contexts, pinned and device allocations, streams.
+NOTHING_HELD = "0 0 0 0 0"
+
+
+@pytest.fixture(scope="module")
+def fake_cuda(tmp_path_factory):
+    """Environment variables that make theano_queue.probe load the stand-in."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the stand-in CUDA driver")
+    where = tmp_path_factory.mktemp("fake_cuda")
+    library = str(where / "libcuda.so.1")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", library,
+                    os.path.join(ROOT, "tests", "c", "fake_libcuda.c")], check=True)
+    return {"THEANO_QUEUE_LIBCUDA": library, "FAKE_CUDA_REPORT": str(where / "report")}
+
+
+def held(fake):
+    """What the last process that used the stand-in still held at exit."""
+    with open(fake["FAKE_CUDA_REPORT"]) as f:
+        return f.read().strip()

@@ -1,0 +1,152 @@
+"""The theano-queue command, run in subprocesses: exit codes and output of each
+command, on this machine (no GPU in CI) and against a stand-in CUDA driver
+(tests/c/fake_libcuda.c) that also checks that every context, allocation and
+stream the probe takes is given back."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from fake_cuda import NOTHING_HELD, ROOT, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
+
+
+def run(*args, env=None, cwd=ROOT, timeout=300):
+    environment = dict(os.environ)
+    environment.update(env or {})
+    return subprocess.run([sys.executable, "-m", "theano_queue", *args], capture_output=True, text=True,
+                          env=environment, cwd=cwd, timeout=timeout)
+
+
+NO_DRIVER = {"THEANO_QUEUE_LIBCUDA": "/nonexistent/libcuda.so.1"}
+
+
+@pytest.mark.parametrize("command", ["info", "probe", "demo", "bench"])
+def test_every_command_has_help(command):
+    done = run(command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: theano-queue %s" % command)
+
+
+def test_usage_version_and_unknown_command():
+    done = run()
+    assert done.returncode == 2 and "commands:" in done.stdout
+    for name in ("info", "probe", "demo", "bench"):
+        assert "\n  %s " % name in done.stdout
+    assert run("--help").returncode == 0
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("theano_queue ")
+    wrong = run("frobnicate")
+    assert wrong.returncode == 2 and "unknown command 'frobnicate'" in wrong.stderr
+
+
+def test_console_script_is_installed():
+    script = os.path.join(os.path.dirname(sys.executable), "theano-queue")
+    if not os.path.exists(script):
+        pytest.skip("the package is not installed with its entry points here (pip install -e .)")
+    done = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("theano_queue ")
+
+
+def test_info_without_a_cuda_driver():
+    done = run("info", env=NO_DRIVER)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "python " in out and "numpy 1.23" in out and "theano 1.0.5" in out and "tqdm " in out
+    assert "THEANO_FLAGS=" in out and "Theano in effect: device=" in out
+    assert "CUDA driver: none; GPUs: none (no CUDA driver: /nonexistent/libcuda.so.1 could not be loaded" in out
+
+
+def test_info_sets_a_blas_flag_when_theano_flags_lack_one():
+    done = run("info", "--json", env=dict(NO_DRIVER, THEANO_FLAGS="floatX=float32"))
+    assert done.returncode == 0, done.stderr
+    assert '"note": "THEANO_FLAGS had no blas.ldflags' in done.stdout
+
+
+def test_info_with_a_gpu(fake_cuda):
+    done = run("info", env=fake_cuda)
+    assert done.returncode == 0, done.stderr
+    assert "CUDA driver: supports CUDA 13.0; 1 GPU(s)" in done.stdout
+    assert "GPU 0: Fake GPU 0, PCI 0000:10:00.0, compute 9.0, 3 copy engine(s), 15.0 GiB free of 16.0 GiB" in done.stdout
+    assert "  pinned memory: ok" in done.stdout and "  copy engine: ok" in done.stdout
+    assert held(fake_cuda) == NOTHING_HELD
+
+
+def test_info_with_a_driver_but_no_gpu(fake_cuda):
+    done = run("info", env=dict(fake_cuda, FAKE_CUDA_DEVICES="0"))
+    assert done.returncode == 0
+    assert "GPUs: none (no GPU: the CUDA driver is installed but finds no device" in done.stdout
+
+
+def test_probe_without_a_cuda_driver_measures_the_host_then_fails():
+    done = run("probe", "--sizes", "4", "--repeats", "2", env=NO_DRIVER)
+    assert done.returncode == 1
+    assert done.stdout.startswith("host copy, 4 MiB: ")
+    assert "GB/s through the engine's copy pool" in done.stdout and "numpy.copyto" in done.stdout
+    assert "(needs a GPU)" in done.stdout and "host-memory queue (target='cpu')" in done.stdout
+    assert done.stderr.strip() == (
+        "theano-queue probe: no CUDA driver: /nonexistent/libcuda.so.1 could not be loaded "
+        "(/nonexistent/libcuda.so.1: cannot open shared object file: No such file or directory); this needs an "
+        "NVIDIA GPU and its driver; host-to-device bandwidth cannot be measured here")
+
+
+def test_probe_with_a_driver_but_no_gpu(fake_cuda):
+    done = run("probe", "--sizes", "2", "--repeats", "2", env=dict(fake_cuda, FAKE_CUDA_DEVICES="0"))
+    assert done.returncode == 1
+    assert "theano-queue probe: no GPU: the CUDA driver is installed but finds no device" in done.stderr
+
+
+def test_probe_with_a_gpu(fake_cuda):
+    done = run("probe", "--sizes", "2,4", "--repeats", "2", env=fake_cuda)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("host->device,    2 MiB: pinned ") and "pageable" in lines[1]
+    assert lines[2].startswith("host->device,    4 MiB: pinned ")
+    assert lines[3] == "limits at 4 MiB, by source kind:"
+    assert "(needs a GPU)" not in done.stdout
+    assert held(fake_cuda) == NOTHING_HELD
+
+
+@pytest.mark.parametrize("failing", ["cuStreamCreate", "cuMemAlloc_v2", "cuMemcpyHtoDAsync_v2", "cuCtxPushCurrent_v2"])
+def test_probe_gives_everything_back_when_a_call_fails(fake_cuda, failing):
+    done = run("probe", "--sizes", "2", "--repeats", "2", "--json", env=dict(fake_cuda, FAKE_CUDA_FAIL=failing))
+    assert done.returncode == 1
+    call = failing[:-3] if failing.endswith("_v2") else failing  # messages name the call, not its versioned symbol
+    assert "theano-queue probe: %s: CUDA_ERROR_OUT_OF_MEMORY (fake failure)" % call in done.stderr
+    assert '"error": "cu' in done.stdout
+    assert held(fake_cuda) == NOTHING_HELD
+
+
+def test_demo_trains_and_shows_its_monitor():
+    done = run("demo", "--epochs", "2", "--progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "epoch  2" in done.stdout and "final test accuracy" in done.stdout
+    assert done.stderr.count("digits: compute-bound") + done.stderr.count("digits: input-bound") \
+        + done.stderr.count("digits: balanced") == 2
+
+
+def test_bench_refuses_to_overwrite_the_figures_without_a_gpu():
+    done = run("bench")
+    assert done.returncode == 1
+    assert "theano-queue bench: Theano is not on a GPU here" in done.stderr
+    assert "--out" in done.stderr
+
+
+def test_bench_runs_the_cpu_scenario_into_another_file(tmp_path):
+    out = tmp_path / "results.json"
+    done = run("bench", "--quick", "--only", "9", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[9] CPU target" in done.stdout and out.exists()
+    assert "results go to --out only" in done.stderr
+
+
+def test_bench_outside_a_checkout(tmp_path):
+    """An installed package (no bench/ beside it) says where the benchmarks are."""
+    shutil.copytree(os.path.join(ROOT, "theano_queue"), str(tmp_path / "theano_queue"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(tmp_path)}
+    done = run("bench", "--quick", env=env, cwd=str(tmp_path))
+    assert done.returncode == 1
+    assert "theano-queue bench: the benchmarks are not installed with the package" in done.stderr
+    helped = run("bench", "--help", env=env, cwd=str(tmp_path))
+    assert helped.returncode == 0 and "Not available here" in helped.stdout

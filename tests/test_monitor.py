@@ -1,0 +1,149 @@
+"""The monitor: its figures against known injected waits, its line and its verdict."""
+import io
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import theano_queue as tq
+from theano_queue.monitor import COMPUTE_BOUND, INPUT_BOUND, Figures, verdict
+
+BATCH = np.zeros((64, 16), "float32")
+
+
+def queue(capacity=3, name="watched"):
+    return tq.Queue([("x", "float32", (64, 16))], capacity=capacity, target="cpu", name=name)
+
+
+def drain(q, pause=0.0):
+    taken = 0
+    while True:
+        try:
+            q.get()
+        except tq.QueueClosed:
+            return taken
+        taken += 1
+        time.sleep(pause)
+
+
+def test_figures_match_injected_waits_and_fill():
+    """0.3 s of consumer wait and a ring holding 2, then 1, then 0 elements for 0.3 s each."""
+    q = queue()
+    out = io.StringIO()
+    with tq.monitor(q, interval=0.05, file=out) as m:
+        timer = threading.Timer(0.3, q.put, args=(BATCH,))
+        timer.start()
+        q.get()                         # waits 0.3 s for the timer's put
+        q.put(BATCH), q.put(BATCH)
+        time.sleep(0.3)
+        q.get()
+        time.sleep(0.3)
+        q.get()
+        time.sleep(0.3)
+        f = m.figures()
+    assert f.elements == 3
+    assert f.seconds == pytest.approx(1.2, abs=0.1)
+    assert f.model_waited * f.seconds == pytest.approx(0.3, abs=0.05)
+    assert f.producers_waited == pytest.approx(0.0, abs=0.01)
+    # (2 + 1 + 0) elements x 0.3 s over the span
+    assert f.mean_fill * f.seconds == pytest.approx(0.9, abs=0.05)
+    assert f.gbps * f.seconds * 1e9 == pytest.approx(3 * BATCH.nbytes)
+    assert f.capacity == 3 and f.workers_busy is None
+    text = out.getvalue()
+    assert "watched" in text and "model waited" in text and "fill" in text and "GB/s" in text
+    assert m.last_verdict.startswith("watched: input-bound: the model waited ")
+    assert m.last_verdict in text
+
+
+def test_input_bound_feeder_progress_line_and_verdict():
+    def slow_source():
+        for _ in range(12):
+            time.sleep(0.04)
+            yield BATCH
+
+    q = queue()
+    out = io.StringIO()
+    with tq.Feeder(q, slow_source(), progress={"interval": 0.05, "file": out}) as feeder:
+        assert drain(q) == 12
+    m = feeder._monitor
+    f = m.figures()
+    assert f.model_waited >= 0.7 and f.producers_waited <= 0.1 and f.mean_fill < 0.5
+    assert "input-bound" in m.last_verdict and "add workers or use read_into" in m.last_verdict
+    assert out.getvalue().rstrip().endswith(m.last_verdict)
+
+
+def test_compute_bound_and_a_monitor_that_ends_with_its_feeder():
+    q = queue(capacity=3)
+    out = io.StringIO()
+    feeder = tq.Feeder(q, [BATCH] * 10, progress={"interval": 0.05, "file": out}).start()
+    time.sleep(0.15)                    # the ring fills up before the model starts
+    assert drain(q, pause=0.05) == 10
+    feeder.join()
+    m = feeder._monitor
+    deadline = time.monotonic() + 3
+    while m.last_verdict is None and time.monotonic() < deadline:  # no with block: it closes itself
+        time.sleep(0.02)
+    assert "compute-bound: input is never waited for" in m.last_verdict
+    f = m.figures()
+    assert f.model_waited < COMPUTE_BOUND and f.producers_waited >= 0.5 and f.mean_fill >= 1.5
+    assert "10/10" in out.getvalue()  # the source's length is the bar's total
+
+
+class FakeWorkerFeeder:
+    """Stands in for a feeder with worker processes: stats() says how busy they are."""
+
+    def __init__(self, queue, stats):
+        self.queue, self._stats, self.running = queue, stats, True
+
+    def stats(self):
+        return self._stats()
+
+
+def test_worker_busy_share_from_feeder_stats():
+    q = queue()
+    started = time.monotonic()
+    busy = FakeWorkerFeeder(q, lambda: {"workers": 4, "worker_busy_s": 3.0 * (time.monotonic() - started)})
+    with tq.monitor(q, feeder=busy, interval=0.05, file=io.StringIO()) as m:
+        time.sleep(0.3)
+        assert m.figures().workers_busy == pytest.approx(0.75, abs=0.05)
+    share = FakeWorkerFeeder(q, lambda: {"worker_busy": 0.5})
+    out = io.StringIO()
+    with tq.monitor(q, feeder=share, interval=0.05, file=out) as m:
+        time.sleep(0.12)
+        assert m.figures().workers_busy == 0.5
+    assert "workers 50% busy" in out.getvalue()
+
+    def broken():
+        raise RuntimeError("no stats today")
+
+    with tq.monitor(q, feeder=FakeWorkerFeeder(q, broken), interval=0.05, file=io.StringIO()) as m:
+        time.sleep(0.06)
+        assert m.figures().workers_busy is None
+
+
+def test_verdict_thresholds():
+    def figures(waited, elements=10):
+        return Figures(1.0, elements, 10.0, 0.1, 1.0, 2, waited, 0.0, None)
+
+    assert verdict(figures(0.31)) == "input-bound: the model waited 31% of the time; add workers or use read_into"
+    assert verdict(figures(INPUT_BOUND)).startswith("input-bound")
+    assert verdict(figures(0.0)).startswith("compute-bound: input is never waited for")
+    assert verdict(figures(0.02)).startswith("balanced: the model waited 2.0% of the time")
+    assert verdict(figures(0.5, elements=0)) == "no element was taken: nothing to judge"
+
+
+def test_monitor_arguments_and_states():
+    q = queue()
+    with pytest.raises(ValueError, match="interval"):
+        tq.monitor(q, interval=0)
+    m = tq.Monitor(q, file=io.StringIO(), verdict=False)
+    with pytest.raises(RuntimeError, match="not started"):
+        m.figures()
+    m.close()  # closing one never started does nothing
+    with m:
+        assert m.running
+        with pytest.raises(RuntimeError, match="already started"):
+            m.start()
+    assert not m.running and m.last_verdict == "watched: no element was taken: nothing to judge"
+    m.close()  # twice is fine

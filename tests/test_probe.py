@@ -1,0 +1,80 @@
+"""theano_queue.probe: host copy bandwidth here, the GPU measurements against the
+stand-in driver (tests/c/fake_libcuda.c) in a subprocess, and on a real GPU."""
+import os
+import subprocess
+import sys
+
+import pytest
+from fake_cuda import NOTHING_HELD, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
+
+from theano_queue import _engine, probe
+
+MiB = 1 << 20
+
+
+def test_host_copy_through_the_engine_and_numpy():
+    threads = _engine.copy_threads()
+    assert probe.host_copy_gbps(8 * MiB, repeats=2) > 0.1
+    assert probe.host_copy_gbps(8 * MiB, threads=1, repeats=2) > 0.1
+    assert _engine.copy_threads() == threads  # the pool is put back as it was
+    assert probe.host_copy_gbps(8 * MiB, repeats=2, via="numpy") > 0.1
+    with pytest.raises(ValueError, match="via"):
+        probe.host_copy_gbps(MiB, via="memcpy")
+    with pytest.raises(ValueError, match=">= 1"):
+        probe.host_copy_gbps(0)
+
+
+def test_limits_per_source_kind():
+    rows = {source.split(" (")[0]: gbps for source, gbps, why in probe.limits(55.0, 10.0, 45.0)}
+    assert rows["registered"] == 55.0
+    assert rows["numpy arrays put or fed"] == pytest.approx(30.0)  # 2/3 of the copy: below the bus
+    assert rows["pageable memory handed to the driver"] == 10.0
+    assert rows["host-memory queue"] == 45.0
+    no_gpu = {source.split(" (")[0]: gbps for source, gbps, why in probe.limits(copy_gbps=45.0)}
+    assert no_gpu["registered"] is None and no_gpu["numpy arrays put or fed"] == pytest.approx(30.0)
+
+
+SCRIPT = """
+from theano_queue.probe import h2d_seconds, devices, self_check
+pinned = h2d_seconds(1 << 20, 3, None)              # the signature bench/ calls
+pageable = h2d_seconds(1 << 20, 3, context_name=None, pinned=False)
+assert pinned > 0 and pageable > 0
+assert [d["name"] for d in devices()] == ["Fake GPU 0", "Fake GPU 1"]
+assert h2d_seconds(1 << 20, 2, device=1) > 0
+assert self_check(1)["copy_engine"][0]
+try:
+    h2d_seconds(1 << 20, 2, device=2)
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_gpu_measurements_against_the_stand_in_driver(fake_cuda):  # noqa: F811
+    env = dict(os.environ, FAKE_CUDA_DEVICES="2", **fake_cuda)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "CudaError cuDevicePrimaryCtxRetain: CUDA_ERROR_FAKE (fake failure)"
+    assert held(fake_cuda) == NOTHING_HELD
+
+
+def test_a_theano_context_name_must_be_one():
+    with pytest.raises(ValueError, match="not a Theano GPU context"):
+        probe.theano_device("no_such_context")
+
+
+@pytest.mark.gpu
+def test_real_gpu_bandwidth_and_theano_context():
+    import theano  # noqa: F401  (Theano runs on the GPU: the default device is its)
+
+    from theano_queue.target import theano_gpu_contexts
+
+    contexts = theano_gpu_contexts()
+    name = None if None in contexts else contexts[0]
+    assert probe.theano_device(name) >= 0
+    pinned = 64 * MiB / probe.h2d_seconds(64 * MiB, 10, name) / 1e9
+    pageable = 64 * MiB / probe.h2d_seconds(64 * MiB, 10, name, pinned=False) / 1e9
+    assert pinned > 5 and pinned > pageable
+    assert probe.self_check(probe.theano_device(name)) == {
+        "pinned_memory": (True, "cuMemHostAlloc of 2097152 bytes"),
+        "copy_engine": (True, "1048576 bytes to the device and back on a non-blocking stream: identical")}
+    assert all(d["free_bytes"] > 0 for d in probe.devices())
