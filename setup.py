@@ -13,7 +13,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ENGINE_SOURCES = ["c_code/tq_module.c", "c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_cuda.c", "c_code/tq_copy.c"]
+ENGINE_SOURCES = ["c_code/tq_module.c", "c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_cuda.c", "c_code/tq_copy.c",
+                  "c_code/tq_shm.c"]
 
 
 class BuildWithCCode(build_py):

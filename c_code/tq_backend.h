@@ -2,16 +2,21 @@
  * tq_backend: where a ring's slots live.  The ring owns the bookkeeping; a
  * backend owns the memory and whatever must happen when a slot changes hands.
  *
- * host (tq_host.c)   one aligned malloc per slot; producers write it, consumers
- *                    read it.
- * cuda (tq_cuda.c)   pinned staging per slot that producers write, device memory
- *                    per slot that consumers read, an asynchronous copy between
- *                    the two on a copy stream, and events that order it.
+ * host (tq_host.c)   one block per slot, carved from one shared block (tq_shm.h);
+ *                    producers write it, consumers read it.
+ * cuda (tq_cuda.c)   staging per slot that producers write, carved from one
+ *                    shared block page-locked with cuMemHostRegister, device
+ *                    memory per slot that consumers read, an asynchronous copy
+ *                    between the two on a copy stream, and events that order it.
+ *
+ * Both keep every slot's staging in one shared block (`staging`), so that
+ * producers in other processes can map it and write slots in place.
  */
 #ifndef TQ_BACKEND_H
 #define TQ_BACKEND_H
 
 #include "tq_ring.h"
+#include "tq_shm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +43,12 @@ struct tq_backend {
     int (*read_to_host)(tq_backend *self, int slot, size_t offset, void *dst, size_t bytes,
                         char *err, size_t errlen);
     void (*destroy)(tq_backend *self);
+    /* Exchanges the staging of two slots that are both WRITING (reserved by
+     * one producer, before_write done): what was written for one is then
+     * published by the other.  Called under the ring's lock. */
+    void (*swap_staging)(tq_backend *self, int a, int b);
+    /* The shared block that holds every slot's staging, set by alloc_slots. */
+    tq_shm staging;
 };
 
 /* snprintf into err (when err is not NULL): how backends and the ring report. */

@@ -187,7 +187,8 @@ typedef struct {
     CUstream copy_stream;
     int capacity;
     size_t slot_bytes;
-    void **staging;
+    int staging_registered; /* base.staging is page-locked */
+    void **staging;         /* per slot, in base.staging; swapped by swap_staging */
     CUdeviceptr *device;
     CUevent *filled, *consumed;
     pthread_mutex_t registered_lock;
@@ -232,9 +233,16 @@ static int cuda_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, c
     /* Non-blocking: libgpuarray's streams synchronise with the legacy default
      * stream, and our copies must not. */
     CU(StreamCreate, (&b->copy_stream, CU_STREAM_NON_BLOCKING));
+    /* The staging of every slot lives in one shared block (worker processes
+     * map it), page-locked here, in this process only. */
+    size_t page = tq_shm_page_size(), stride = (slot_bytes + page - 1) / page * page;
+    if (tq_shm_create(&self->staging, stride * (size_t)capacity, err, errlen))
+        goto fail;
+    CU(MemHostRegister, (self->staging.base, self->staging.bytes, CU_MEMHOSTREGISTER_PORTABLE));
+    b->staging_registered = 1;
+    account(&pinned_allocated, (int64_t)self->staging.bytes);
     for (int i = 0; i < capacity; i++) {
-        CU(MemHostAlloc, (&b->staging[i], slot_bytes, CU_MEMHOSTALLOC_PORTABLE));
-        account(&pinned_allocated, (int64_t)slot_bytes);
+        b->staging[i] = (char *)self->staging.base + (size_t)i * stride;
         CU(MemAlloc, (&b->device[i], slot_bytes));
         account(&device_allocated, (int64_t)slot_bytes);
         CU(EventCreate, (&b->filled[i], CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
@@ -245,6 +253,15 @@ static int cuda_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, c
 fail:
     leave();
     return -1; /* the ring destroys the backend, which frees what was made */
+}
+
+static void cuda_swap_staging(tq_backend *self, int a, int b)
+{
+    /* Both slots' staging was waited for (before_write): no copy reads either. */
+    cuda_backend *c = (cuda_backend *)self;
+    void *t = c->staging[a];
+    c->staging[a] = c->staging[b];
+    c->staging[b] = t;
 }
 
 static void *cuda_write_ptr(tq_backend *self, int slot) { return ((cuda_backend *)self)->staging[slot]; }
@@ -318,11 +335,11 @@ static void cuda_destroy(tq_backend *self)
             cu.StreamSynchronize(b->copy_stream);
             cu.StreamDestroy(b->copy_stream);
         }
+        if (b->staging_registered) {
+            cu.MemHostUnregister(self->staging.base);
+            account(&pinned_allocated, -(int64_t)self->staging.bytes);
+        }
         for (int i = 0; i < b->capacity; i++) {
-            if (b->staging[i]) {
-                cu.MemFreeHost(b->staging[i]);
-                account(&pinned_allocated, -(int64_t)b->slot_bytes);
-            }
             if (b->device[i]) {
                 cu.MemFree(b->device[i]);
                 account(&device_allocated, -(int64_t)b->slot_bytes);
@@ -336,6 +353,7 @@ static void cuda_destroy(tq_backend *self)
             cu.MemHostUnregister(b->registered[i].ptr);
         leave();
     }
+    tq_shm_destroy(&self->staging);
     pthread_mutex_destroy(&b->registered_lock);
     free(b->registered);
     free(b->staging);
@@ -367,6 +385,7 @@ tq_backend *tq_cuda_backend_create(void *cu_context, char *err, size_t errlen)
     b->base.before_write = cuda_before_write;
     b->base.publish = cuda_publish;
     b->base.read_to_host = cuda_read_to_host;
+    b->base.swap_staging = cuda_swap_staging;
     b->base.destroy = cuda_destroy;
     return &b->base;
 }

@@ -1,5 +1,6 @@
-/* tq_host.c: the host-memory backend.  One aligned block per slot; the ring's
- * locking is all the ordering host memory needs. */
+/* tq_host.c: the host-memory backend.  One block per slot, carved from one
+ * shared block (tq_shm.h) that worker processes can map; the ring's locking is
+ * all the ordering host memory needs. */
 #include "tq_backend.h"
 
 #include <stdio.h>
@@ -15,17 +16,18 @@ typedef struct {
 static int host_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, char *err, size_t errlen)
 {
     host_backend *b = (host_backend *)self;
+    size_t page = tq_shm_page_size(), stride = (slot_bytes + page - 1) / page * page;
     b->slots = calloc((size_t)capacity, sizeof *b->slots);
-    if (!b->slots)
-        goto nomem;
+    if (!b->slots || stride > SIZE_MAX / (size_t)capacity) {
+        snprintf(err, errlen, "host backend: out of memory for %d slots of %zu bytes", capacity, slot_bytes);
+        return -1;
+    }
     b->capacity = capacity;
+    if (tq_shm_create(&self->staging, stride * (size_t)capacity, err, errlen))
+        return -1;
     for (int i = 0; i < capacity; i++)
-        if (posix_memalign(&b->slots[i], 256, slot_bytes))
-            goto nomem;
+        b->slots[i] = (char *)self->staging.base + (size_t)i * stride;
     return 0;
-nomem:
-    snprintf(err, errlen, "host backend: out of memory for %d slots of %zu bytes", capacity, slot_bytes);
-    return -1;
 }
 
 static void *host_slot(tq_backend *self, int slot) { return ((host_backend *)self)->slots[slot]; }
@@ -56,12 +58,18 @@ static int host_read_to_host(tq_backend *self, int slot, size_t offset, void *ds
     return 0;
 }
 
+static void host_swap_staging(tq_backend *self, int a, int b)
+{
+    host_backend *h = (host_backend *)self;
+    void *t = h->slots[a];
+    h->slots[a] = h->slots[b];
+    h->slots[b] = t;
+}
+
 static void host_destroy(tq_backend *self)
 {
     host_backend *b = (host_backend *)self;
-    if (b->slots)
-        for (int i = 0; i < b->capacity; i++)
-            free(b->slots[i]);
+    tq_shm_destroy(&self->staging);
     free(b->slots);
     free(b);
 }
@@ -78,6 +86,7 @@ tq_backend *tq_host_backend_create(void)
     b->base.before_write = host_before_write;
     b->base.publish = host_publish;
     b->base.read_to_host = host_read_to_host;
+    b->base.swap_staging = host_swap_staging;
     b->base.destroy = host_destroy;
     return &b->base;
 }

@@ -12,6 +12,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -756,6 +757,77 @@ static PyObject *Ring_unregister_host(RingObject *self, PyObject *array)
     Py_RETURN_NONE;
 }
 
+/* ---- shared staging, for worker processes ------------------------------------------- */
+
+/* staging_fd() -> a new descriptor (close-on-exec, the caller's to close) of
+ * the block that holds every slot's staging. */
+static PyObject *Ring_staging_fd(RingObject *self, PyObject *unused)
+{
+    (void)unused;
+    int fd;
+    void *base;
+    size_t bytes;
+    if (!ready(self))
+        return NULL;
+    tq_ring_staging(self->ring, &fd, &base, &bytes);
+    if (fd < 0)
+        return PyErr_Format(QueueError,
+                            "queue '%U': its staging has no file descriptor (this system has neither memfd_create "
+                            "nor POSIX shared memory); only fork()ed processes share it",
+                            self->name);
+    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(dup);
+}
+
+static PyObject *Ring_slot_offset(RingObject *self, PyObject *arg)
+{
+    int slot = _PyLong_AsInt(arg);
+    if (!ready(self) || (slot == -1 && PyErr_Occurred()) || check_slot(self, slot))
+        return NULL;
+    return PyLong_FromSize_t(tq_ring_staging_offset(self->ring, slot));
+}
+
+static PyObject *Ring_swap_staging(RingObject *self, PyObject *args)
+{
+    int a, b;
+    if (!ready(self) || !PyArg_ParseTuple(args, "ii", &a, &b) || check_slot(self, a) || check_slot(self, b))
+        return NULL;
+    if (tq_ring_swap_staging(self->ring, a, b) != TQ_OK)
+        return PyErr_Format(QueueError, "queue '%U': swap_staging(%d, %d): both slots must be reserved and not yet "
+                            "committed", self->name, a, b);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Ring_get_staging_bytes(RingObject *self, void *unused)
+{
+    (void)unused;
+    int fd;
+    void *base;
+    size_t bytes;
+    if (!ready(self))
+        return NULL;
+    tq_ring_staging(self->ring, &fd, &base, &bytes);
+    return PyLong_FromSize_t(bytes);
+}
+
+static PyObject *Ring_get_component_offsets(RingObject *self, void *unused)
+{
+    (void)unused;
+    if (!ready(self))
+        return NULL;
+    PyObject *out = PyTuple_New(self->n);
+    for (int c = 0; out && c < self->n; c++) {
+        PyObject *offset = PyLong_FromSize_t(tq_ring_component_offset(self->ring, c));
+        if (!offset)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, c, offset);
+    }
+    return out;
+}
+
 static PyObject *Ring_get_on_gpu(RingObject *self, void *unused)
 {
     (void)unused;
@@ -780,6 +852,12 @@ static PyMethodDef Ring_methods[] = {
     {"register_host", (PyCFunction)Ring_register_host, METH_O,
      "register_host(array): page-lock it; puts of its slices then skip the staging copy."},
     {"unregister_host", (PyCFunction)Ring_unregister_host, METH_O, "unregister_host(array): undo register_host."},
+    {"staging_fd", (PyCFunction)Ring_staging_fd, METH_NOARGS,
+     "staging_fd() -> fd: a new descriptor of the shared block holding every slot's staging (caller closes it)."},
+    {"slot_offset", (PyCFunction)Ring_slot_offset, METH_O,
+     "slot_offset(slot) -> bytes from the start of the shared staging to the slot's staging."},
+    {"swap_staging", (PyCFunction)Ring_swap_staging, METH_VARARGS,
+     "swap_staging(a, b): exchange the staging of two reserved, uncommitted slots."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -788,6 +866,10 @@ static PyGetSetDef Ring_getset[] = {
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
     {"on_gpu", (getter)Ring_get_on_gpu, NULL, "True when the slots live on a GPU.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout, "Default get timeout in seconds.", NULL},
+    {"staging_bytes", (getter)Ring_get_staging_bytes, NULL, "Size of the shared staging block (see staging_fd).",
+     NULL},
+    {"component_offsets", (getter)Ring_get_component_offsets, NULL,
+     "Byte offset of each component within a slot's staging.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -527,6 +527,36 @@ size_t tq_ring_component_offset(const tq_ring *ring, int c) { return ring->offse
 size_t tq_ring_slot_bytes(const tq_ring *ring) { return ring->slot_bytes; }
 tq_backend *tq_ring_backend(tq_ring *ring) { return ring->backend; }
 
+void tq_ring_staging(tq_ring *ring, int *fd, void **base, size_t *bytes)
+{
+    *fd = ring->backend->staging.fd;
+    *base = ring->backend->staging.base;
+    *bytes = ring->backend->staging.bytes;
+}
+
+size_t tq_ring_staging_offset(tq_ring *ring, int slot)
+{
+    pthread_mutex_lock(&ring->lock); /* swap_staging moves it */
+    size_t offset = (size_t)((char *)ring->backend->write_ptr(ring->backend, slot) -
+                             (char *)ring->backend->staging.base);
+    pthread_mutex_unlock(&ring->lock);
+    return offset;
+}
+
+tq_status tq_ring_swap_staging(tq_ring *ring, int a, int b)
+{
+    tq_status status = TQ_OK;
+    pthread_mutex_lock(&ring->lock);
+    if (a < 0 || b < 0 || a >= ring->capacity || b >= ring->capacity || !ring->backend->swap_staging ||
+        ring->slot_state[a] != SLOT_WRITING || ring->slot_state[b] != SLOT_WRITING) {
+        status = TQ_EINVAL;
+    } else if (a != b) {
+        ring->backend->swap_staging(ring->backend, a, b);
+    }
+    pthread_mutex_unlock(&ring->lock);
+    return status;
+}
+
 const char *tq_status_name(tq_status status)
 {
     switch (status) {

@@ -123,6 +123,19 @@ void tq_ring_stats(tq_ring *ring, tq_stats *out);
 const char *tq_ring_error(tq_ring *ring);
 tq_backend *tq_ring_backend(tq_ring *ring);
 
+/* Shared staging, for producers in other processes.  Every slot's staging
+ * lies in one block that they map through its descriptor (fd -1: none, fork()
+ * only).  A slot's staging starts at tq_ring_staging_offset bytes into it
+ * (its component c at tq_ring_component_offset(c) further). */
+void tq_ring_staging(tq_ring *ring, int *fd, void **base, size_t *bytes);
+size_t tq_ring_staging_offset(tq_ring *ring, int slot);
+/* Exchanges the staging of two slots the caller holds reserved (both
+ * WRITING, begin_host_write done), so that what was written for b is
+ * committed through a: a producer filling several slots at once can publish
+ * whichever is done first in the earliest slot.  TQ_EINVAL unless both are
+ * WRITING. */
+tq_status tq_ring_swap_staging(tq_ring *ring, int a, int b);
+
 const char *tq_status_name(tq_status status);
 
 #ifdef __cplusplus

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "tq_backend.h"
@@ -199,11 +201,48 @@ static void test_copier(void)
     tq_copier_destroy(copier);
 }
 
+/* Every slot's staging lies in one shared block that another process can map
+ * (a memfd here); swapping two reserved slots' staging publishes what was
+ * written for one through the other. */
+static void test_shared_staging_and_swap(void)
+{
+    tq_ring *ring = make_ring(3);
+    int fd, a, b, got;
+    void *base;
+    size_t bytes;
+    tq_ring_staging(ring, &fd, &base, &bytes);
+    CHECK(fd >= 0 && base != NULL && bytes >= 3 * 8 * 2 * sizeof(int64_t));
+    struct stat st;
+    CHECK(fstat(fd, &st) == 0 && (size_t)st.st_size == bytes);
+    /* Another mapping of the descriptor sees what the ring's producer writes. */
+    int64_t *other = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(other != MAP_FAILED);
+    CHECK(tq_ring_reserve_put(ring, 0, &a) == TQ_OK && tq_ring_begin_host_write(ring, a) == TQ_OK);
+    CHECK(tq_ring_reserve_put(ring, 0, &b) == TQ_OK && tq_ring_begin_host_write(ring, b) == TQ_OK);
+    size_t off_a = tq_ring_staging_offset(ring, a), off_b = tq_ring_staging_offset(ring, b);
+    CHECK(off_a != off_b && off_a + 8 * 2 * sizeof(int64_t) <= bytes && off_b + 8 * 2 * sizeof(int64_t) <= bytes);
+    CHECK((char *)tq_ring_write_ptr(ring, b, 0) == (char *)base + off_b);
+    /* "Another process" writes b's staging; it is published through a. */
+    other[off_b / sizeof(int64_t)] = 42;
+    CHECK(tq_ring_swap_staging(ring, a, b) == TQ_OK);
+    CHECK(tq_ring_staging_offset(ring, a) == off_b && tq_ring_staging_offset(ring, b) == off_a);
+    int64_t one = 1;
+    CHECK(tq_ring_commit_put(ring, a, &one, NULL) == TQ_OK);
+    CHECK(tq_ring_swap_staging(ring, a, b) == TQ_EINVAL); /* a is no longer being written */
+    CHECK(tq_ring_reserve_get(ring, 0, &got) == TQ_OK && got == a);
+    CHECK(*(const int64_t *)tq_ring_read_ptr(ring, got, 0) == 42);
+    tq_ring_release_get(ring, got);
+    tq_ring_abort_put(ring, b);
+    munmap(other, bytes);
+    tq_ring_destroy(ring);
+}
+
 int main(void)
 {
     test_fifo_and_states();
     test_threads_exactly_once();
     test_copier();
+    test_shared_staging_and_swap();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }
