@@ -8,6 +8,8 @@ from .errors import CudaError, FeederError, QueueClosed, QueueError, QueueTimeou
 from .feeder import Feeder
 from .queue import Queue
 from .spec import Component
+from .workers import worker_info
 
 __version__ = "0.1.0"
-__all__ = ["Queue", "Feeder", "Component", "QueueError", "QueueClosed", "QueueTimeout", "FeederError", "CudaError"]
+__all__ = ["Queue", "Feeder", "Component", "worker_info", "QueueError", "QueueClosed", "QueueTimeout", "FeederError",
+           "CudaError"]

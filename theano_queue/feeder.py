@@ -1,7 +1,8 @@
-"""Feeder: fills a queue from any iterable in a background thread."""
+"""Feeder: fills a queue from any iterable, or a map-style dataset, in a background thread (and worker processes)."""
 import threading
 import warnings
 
+from . import datasets
 from .errors import QueueClosed, QueueTimeout
 
 # A put blocked on a full queue wakes this often to notice stop().
@@ -9,7 +10,7 @@ _STOP_POLL_S = 0.05
 
 
 class Feeder:
-    """Puts every element of ``source`` into ``queue`` from a background thread.
+    """Fills ``queue`` from ``dataset`` in the background: a thread, and ``workers`` processes.
 
     ::
 
@@ -20,8 +21,45 @@ class Feeder:
                 except QueueClosed:       # the source is exhausted and drained
                     break
 
-    ``source`` is any iterable of elements: tuples in component order, dicts
-    keyed by component name, or bare arrays for a one-component queue.
+    ``dataset`` is either
+
+    * an **iterable** of elements (whole batches): tuples in component order,
+      dicts keyed by component name, or bare arrays for a one-component
+      queue.  A generator, a list of batches, any object with ``__iter__``.
+      With ``workers=N`` each worker runs its own iterator, which splits
+      itself with :func:`theano_queue.worker_info`; elements are taken from
+      the workers in turn.
+    * or a **map-style** dataset: ``__len__`` and ``__getitem__`` (and not a
+      list, tuple, dict or array), where ``dataset[i]`` is *one sample*: a
+      tuple or dict of arrays shaped like the components without their
+      leading axis.  The feeder batches samples into elements of ``shape[0]``
+      rows, writing each sample into its row of the slot.  A dataset that
+      defines ``read_into(i, row)`` is given the row itself instead (a tuple,
+      also indexed by component name, of writable views into the slot): it
+      decodes there, with no copy.
+
+    ``workers=N`` (N >= 1) produces in N worker processes that write straight
+    into the queue's slots (shared memory; page-locked on a GPU queue).  They
+    never initialise CUDA; they are started with ``start_method`` ("spawn" by
+    default, safe with a CUDA context and threads in this process;
+    "forkserver", "fork" or a multiprocessing context where wanted), so the
+    dataset must pickle unless it is "fork".  A batch is cut into row ranges
+    shared among the workers.  Elements come out in batch order whatever the
+    workers' timing; ``ordered=False`` lets whichever batch is done first go
+    first.
+
+    A map-style dataset's batches: ``shuffle`` gives a permutation per epoch
+    drawn from ``seed`` and the epoch number, ``shard=(rank, world)`` this
+    rank's part of every epoch as ``DistributedSampler`` does, ``drop_last``
+    drops the padding of uneven shards and the epoch's last, partial batch.
+    ``epochs`` is the number of passes (``None``: without end; iterables that
+    can be run again too).  :attr:`batches_per_epoch` helps a loop count
+    them.
+
+    :meth:`state_dict` says where the consumer is; ``Feeder(..., state=saved)``
+    continues with the element after the last one the graph took before the
+    save (elements queued but not taken are produced again).  The Feeder must
+    be its queue's only producer for this count to hold.
 
     Or, to skip the copy into the queue, give ``fill``: a function called with
     writable arrays (one per component, full shape) that are the next slot
@@ -41,16 +79,29 @@ class Feeder:
     there: close it with ``cancel_pending=True`` to drop them.
     """
 
-    def __init__(self, queue, source=None, *, fill=None, close_when_done=True, stop_timeout=10.0, name=None):
-        if (source is None) == (fill is None):
+    def __init__(self, queue, dataset=None, workers=0, shuffle=False, seed=0, shard=(0, 1), epochs=1,
+                 drop_last=False, state=None, *, ordered=True, start_method=None, fill=None, close_when_done=True,
+                 stop_timeout=10.0, name=None, source=None):
+        if source is not None:  # the argument's name before workers came
+            if dataset is not None:
+                raise TypeError("Feeder(%s): give dataset or source, not both" % queue.name)
+            dataset = source
+        if (dataset is None) == (fill is None):
             raise TypeError("Feeder(%s): give either a source iterable or a fill function" % queue.name)
         self.queue = queue
-        self.source = source
+        self.source = dataset
         self.fill = fill
-        self.close_when_done = close_when_done
-        self.stop_timeout = stop_timeout
         self.name = name or "Feeder(%s)" % queue.name
         self.produced = 0
+        # Map-style datasets and workers have a producer of their own (datasets.py, workers.py);
+        # a plain iterable without workers runs through _elements below.
+        self._producer = datasets.producer(self, queue, dataset, workers=workers, shuffle=shuffle, seed=seed,
+                                           shard=shard, epochs=epochs, drop_last=drop_last, state=state,
+                                           ordered=ordered, start_method=start_method, fill=fill)
+        if isinstance(self._producer, datasets.IterableProgress):
+            self.source = self._producer.stream
+        self.close_when_done = close_when_done
+        self.stop_timeout = stop_timeout
         self.exception = None
         self._stop = threading.Event()
         self._thread = None
@@ -67,6 +118,8 @@ class Feeder:
         """Start the background thread.  A Feeder runs once."""
         if self._thread is not None:
             raise RuntimeError("%s: already started; make a new Feeder for the next epoch" % self.name)
+        if self._producer is not None:
+            self._producer.start()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
         return self
@@ -80,6 +133,12 @@ class Feeder:
         if self._thread is not None:
             self._thread.join(timeout)
         return not self.running
+
+    def close(self):
+        """What leaving the ``with`` block does: stop, wait (``stop_timeout`` at most), close the queue
+        (with ``close_when_done``).  Worker processes are gone when it returns."""
+        if self._thread is not None:
+            self.__exit__(None, None, None)
 
     def __enter__(self):
         return self.start()
@@ -120,8 +179,42 @@ class Feeder:
                 return False
         return False
 
+    def state_dict(self):
+        """Where the consumer is: a small picklable dict for ``Feeder(..., state=...)``.
+
+        Counts what the graph (or ``q.get()``) has taken from the queue, not
+        what was produced: resuming from it produces again the elements that
+        were queued but not taken, and nothing that was taken.
+        """
+        if self._producer is None:
+            raise TypeError("%s: a Feeder with a fill function keeps no state" % self.name)
+        return self._producer.state_dict()
+
+    def stats(self):
+        """How busy the producers are, as a dict.
+
+        ``busy`` is the mean fraction of time the workers (or, without
+        workers, the feeder's thread) spent producing samples since they
+        started; ``worker_busy`` the same per worker.  Near 1 means the input
+        pipeline runs flat out: when the queue's ``stats()["consumer_wait_s"]``
+        (the model waiting for data) grows as well, more workers help.  Well
+        below 1, with the queue's ``producer_wait_s`` growing, the model is the
+        bottleneck.  Also ``elements``, ``samples`` and ``samples_per_s``.
+        """
+        if self._producer is None:
+            return {"workers": 0, "elements": self.produced}
+        return self._producer.stats()
+
+    @property
+    def batches_per_epoch(self):
+        """Elements per epoch of a map-style dataset (None for an iterable)."""
+        sampler = getattr(self._producer, "sampler", None)
+        return sampler.batches_per_epoch if sampler is not None else None
+
     def _elements(self):
         """Produce until the source ends or stop(); True when the source ended."""
+        if self._producer is not None and not isinstance(self._producer, datasets.IterableProgress):
+            return self._producer.run(self._stop)
         if self.fill is not None:
             while self._fill_one():
                 self.produced += 1
@@ -133,6 +226,13 @@ class Feeder:
         return True
 
     def _run(self):
+        try:
+            self._produce()
+        finally:
+            if self._producer is not None:
+                self._producer.shutdown()  # worker processes, after the consumer was told
+
+    def _produce(self):
         try:
             exhausted = self._elements()
         except QueueClosed:
