@@ -129,3 +129,13 @@ def test_split_rows():
         sizes = [b - a for a, b in ranges]
         assert max(sizes) - min(sizes) <= 1
     assert np.sum([b - a for a, b in split_rows(1000, 7)]) == 1000
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("n,world,drop_last", [(10, 1, False), (11, 3, False), (11, 3, True), (2, 4, False)])
+def test_batches_are_the_epochs_order_cut_in_pieces(shuffle, n, world, drop_last):
+    for rank in range(world):
+        s = Sampler(n, 3, shuffle=shuffle, seed=2, shard=(rank, world), drop_last=drop_last, epochs=2)
+        for p in range(s.total):
+            epoch, b = divmod(p, s.batches_per_epoch)
+            assert s.batch(p).tolist() == s.epoch_indices(epoch)[3 * b:3 * b + 3].tolist()

@@ -144,7 +144,10 @@ class Sampler:
         if self.total is not None and not 0 <= position < self.total:
             raise IndexError("position %d is outside the run's %d batches" % (position, self.total))
         epoch, b = divmod(position, self.batches_per_epoch)
-        return self.epoch_indices(epoch)[b * self.batch_size : (b + 1) * self.batch_size]
+        start, stop = b * self.batch_size, min((b + 1) * self.batch_size, self.per_rank)
+        if not self.shuffle:  # in index order: no need to hold the epoch's indices
+            return (self.rank + self.world * np.arange(start, stop, dtype=np.int64)) % self.length
+        return self.epoch_indices(epoch)[start:stop]
 
     def pending(self, cursor):
         """Positions of the run not yet done according to ``cursor``, in order."""
