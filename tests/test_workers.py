@@ -298,7 +298,7 @@ def test_arguments_are_checked():
 @pytest.mark.parametrize("how", ["exception", "close", "queue closed"])
 def test_workers_stuck_in_the_dataset_are_stopped_within_two_seconds(how):
     q = tq.Queue(SPEC, capacity=2, target="cpu")
-    feeder = tq.Feeder(q, Tagged(100, slow=range(100), slow_s=60), workers=2)
+    feeder = tq.Feeder(q, Tagged(100, slow="all", slow_s=60), workers=2)
     with pytest.raises(RuntimeError, match="training failed") if how == "exception" else _nothing():
         with feeder:
             wait_ready(feeder)
@@ -366,7 +366,7 @@ CTRL_C_SCRIPT = SCRIPT_HEAD + textwrap.dedent(
     q = tq.Queue(SPEC, capacity=2, target="cpu")
     f = theano.function([], q.dequeue())
     try:
-        with tq.Feeder(q, Tagged(10**6, slow=range(10**6), slow_s=0.5), workers=2, epochs=None) as feeder:
+        with tq.Feeder(q, Tagged(10**6, slow="all", slow_s=0.5), workers=2, epochs=None) as feeder:
             pids = feeder.stats()["pids"]
             print("ready", flush=True)
             while True:
@@ -388,7 +388,7 @@ def test_ctrl_c_stops_the_loop_and_every_worker():
 EXIT_SCRIPT = SCRIPT_HEAD + textwrap.dedent(
     """
     q = tq.Queue(SPEC, capacity=2, target="cpu")
-    feeder = tq.Feeder(q, Tagged(10**6, slow=range(10**6), slow_s=60), workers=2, epochs=None).start()
+    feeder = tq.Feeder(q, Tagged(10**6, slow="all", slow_s=60), workers=2, epochs=None).start()
     while feeder.stats().get("startup_s") is None:
         time.sleep(0.02)
     print(" ".join(map(str, feeder.stats()["pids"])), flush=True)

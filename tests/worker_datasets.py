@@ -27,8 +27,9 @@ class Tagged:
     """Map-style: sample i is sample(i).  Some samples take longer, so that workers finish out of turn."""
 
     def __init__(self, n, jitter=0.0, fail_at=None, kill_at=None, slow=(), slow_s=0.0):
+        """slow: the indices that take slow_s seconds more ("all" for every one)."""
         self.n, self.jitter, self.fail_at, self.kill_at = n, jitter, fail_at, kill_at
-        self.slow, self.slow_s = set(slow), slow_s
+        self.slow, self.slow_s = slow if slow == "all" else set(slow), slow_s
 
     def __len__(self):
         return self.n
@@ -36,7 +37,7 @@ class Tagged:
     def __getitem__(self, i):
         if self.jitter:
             time.sleep(self.jitter * ((i * 7919) % 5) / 4)
-        if i in self.slow:
+        if self.slow == "all" or i in self.slow:
             time.sleep(self.slow_s)
         if i == self.fail_at:
             decode_failure(i)

@@ -175,8 +175,8 @@ def _worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner
         fd = staging.detach()
         buffer = mmap.mmap(fd, layout.bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(fd)
-        if isinstance(dataset, bytes):
-            dataset = pickle.loads(dataset)
+        if dataset is None:  # pickled, it comes over the pipe (Process.start() would wait for us to read it)
+            dataset = pickle.loads(conn.recv_bytes())
         seed = np.random.SeedSequence([config["seed"], wid]).generate_state(2)
         random.seed(int(seed[0]))
         np.random.seed(int(seed[1]))
@@ -284,7 +284,13 @@ def start_method_context(start_method):
 
 
 def dataset_payload(dataset, context):
-    """What a worker is given: the dataset itself for fork, else pickled once (an error now, not in a worker)."""
+    """What a worker is given: the dataset itself for fork, else pickled once (an error now, not in a worker).
+
+    Pickled, it is sent over the worker's pipe once the process runs, not
+    among the Process arguments: spawn's ``Process.start()`` waits until the
+    child has read its arguments, and a large dataset, a busy machine or a
+    main module without its ``if __name__ == "__main__":`` guard would hold
+    the feeder there, deaf to stop()."""
     if context.get_start_method() == "fork":
         return dataset
     try:
@@ -301,12 +307,21 @@ class _Worker:
     def __init__(self, wid, process, conn):
         self.id, self.process, self.conn = wid, process, conn
         self.items = collections.OrderedDict()  # tag -> item in its hands
+        self.backlog = collections.deque()  # items for it before it is ready (iterable datasets)
+        self.sender = None  # the thread that sends it the pickled dataset
         self.busy = 0.0
         self.ready_at = None
         self.samples = 0
         self.assigned = 0  # elements of its stream handed out (iterable datasets)
         self.exhausted = False
         self.alive = True
+
+
+def _send_quietly(conn, payload):
+    try:
+        conn.send_bytes(payload)
+    except (OSError, ValueError):
+        pass  # the worker died or was stopped; its sentinel tells
 
 
 class _Batch:
@@ -408,14 +423,19 @@ class WorkerProducer:
             with _ChildEnvironment():
                 for wid in range(self.n):
                     mine, theirs = self.context.Pipe(duplex=True)
+                    pickled = isinstance(self.payload, bytes)
                     process = self.context.Process(
                         target=_worker_main, name="%s worker %d" % (self.feeder.name, wid), daemon=True,
-                        args=(wid, self.n, theirs, SharedFd(fd), layout, self.payload, self.mode, self.config,
-                              os.getpid(), parent))
+                        args=(wid, self.n, theirs, SharedFd(fd), layout, None if pickled else self.payload,
+                              self.mode, self.config, os.getpid(), parent))
                     process.start()
                     theirs.close()
                     worker = _Worker(wid, process, mine)
                     worker.assigned = self.skips[wid] if self.mode == "iter" else 0
+                    if pickled:
+                        worker.sender = threading.Thread(target=_send_quietly, args=(mine, self.payload),
+                                                         name="%s sender %d" % (self.feeder.name, wid), daemon=True)
+                        worker.sender.start()
                     self.workers.append(worker)
         finally:
             os.close(fd)
@@ -438,6 +458,8 @@ class WorkerProducer:
     def shutdown(self):
         """Stops every worker: asked, then SIGTERM, then SIGKILL; within about 1 s."""
         for w in self.workers:
+            if w.ready_at is None:
+                continue  # still starting (its pipe may carry the dataset): it is terminated below
             try:
                 w.conn.send_bytes(bytes([_STOP]))
             except (OSError, ValueError):
@@ -535,6 +557,8 @@ class WorkerProducer:
                 w.ready_at = time.perf_counter()
                 if all(x.ready_at for x in self.workers):
                     self.all_ready = w.ready_at
+                while w.backlog and w.alive:
+                    self._send(w, w.backlog.popleft())
                 continue
             item = w.items.pop(tag, None)
             if kind == _ERROR:
@@ -590,7 +614,7 @@ class WorkerProducer:
             doing = (" while starting (see its output above; with spawn or forkserver the main module is imported "
                      "again in the worker: guard the script's entry point with if __name__ == '__main__':)")
         exc = worker_failed("worker %d (pid %s) %s%s" % (w.id, w.process.pid, how, doing), worker=w.id)
-        seqs = [item.batch.seq for item in w.items.values()]
+        seqs = [item.batch.seq for item in list(w.items.values()) + list(w.backlog)]
         self._fail_later(exc, min(seqs) if seqs else self.seq)
 
     def _describe(self, item):
@@ -642,14 +666,17 @@ class WorkerProducer:
             self._send(w, _Item(self.tags, batch, _ITER_ITEM.pack(_ITER, self.tags, offset)))
 
     def _hand_out(self):
-        """Gives waiting items to the workers with the fewest in hand."""
+        """Gives waiting items to the ready workers with the fewest in hand."""
         while self.todo:
-            alive = [w for w in self.workers if w.alive and len(w.items) < _DEPTH]
-            if not alive:
+            free = [w for w in self.workers if w.alive and w.ready_at is not None and len(w.items) < _DEPTH]
+            if not free:
                 return
-            self._send(min(alive, key=lambda w: len(w.items)), self.todo.popleft())
+            self._send(min(free, key=lambda w: len(w.items)), self.todo.popleft())
 
     def _send(self, w, item):
+        if w.ready_at is None:  # nothing may share its pipe with the dataset on its way
+            w.backlog.append(item)
+            return
         w.items[item.tag] = item
         try:
             w.conn.send_bytes(item.message)
