@@ -327,7 +327,8 @@ class _nothing:
 
 def test_stats_say_how_busy_the_workers_are():
     q = tq.Queue(SPEC, capacity=4, target="cpu")
-    with tq.Feeder(q, Heavy(96, ms=3), workers=2) as feeder:
+    with tq.Feeder(q, Heavy(96, ms=5), workers=2) as feeder:
+        wait_ready(feeder)
         got = drain(getter(q))
     stats = feeder.stats()
     assert len(got) == 12 and stats["samples"] == 96 and stats["elements"] == 12

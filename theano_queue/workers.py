@@ -760,7 +760,8 @@ class WorkerProducer:
         for w in self.workers:
             elapsed = now - w.ready_at if w.ready_at else 0.0
             busy.append(min(1.0, w.busy / elapsed) if elapsed > 0 else 0.0)
-        elapsed = now - (self.all_ready or now)
+        first = min((w.ready_at for w in self.workers if w.ready_at), default=None)
+        elapsed = now - first if first else 0.0  # since the first worker could produce
         samples = self.samples if self.mode == "map" else sum(w.samples for w in self.workers)
         out = {"workers": self.n, "elements": self.feeder.produced, "samples": samples,
                "busy": sum(busy) / len(busy) if busy else 0.0, "worker_busy": busy,
