@@ -317,6 +317,19 @@ def test_workers_stuck_in_the_dataset_are_stopped_within_two_seconds(how):
     assert not feeder.running and q.closed
 
 
+def test_a_slot_goes_back_only_when_no_worker_writes_it_any_more():
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    feeder = tq.Feeder(q, Tagged(100, slow="all", slow_s=0.3), workers=2, close_when_done=False).start()
+    wait_ready(feeder)
+    time.sleep(0.1)  # both slots are being written, a row at a time
+    feeder.stop()
+    zeros = (np.zeros((ROWS, 5, 3), "float32"), np.zeros(ROWS, "int64"))
+    q.put(zeros, timeout=5)  # takes a slot the feeder gave back
+    time.sleep(0.5)  # a worker still writing would land in it now
+    assert all(np.array_equal(a, b) for a, b in zip(q.get(timeout=5), zeros)), "a stale row was written"
+    assert feeder.join(5)
+
+
 class _nothing:
     def __enter__(self):
         return self

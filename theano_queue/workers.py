@@ -347,6 +347,8 @@ _live = weakref.WeakSet()
 def _stop_all_at_exit():
     """Interpreter exit: no worker outlives the process that started it."""
     for producer in list(_live):
+        if producer.stop_event is not None:
+            producer.stop_event.set()
         producer.kill_workers()
 
 
@@ -384,6 +386,7 @@ class WorkerProducer:
         self.samples = 0
         self.started = self.all_ready = self.ended = None
         self.stop_event = None
+        self.winding_down = self.shut = False
         self.reserver = None
         self.wake_r = self.wake_w = None
         self.positions = sampler.pending(cursor) if mode == "map" else None
@@ -441,22 +444,51 @@ class WorkerProducer:
             os.close(fd)
 
     def _give_slots_back(self):
-        """Aborts every slot reserved and not committed; stops the reserver."""
+        """Aborts every slot reserved and not committed, each once no live worker writes into it any more.
+
+        A slot given back may be taken by another producer at once: a worker
+        still writing rows into its staging would corrupt that element.  So
+        the slots whose rows are in workers' hands wait for those items to
+        end (or for the workers to be killed, after _STOP_WAIT_S).
+        """
         self.more = False
+        self.winding_down = True
         if self.reserver is not None:
             self.reserver.join()
-        for batch in self.order:
-            self.ring.abort(batch.slot)
-        self.order.clear()
         while self.posted:
             self.ring.abort(self.posted.popleft())
+        self.todo.clear()
+        for w in self.workers:
+            w.backlog.clear()
+        deadline = time.monotonic() + _STOP_WAIT_S
+        while self.order:
+            written = {id(item.batch) for w in self.workers if w.alive for item in w.items.values()}
+            for batch in [b for b in self.order if id(b) not in written]:
+                self.order.remove(batch)
+                self.ring.abort(batch.slot)
+            if not self.order:
+                break
+            if time.monotonic() >= deadline:
+                self.kill_workers()
+                continue
+            busy = [w for w in self.workers if w.alive and w.items]
+            ready = mp_connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
+                                       max(0.0, deadline - time.monotonic()))
+            for w in busy:
+                if w.conn in ready:
+                    self._read(w)
+                if w.process.sentinel in ready:
+                    self._died(w)
         for fd in (self.wake_r, self.wake_w):
             if fd is not None:
                 os.close(fd)
         self.wake_r = self.wake_w = None
 
     def shutdown(self):
-        """Stops every worker: asked, then SIGTERM, then SIGKILL; within about 1 s."""
+        """Stops every worker: asked, then SIGTERM, then SIGKILL; within about 1 s.  Idempotent."""
+        if self.shut:
+            return
+        self.shut = True
         for w in self.workers:
             if w.ready_at is None:
                 continue  # still starting (its pipe may carry the dataset): it is terminated below
@@ -473,6 +505,9 @@ class WorkerProducer:
         _live.discard(self)
 
     def kill_workers(self):
+        """SIGTERM, then SIGKILL, to every worker still running; they count as dead afterwards."""
+        for w in self.workers:
+            w.alive = False
         for sig_wait in (("terminate", _TERM_WAIT_S), ("kill", _TERM_WAIT_S)):
             alive = [w.process for w in self.workers if w.process.exitcode is None]
             if not alive:
@@ -725,6 +760,8 @@ class WorkerProducer:
 
     def _fail_later(self, exc, seq):
         """A batch is lost: deliver the ones before it (ordered), then fail."""
+        if self.winding_down:
+            return  # stopping anyway; what failed first is what the consumer hears
         self.more = False
         if self.failure is None:
             self.failure = (exc, seq, time.monotonic() + _FAIL_GRACE_S)
@@ -739,6 +776,8 @@ class WorkerProducer:
         return time.monotonic() >= deadline or not any(b.seq < seq for b in self.order)
 
     def _fail(self):
+        # Failed now, so that consumers stop at the slots still being written (given back on the way out).
+        self.queue.fail(self.failure[0])
         raise self.failure[0]
 
     # ---- what the Feeder reports --------------------------------------------------------------
