@@ -130,10 +130,18 @@ def test_iterable_in_every_worker_split_with_worker_info():
     assert_same(got, [expected_batch(range(b * ROWS, b * ROWS + 1 + b % ROWS)) for b in range(11)])
 
 
-def test_iterable_epochs_without_workers():
-    batches = [expected_batch(range(b, b + 3)) for b in range(4)]
+def test_iterable_unordered():
+    q = tq.Queue(SPEC, capacity=3, target="cpu")
+    with tq.Feeder(q, Shards(11), workers=2, ordered=False):
+        got = drain(getter(q))
+    assert sorted(int(y[0]) // ROWS for _, y in got) == list(range(11))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_list_of_batches_over_epochs(workers):
+    batches = [expected_batch(range(b, b + 1 + b % 3)) for b in range(5)]
     q = tq.Queue(SPEC, capacity=2, target="cpu")
-    with tq.Feeder(q, batches, epochs=3):
+    with tq.Feeder(q, batches, workers=workers, epochs=3):
         assert_same(drain(getter(q)), batches * 3)
     with pytest.raises(ValueError, match="runs once"):
         tq.Feeder(q, iter(batches), epochs=2)

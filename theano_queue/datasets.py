@@ -160,10 +160,29 @@ def write_batch(components, views, element, queue_name):
 def stream(dataset, epochs, skip=0, timer=None):
     """The elements of ``epochs`` passes over ``dataset`` (None: without end), the first ``skip`` left out.
 
+    In a worker, a list or tuple of batches is cut up: worker ``id`` of
+    ``count`` (see :func:`~theano_queue.worker_info`) takes every ``count``-th
+    element of the epochs laid end to end, starting at its ``id``.  Other
+    iterables split themselves.
+
     The left-out elements are still produced (an iterable cannot jump).  A
     pass that yields nothing ends the stream.  With ``timer``, the time spent
     inside the dataset's ``next()`` is added to ``timer.busy``.
     """
+    from .workers import worker_info
+
+    me, count = worker_info()
+    if isinstance(dataset, (list, tuple)) and count > 1:
+        # A list cannot split itself: worker `me` takes elements me, me + count, ... of all the epochs
+        # one after another, so that the workers taking turns give the list's order back.
+        n, j = len(dataset), me
+        while n and (epochs is None or j < epochs * n):
+            element, j = dataset[j % n], j + count
+            if skip:
+                skip -= 1
+                continue
+            yield element
+        return
     epoch = 0
     while epochs is None or epoch < epochs:
         iterator = iter(dataset)
