@@ -18,7 +18,7 @@ import traceback
 
 import numpy as np
 
-from .errors import FeederError, QueueClosed, QueueTimeout
+from .errors import FeederError, QueueTimeout
 from .sampler import STATE_VERSION
 from .spec import element_arrays
 

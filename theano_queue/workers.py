@@ -41,7 +41,6 @@ import random
 import select
 import signal
 import struct
-import sys
 import threading
 import time
 import traceback
@@ -50,8 +49,9 @@ from multiprocessing import reduction
 
 import numpy as np
 
-from .datasets import POLL_S, RowWriter, SampleError, iterable_state, stream, worker_failed, write_batch
-from .errors import FeederError, QueueClosed, QueueError, QueueTimeout
+from .datasets import (POLL_S, Progress, RowWriter, SampleError, iterable_state, stream, worker_failed,
+                       write_batch)
+from .errors import QueueClosed, QueueError, QueueTimeout
 from .sampler import split_rows
 
 WorkerInfo = collections.namedtuple("WorkerInfo", "id count")
@@ -334,10 +334,10 @@ class _Batch:
 
 
 class _Item:
-    __slots__ = ("tag", "batch", "message", "first_index")
+    __slots__ = ("tag", "batch", "message")
 
-    def __init__(self, tag, batch, message, first_index=None):
-        self.tag, self.batch, self.message, self.first_index = tag, batch, message, first_index
+    def __init__(self, tag, batch, message):
+        self.tag, self.batch, self.message = tag, batch, message
 
 
 _live = weakref.WeakSet()
@@ -362,8 +362,6 @@ class WorkerProducer:
 
     def __init__(self, feeder, queue, dataset, workers, mode, *, sampler=None, cursor=None, skips=None,
                  epochs=1, seed=0, ordered=True, start_method=None):
-        from .datasets import Progress
-
         self.feeder, self.queue, self.ring = feeder, queue, queue._ring
         self.n, self.mode, self.ordered = workers, mode, ordered
         self.sampler, self.start_cursor = sampler, cursor
