@@ -58,7 +58,7 @@ def samples_per_s(pipeline, workers, batch, seconds, least=5):
                         prefetch_factor=2 if workers else None, persistent_workers=False)
     step = STEPS[pipeline]
     batches = Prefetcher(loader)
-    for _ in range(3):  # the workers start and fill their prefetch
+    for _ in range(max(3, 2 * workers)):  # the workers start and fill their prefetch
         step(*next(batches))
     torch.cuda.synchronize()
     count, started = 0, time.perf_counter()

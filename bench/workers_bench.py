@@ -51,7 +51,10 @@ def feeder_rate(b, pipeline, workers, batch, seconds, zero_copy, capacity=4):
     q = tq.Queue(spec, capacity=capacity, target=None if b.on_gpu else "cpu", name="%s%d" % (pipeline, workers))
     f = reading(theano.function([], steps(pipeline)(*q.dequeue())))
     with tq.Feeder(q, dataset, workers=workers, epochs=None, close_when_done=False) as feeder:
-        for _ in range(3 + workers // 4):  # the workers start; the queue fills
+        deadline = time.monotonic() + 120
+        while workers and feeder.stats().get("startup_s") is None and time.monotonic() < deadline:
+            f()  # until every worker has started
+        for _ in range(capacity + 2):  # and the queue has filled
             f()
         count, started = 0, time.perf_counter()
         while count < 5 or time.perf_counter() - started < seconds:

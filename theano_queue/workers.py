@@ -39,6 +39,7 @@ import os
 import pickle
 import random
 import select
+import selectors
 import signal
 import struct
 import threading
@@ -543,28 +544,38 @@ class WorkerProducer:
     # ---- the dispatcher --------------------------------------------------------------------
 
     def _loop(self):
-        conns = {w.conn: w for w in self.workers}
-        sentinels = {w.process.sentinel: w for w in self.workers}
+        # One selector for the whole run: the pipes, the sentinels and the reserver's wake-up.
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.wake_r, selectors.EVENT_READ, None)
+            for w in self.workers:
+                selector.register(w.conn.fileno(), selectors.EVENT_READ, (False, w))
+                selector.register(w.process.sentinel, selectors.EVENT_READ, (True, w))
+            return self._serve(selector)
+
+    def _serve(self, selector):
+        watched = set(self.workers)
         while True:
             if self.stop_event.is_set() or self.ring.closed:
                 return False  # stopped, or the queue was closed under us: the consumer wants no more
             timeout = 0.1
             if self.failure is not None:
                 timeout = max(0.0, min(timeout, self.failure[2] - time.monotonic()))
-            waitables = [self.wake_r] + [w.conn for w in self.workers if w.alive] + \
-                        [w.process.sentinel for w in self.workers if w.alive]
-            ready = mp_connection.wait(waitables, timeout)
-            for obj in ready:
-                if obj in conns:
-                    self._read(conns[obj])
-            for obj in ready:
-                if obj in sentinels and sentinels[obj].alive:
-                    self._died(sentinels[obj])
-            if self.wake_r in ready:
+            ready = [key.data for key, _ in selector.select(timeout)]
+            for data in ready:  # what the workers said first, then who died
+                if data is not None and not data[0]:
+                    self._read(data[1])
+            for data in ready:
+                if data is not None and data[0]:
+                    self._died(data[1])
+            if None in ready:
                 try:
                     os.read(self.wake_r, 4096)
                 except BlockingIOError:
                     pass
+            for w in [w for w in watched if not w.alive]:
+                selector.unregister(w.conn.fileno())
+                selector.unregister(w.process.sentinel)
+                watched.discard(w)
             while self.posted:
                 self._assign(self.posted.popleft())
             self._hand_out()
