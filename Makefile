@@ -6,12 +6,12 @@ PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 EXT         := build/engine.stamp
 ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) setup.py
-# Theano's own BLAS probe crashes on numpy 1.23: name OpenBLAS (a default the caller can override).
-export THEANO_FLAGS ?= floatX=float32,blas.ldflags=-lopenblas
+# The venv's own Theano defaults (scripts/install-deps.sh) make THEANO_FLAGS optional.
 
 .PHONY: test demo bench doc deps clean
 test: $(EXT)
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html
 
 demo: $(EXT)
 	$(PY) examples/train_digits.py $(DEMO_ARGS)

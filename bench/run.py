@@ -2,7 +2,7 @@
 
     make bench                         # on the machine at hand (GPU scenarios need Theano on a GPU)
     python bench/run.py --quick        # smaller sizes, for a smoke test
-    python bench/run.py --only 10,11   # the worker-process scenarios (bench/workers_bench.py)
+    python bench/run.py --only 11,12   # the worker-process scenarios (bench/workers_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import theano_queue as tq  # noqa: E402
 from common import MiB, best_of, cycle, layer, mlp_train_step, reading, slices, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
+from theano_queue.probe import h2d_seconds  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -68,7 +69,7 @@ def scenario(number, title, needs_gpu=True):
 def limit(b):
     rows = []
     for mib in b.sizes_mib() + ([128] if not b.quick else []):
-        seconds = best_of(lambda: _engine.cuda_h2d_seconds(b.context.ptr, mib * MiB, b.steps_for(mib * MiB, 4096)))
+        seconds = best_of(lambda: h2d_seconds(mib * MiB, b.steps_for(mib * MiB, 4096)))
         rows.append({"MiB": mib, "GB/s": mib * MiB / seconds / 1e9})
     rows.sort(key=lambda r: r["MiB"])
     b.limit = {r["MiB"]: r["GB/s"] for r in rows}
@@ -424,17 +425,17 @@ def read_every(b):
                            rows[0]["mean_fill"], rows[1]["mean_fill"])}
 
 
-# ---- 10 and 11 -------------------------------------------------------------------------
+# ---- 11 and 12 -------------------------------------------------------------------------
 
 
-@scenario(10, "Per-sample CPU-heavy pipeline: worker processes against PyTorch's DataLoader", needs_gpu=False)
+@scenario(11, "Per-sample CPU-heavy pipeline: worker processes against PyTorch's DataLoader", needs_gpu=False)
 def cpu_heavy_pipeline(b):
     import workers_bench
 
     return workers_bench.cpu_heavy(b)
 
 
-@scenario(11, "Large samples, cheap decode: worker processes against the pinned host-to-device limit",
+@scenario(12, "Large samples, cheap decode: worker processes against the pinned host-to-device limit",
           needs_gpu=False)
 def large_samples(b):
     import workers_bench

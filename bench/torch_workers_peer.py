@@ -1,4 +1,4 @@
-"""The peer of the worker scenarios (bench/run.py 10 and 11): PyTorch's
+"""The peer of the worker scenarios (bench/run.py 11 and 12): PyTorch's
 DataLoader(num_workers=W, pin_memory=True) with a CUDA-stream prefetcher, on
 the per-sample pipelines of bench/pipelines.py, consumed by a small GPU step.
 

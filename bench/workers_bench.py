@@ -1,14 +1,14 @@
-"""Scenarios 10 and 11 of bench/run.py: worker processes against PyTorch's DataLoader.
+"""Scenarios 11 and 12 of bench/run.py: worker processes against PyTorch's DataLoader.
 
-    python bench/run.py --only 10,11            # both, in the full run's format
-    python bench/run.py --only 10,11 --quick    # a smoke test; runs on a CPU-only machine (CPU queue)
+    python bench/run.py --only 11,12            # both, in the full run's format
+    python bench/run.py --only 11,12 --quick    # a smoke test; runs on a CPU-only machine (CPU queue)
 
-10. A CPU-heavy per-sample pipeline (bench/pipelines.py: Augment), batch 256,
+11. A CPU-heavy per-sample pipeline (bench/pipelines.py: Augment), batch 256,
     consumed by a small GPU step (the batch's mean, read back every step).
     Samples/s of ``Feeder(q, dataset, workers=W)`` and of PyTorch's
     ``DataLoader(num_workers=W, pin_memory=True)`` with a CUDA-stream
     prefetcher, for W = 1, 2, 4, 8, 14.
-11. Large samples with a cheap decode (Frames: 3x224x224 uint8), batch 256,
+12. Large samples with a cheap decode (Frames: 3x224x224 uint8), batch 256,
     against the pinned host-to-device limit at the batch's size.
 
 Each rate is measured after the workers have started and the queue has
@@ -83,7 +83,7 @@ def torch_rates(b, pipeline, worker_counts, batch, seconds):
 
 
 def cpu_heavy(b):
-    """Scenario 10."""
+    """Scenario 11."""
     batch = 64 if b.quick else 256
     seconds = 0.5 if b.quick else 4.0
     worker_counts = [1, 2] if b.quick else [1, 2, 4, 8, 14]
@@ -123,7 +123,7 @@ def cpu_heavy(b):
 
 
 def large_samples(b):
-    """Scenario 11."""
+    """Scenario 12."""
     batch = 64 if b.quick else 256
     seconds = 0.5 if b.quick else 4.0
     workers = 2 if b.quick else 14

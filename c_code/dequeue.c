@@ -24,9 +24,7 @@ static int tq_fit_output(PyArrayObject **out, int ndim, const npy_intp *dims, in
 static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***outputs,
                            const int *typenums, int n_outputs)
 {
-    if (tq_import() < 0)
-        return -1;
-    PyObject *ring = tq_api->resolve(token, who);
+    PyObject *ring = tq_api->resolve(token, who, n_outputs, 0);
     if (!ring)
         return -1;
     int slot, rc = 0;
@@ -35,7 +33,7 @@ static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***ou
         return -1;
     }
     for (int c = 0; c < n_outputs && rc == 0; c++) {
-        npy_intp dims[NPY_MAXDIMS];
+        npy_intp dims[NPY_MAXDIMS]; /* element_shape fills at most NPY_MAXDIMS */
         int ndim = tq_api->element_shape(ring, slot, c, (intptr_t *)dims);
         rc = tq_fit_output(outputs[c], ndim, dims, typenums[c]);
         if (rc == 0)
@@ -45,3 +43,7 @@ static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***ou
     Py_DECREF(ring);
     return rc;
 }
+
+#section init_code
+if (tq_import() < 0)
+    return NULL;

@@ -10,9 +10,7 @@
 static int tq_enqueue_from(const char *who, PyObject *token, PyArrayObject **inputs, int n_inputs,
                            PyArrayObject **size_out)
 {
-    if (tq_import() < 0)
-        return -1;
-    PyObject *ring = tq_api->resolve(token, who);
+    PyObject *ring = tq_api->resolve(token, who, n_inputs, 0);
     if (!ring)
         return -1;
     PyObject *element = PyTuple_New(n_inputs);
@@ -26,14 +24,9 @@ static int tq_enqueue_from(const char *who, PyObject *token, PyArrayObject **inp
         Py_DECREF(element);
     }
     Py_DECREF(ring);
-    if (size < 0)
-        return -1;
-    if (!*size_out || PyArray_NDIM(*size_out) != 0 || PyArray_TYPE(*size_out) != NPY_INT64) {
-        Py_XDECREF(*size_out);
-        *size_out = (PyArrayObject *)PyArray_ZEROS(0, NULL, NPY_INT64, 0);
-        if (!*size_out)
-            return -1;
-    }
-    *(npy_int64 *)PyArray_DATA(*size_out) = (npy_int64)size;
-    return 0;
+    return size < 0 ? -1 : tq_api->set_size((PyObject **)size_out, size);
 }
+
+#section init_code
+if (tq_import() < 0)
+    return NULL;

@@ -1,8 +1,5 @@
-#section init_code
-setup_ext_cuda();
-
 #section support_code
-#line 6 "gpu_dequeue.c"
+#line 3 "gpu_dequeue.c"
 /*
  * GpuDequeue: takes the next element of a GPU queue into the node's outputs.
  *
@@ -16,25 +13,18 @@ setup_ext_cuda();
 static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObject ***outputs,
                                const int *typecodes, int n_outputs, PyGpuContextObject *ctx)
 {
-    uint64_t dsts[64];
+    uint64_t dsts[TQ_MAX_COMPONENTS]; /* resolve refuses n_outputs other than the queue's, at most this */
     int slot, rc = 0;
-    if (tq_import() < 0)
-        return -1;
-    PyObject *ring = tq_api->resolve(token, who);
+    PyObject *ring = tq_api->resolve(token, who, n_outputs, 1);
     if (!ring)
         return -1;
-    if (!tq_api->on_gpu(ring)) {
-        PyErr_Format(PyExc_TypeError, "%s: its queue lives in host memory, not on the GPU", who);
-        Py_DECREF(ring);
-        return -1;
-    }
     if (tq_api->get_begin(ring, who, &slot) < 0) {
         Py_DECREF(ring);
         return -1;
     }
     for (int c = 0; c < n_outputs && rc == 0; c++) {
-        intptr_t dims[16];
-        size_t sizes[16];
+        intptr_t dims[NPY_MAXDIMS]; /* element_shape fills at most NPY_MAXDIMS */
+        size_t sizes[NPY_MAXDIMS];
         int ndim = tq_api->element_shape(ring, slot, c, dims);
         for (int d = 0; d < ndim; d++)
             sizes[d] = (size_t)dims[d];
@@ -58,3 +48,8 @@ static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObjec
     Py_DECREF(ring);
     return rc;
 }
+
+#section init_code
+setup_ext_cuda();
+if (tq_import() < 0)
+    return NULL;

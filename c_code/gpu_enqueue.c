@@ -1,8 +1,5 @@
-#section init_code
-setup_ext_cuda();
-
 #section support_code
-#line 6 "gpu_enqueue.c"
+#line 3 "gpu_enqueue.c"
 /*
  * GpuEnqueue: puts the node's GPU inputs into a GPU queue as one element and
  * outputs the queue's size afterwards.
@@ -13,29 +10,37 @@ setup_ext_cuda();
  * itself after it; the host does not wait for either.
  */
 
+/* The input's dims for the engine's shape check, or -1 with an exception
+ * when it has more than numpy's NPY_MAXDIMS (no component has). */
+static int tq_gpu_input_dims(const char *who, PyGpuArrayObject *input, intptr_t *dims)
+{
+    int ndim = (int)PyGpuArray_NDIM(input);
+    if (ndim > NPY_MAXDIMS) {
+        PyErr_Format(PyExc_ValueError, "%s: an input of %d dimensions; a component has at most %d", who, ndim,
+                     NPY_MAXDIMS);
+        return -1;
+    }
+    for (int d = 0; d < ndim; d++)
+        dims[d] = (intptr_t)PyGpuArray_DIMS(input)[d];
+    return ndim;
+}
+
 static int tq_gpu_enqueue_from(const char *who, PyObject *token, PyGpuArrayObject **inputs, int n_inputs,
                                PyArrayObject **size_out, PyGpuContextObject *ctx)
 {
-    PyGpuArrayObject *contiguous[64] = {NULL};
-    uint64_t srcs[64];
-    int64_t rows[64];
+    /* resolve refuses n_inputs other than the queue's, at most TQ_MAX_COMPONENTS */
+    PyGpuArrayObject *contiguous[TQ_MAX_COMPONENTS] = {NULL};
+    uint64_t srcs[TQ_MAX_COMPONENTS];
+    int64_t rows[TQ_MAX_COMPONENTS];
     Py_ssize_t size = -1;
     int slot;
-    if (tq_import() < 0)
-        return -1;
-    PyObject *ring = tq_api->resolve(token, who);
+    PyObject *ring = tq_api->resolve(token, who, n_inputs, 1);
     if (!ring)
         return -1;
-    if (!tq_api->on_gpu(ring)) {
-        PyErr_Format(PyExc_TypeError, "%s: its queue lives in host memory, not on the GPU", who);
-        goto done;
-    }
     for (int c = 0; c < n_inputs; c++) {
-        intptr_t dims[16];
-        int ndim = PyGpuArray_NDIM(inputs[c]);
-        for (int d = 0; d < ndim; d++)
-            dims[d] = (intptr_t)PyGpuArray_DIMS(inputs[c])[d];
-        if (tq_api->check_shape(ring, who, c, ndim, dims) < 0)
+        intptr_t dims[NPY_MAXDIMS];
+        int ndim = tq_gpu_input_dims(who, inputs[c], dims);
+        if (ndim < 0 || tq_api->check_shape(ring, who, c, ndim, dims) < 0)
             goto done;
         rows[c] = ndim ? dims[0] : 1;
         if (GpuArray_IS_C_CONTIGUOUS(&inputs[c]->ga)) {
@@ -59,14 +64,10 @@ done:
     for (int c = 0; c < n_inputs; c++)
         Py_XDECREF(contiguous[c]);
     Py_DECREF(ring);
-    if (size < 0)
-        return -1;
-    if (!*size_out || PyArray_NDIM(*size_out) != 0 || PyArray_TYPE(*size_out) != NPY_INT64) {
-        Py_XDECREF(*size_out);
-        *size_out = (PyArrayObject *)PyArray_ZEROS(0, NULL, NPY_INT64, 0);
-        if (!*size_out)
-            return -1;
-    }
-    *(npy_int64 *)PyArray_DATA(*size_out) = (npy_int64)size;
-    return 0;
+    return size < 0 ? -1 : tq_api->set_size((PyObject **)size_out, size);
 }
+
+#section init_code
+setup_ext_cuda();
+if (tq_import() < 0)
+    return NULL;

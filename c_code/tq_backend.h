@@ -1,6 +1,8 @@
 /*
  * tq_backend: where a ring's slots live.  The ring owns the bookkeeping; a
  * backend owns the memory and whatever must happen when a slot changes hands.
+ * The ring reaches a backend only through this table, and so does everything
+ * above the ring.
  *
  * host (tq_host.c)   one block per slot, carved from one shared block (tq_shm.h);
  *                    producers write it, consumers read it.
@@ -9,53 +11,72 @@
  *                    memory per slot that consumers read, an asynchronous copy
  *                    between the two on a copy stream, and events that order it.
  *
- * Both keep every slot's staging in one shared block (`staging`), so that
- * producers in other processes can map it and write slots in place.
+ * Both keep every slot's staging in one shared block, so that producers in
+ * other processes can map it and write slots in place.
+ *
+ * No entry is called with the ring's lock held.  Entries marked optional may be NULL: the ring then refuses the call with
+ * TQ_ESTATE.
  */
 #ifndef TQ_BACKEND_H
 #define TQ_BACKEND_H
 
-#include "tq_ring.h"
+#include "tq_base.h"
 #include "tq_shm.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+typedef struct tq_backend tq_backend;
+
 struct tq_backend {
     const char *name;
-    /* Allocates `capacity` slots of `slot_bytes`.  0 on success. */
-    int (*alloc_slots)(tq_backend *self, int capacity, size_t slot_bytes, char *err, size_t errlen);
-    /* Host memory a producer writes slot `slot` into. */
+    /* 1 when consumers read device memory (through take), 0 for host memory. */
+    int on_device;
+
+    /* Allocates `capacity` slots of `slot_bytes`. */
+    tq_code (*alloc_slots)(tq_backend *self, int capacity, size_t slot_bytes, tq_error *err);
+    /* Host memory a producer writes slot `slot` into (its staging). */
     void *(*write_ptr)(tq_backend *self, int slot);
-    /* Memory a consumer reads (host memory for host, a device address for cuda). */
-    void *(*read_ptr)(tq_backend *self, int slot);
-    /* Called after a producer reserved `slot`, before it writes: waits until
-     * the slot's staging memory is no longer in use.  Called without the ring's
-     * lock.  0 on success. */
-    int (*before_write)(tq_backend *self, int slot, char *err, size_t errlen);
-    /* Called when a write is committed: makes the extents visible to readers
-     * (cuda: starts the host-to-device copy).  Without the ring's lock. */
-    int (*publish)(tq_backend *self, int slot, const tq_extent *extents, int n_extents,
-                   char *err, size_t errlen);
-    /* Copies bytes at offset of a READING slot into host memory at dst
-     * (cuda: waits for the slot's data, then a device-to-host copy). */
-    int (*read_to_host)(tq_backend *self, int slot, size_t offset, void *dst, size_t bytes,
-                        char *err, size_t errlen);
-    void (*destroy)(tq_backend *self);
-    /* Exchanges the staging of two slots that are both WRITING (reserved by
-     * one producer, before_write done): what was written for one is then
-     * published by the other.  Called under the ring's lock. */
+    /* After a producer reserved `slot`, before it writes: waits until the
+     * slot's staging is no longer read by a copy in flight. */
+    tq_code (*before_write)(tq_backend *self, int slot, tq_error *err);
+    /* Optional.  1 when [src, src + bytes) is host memory that publish can
+     * read as it is (registered memory): a put then skips the staging. */
+    int (*reads_directly)(tq_backend *self, const void *src, size_t bytes);
+    /* Makes the extents of a written slot visible to readers (cuda: starts
+     * the host-to-device copy). */
+    tq_code (*publish)(tq_backend *self, int slot, const tq_extent *extents, int n_extents, tq_error *err);
+    /* Copies extent of a READING slot into host memory at dst (cuda: waits
+     * for the slot's data, then copies device-to-host). */
+    tq_code (*read_to_host)(tq_backend *self, int slot, const tq_extent *extent, void *dst, tq_error *err);
+    /* Optional.  Page-locks user memory so that reads_directly accepts it;
+     * unregister waits for the copies that may still read it. */
+    tq_code (*register_host)(tq_backend *self, void *ptr, size_t bytes, tq_error *err);
+    tq_code (*unregister_host)(tq_backend *self, void *ptr, tq_error *err);
+    /* Optional.  A consumer on a device stream (a CUstream): makes `stream`
+     * wait for the slot's data, copies extents[i] to device address dsts[i]
+     * on it, and records that the slot was read.  No host wait. */
+    tq_code (*take)(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
+                    const uint64_t *dsts, tq_error *err);
+    /* Optional.  A producer on a device stream: makes `stream` wait until the
+     * slot's last reader is done, copies device addresses srcs[i] into
+     * extents[i] of the slot on it, and records that the slot is filled. */
+    tq_code (*put_from_device)(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
+                               const uint64_t *srcs, tq_error *err);
+    /* Optional.  The shared block that holds every slot's staging, for
+     * producers in other processes: write_ptr(slot) lies inside it. */
+    const tq_shm *(*shared_staging)(tq_backend *self);
+    /* Optional.  Exchanges the staging of two slots that one producer holds
+     * reserved, both past before_write: what was written for one is then
+     * published by the other. */
     void (*swap_staging)(tq_backend *self, int a, int b);
-    /* The shared block that holds every slot's staging, set by alloc_slots. */
-    tq_shm staging;
+    /* Frees everything, whatever state alloc_slots left it in. */
+    void (*destroy)(tq_backend *self);
 };
 
-/* snprintf into err (when err is not NULL): how backends and the ring report. */
-void tq_set_error(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* The host backend.  Never fails to create. */
-tq_backend *tq_host_backend_create(void);
+/* The host backend; NULL (err set) when out of memory. */
+tq_backend *tq_host_backend_create(tq_error *err);
 
 #ifdef __cplusplus
 }

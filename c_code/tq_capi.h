@@ -1,9 +1,10 @@
 /*
  * tq_capi.h: what the Ops' C code (compiled by Theano into modules of its own)
  * needs from theano_queue._engine.  The module exports this table in the
- * capsule theano_queue._engine._C_API; an Op calls tq_import() once and then
- * tq_api->...  Every function that can fail returns -1 or NULL with a Python
- * exception set whose message starts with `who` (the Op's name).
+ * capsule theano_queue._engine._C_API; an Op calls tq_import() in its
+ * module's init code and then tq_api->...  Every function that can fail
+ * returns -1 or NULL with a Python exception set whose message starts with
+ * `who` (the Op's name).
  */
 #ifndef TQ_CAPI_H
 #define TQ_CAPI_H
@@ -11,23 +12,26 @@
 #include <Python.h>
 #include <stdint.h>
 
-#define TQ_CAPI_VERSION 2
+#include "tq_base.h" /* the engine's limits: TQ_MAX_COMPONENTS */
+
+#define TQ_CAPI_VERSION 3
 
 typedef struct {
     int version;
     /* The Ring a queue token (a weakref) points to: a new reference, or NULL
-     * with an exception when the queue was deleted. */
-    PyObject *(*resolve)(PyObject *token, const char *who);
+     * with an exception when the queue was deleted, belongs to another
+     * process, or does not have n components (every c below is < n).
+     * on_gpu 1: a queue in host memory is refused (TypeError). */
+    PyObject *(*resolve)(PyObject *token, const char *who, int n, int on_gpu);
 
     /* ---- consumers ---- */
-    /* Waits (GIL released, Ctrl-C and timeouts honoured) for the next element
-     * and reserves its slot.  0, or -1 with QueueClosed, QueueTimeout,
-     * FeederError or KeyboardInterrupt set. */
+    /* Waits (GIL released, Ctrl-C and the queue's timeout honoured) for the
+     * next element and reserves its slot.  0, or -1 with QueueClosed,
+     * QueueTimeout, FeederError or KeyboardInterrupt set. */
     int (*get_begin)(PyObject *ring, const char *who, int *slot);
-    /* The element's shape for component c: returns ndim and fills dims
-     * (leading axis = rows actually stored). */
+    /* The element's shape for component c: returns ndim (at most NPY_MAXDIMS)
+     * and fills dims (leading axis = rows actually stored). */
     int (*element_shape)(PyObject *ring, int slot, int c, intptr_t *dims);
-    size_t (*element_bytes)(PyObject *ring, int slot, int c);
     /* Copies component c into host memory (from the device for a GPU queue). */
     int (*copy_to_host)(PyObject *ring, const char *who, int slot, int c, void *dst);
     /* Hands the slot back once everything is read from it (or queued to be). */
@@ -41,9 +45,11 @@ typedef struct {
     int (*check_shape)(PyObject *ring, const char *who, int c, int ndim, const intptr_t *dims);
     int (*put_begin)(PyObject *ring, const char *who, int *slot);
     void (*put_abort)(PyObject *ring, int slot);
+    /* Makes *out a 0-d int64 array holding size, reusing it when it is one.
+     * 0, or -1 with an exception. */
+    int (*set_size)(PyObject **out, Py_ssize_t size);
 
     /* ---- GPU queues (stream: a CUstream current in the caller's context) ---- */
-    int (*on_gpu)(PyObject *ring);
     /* Makes stream wait for the element, copies every component to dsts[c] on
      * it, and records that the slot was read; no host wait.  -1 with CudaError. */
     int (*gpu_take)(PyObject *ring, const char *who, int slot, void *stream, const uint64_t *dsts);

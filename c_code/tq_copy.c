@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -14,6 +15,12 @@
 #define PARALLEL_MIN_BYTES (1u << 20)
 /* Chunks are no smaller than this, and otherwise one per thread. */
 #define MIN_CHUNK_BYTES (256u << 10)
+/* The default pool: as many threads as cores, up to this many, share a copy
+ * (a host copy stops scaling before that; doc/design.rst). */
+#define DEFAULT_MAX_THREADS 16
+#define MAX_THREADS 256
+
+typedef struct tq_copier tq_copier;
 
 struct tq_copier {
     pthread_mutex_t lock;
@@ -88,7 +95,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-tq_copier *tq_copier_create(int threads)
+static tq_copier *copier_create(int threads)
 {
     tq_copier *c = calloc(1, sizeof *c);
     if (!c)
@@ -105,9 +112,7 @@ tq_copier *tq_copier_create(int threads)
     return c;
 }
 
-int tq_copier_threads(const tq_copier *c) { return c ? c->n_workers : 0; }
-
-void tq_copier_copy(tq_copier *c, void *dst, const void *src, size_t bytes)
+static void copier_copy(tq_copier *c, void *dst, const void *src, size_t bytes)
 {
     if (!c || !c->n_workers || bytes < PARALLEL_MIN_BYTES || pthread_mutex_trylock(&c->busy) != 0) {
         if (bytes >= PARALLEL_MIN_BYTES)
@@ -139,7 +144,7 @@ void tq_copier_copy(tq_copier *c, void *dst, const void *src, size_t bytes)
     pthread_mutex_unlock(&c->busy);
 }
 
-void tq_copier_destroy(tq_copier *c)
+static void copier_destroy(tq_copier *c)
 {
     if (!c)
         return;
@@ -155,4 +160,81 @@ void tq_copier_destroy(tq_copier *c)
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->busy);
     free(c);
+}
+
+/* ---- the process's pool ------------------------------------------------------ */
+
+/* Copies hold the lock shared; replacing the pool holds it exclusively, so a
+ * pool is never destroyed under a copy. */
+static pthread_rwlock_t pool_lock = PTHREAD_RWLOCK_INITIALIZER;
+static tq_copier *pool;
+static int pool_workers = -1; /* -1 until the first large copy picks the default */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* In a forked child the pool's threads are gone, and a copy that waited for
+ * them would wait forever; the pool's locks may have been held by threads of
+ * the parent.  Forget the pool (its memory stays, unused) and start afresh. */
+static void forget_pool_in_child(void)
+{
+    pool = NULL;
+    pool_lock = (pthread_rwlock_t)PTHREAD_RWLOCK_INITIALIZER;
+}
+
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forget_pool_in_child); }
+
+static int default_workers(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return (int)(cpus < 2 ? 0 : cpus > DEFAULT_MAX_THREADS ? DEFAULT_MAX_THREADS - 1 : cpus - 1);
+}
+
+/* The pool, made on first use; called with pool_lock held shared, returns
+ * with it held shared. */
+static tq_copier *current_pool(void)
+{
+    if (pool)
+        return pool;
+    pthread_once(&atfork_once, watch_forks);
+    pthread_rwlock_unlock(&pool_lock);
+    pthread_rwlock_wrlock(&pool_lock);
+    if (!pool) {
+        if (pool_workers < 0)
+            pool_workers = default_workers();
+        pool = copier_create(pool_workers);
+    }
+    pthread_rwlock_unlock(&pool_lock);
+    pthread_rwlock_rdlock(&pool_lock);
+    return pool;
+}
+
+void tq_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes < PARALLEL_MIN_BYTES) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    pthread_rwlock_rdlock(&pool_lock);
+    copier_copy(current_pool(), dst, src, bytes);
+    pthread_rwlock_unlock(&pool_lock);
+}
+
+tq_code tq_copy_set_threads(int threads, tq_error *err)
+{
+    if (threads < 1 || threads > MAX_THREADS)
+        return tq_set_error(err, TQ_EINVAL, "expected 1 to %d threads, got %d", MAX_THREADS, threads);
+    pthread_once(&atfork_once, watch_forks);
+    pthread_rwlock_wrlock(&pool_lock);
+    copier_destroy(pool);
+    pool = NULL; /* the next large copy makes the new one */
+    pool_workers = threads - 1; /* the caller of a copy is one of them */
+    pthread_rwlock_unlock(&pool_lock);
+    return TQ_OK;
+}
+
+int tq_copy_threads(void)
+{
+    pthread_rwlock_rdlock(&pool_lock);
+    int workers = pool ? pool->n_workers : pool_workers < 0 ? default_workers() : pool_workers;
+    pthread_rwlock_unlock(&pool_lock);
+    return workers + 1;
 }

@@ -3,90 +3,69 @@
  * all the ordering host memory needs. */
 #include "tq_backend.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tq_copy.h"
+
 typedef struct {
     tq_backend base;
-    int capacity;
-    void **slots;
+    tq_shm staging; /* the slots themselves */
 } host_backend;
 
-static int host_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, char *err, size_t errlen)
+static tq_code host_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, tq_error *err)
 {
-    host_backend *b = (host_backend *)self;
-    size_t page = tq_shm_page_size(), stride = (slot_bytes + page - 1) / page * page;
-    b->slots = calloc((size_t)capacity, sizeof *b->slots);
-    if (!b->slots || stride > SIZE_MAX / (size_t)capacity) {
-        snprintf(err, errlen, "host backend: out of memory for %d slots of %zu bytes", capacity, slot_bytes);
-        return -1;
-    }
-    b->capacity = capacity;
-    if (tq_shm_create(&self->staging, stride * (size_t)capacity, err, errlen))
-        return -1;
-    for (int i = 0; i < capacity; i++)
-        b->slots[i] = (char *)self->staging.base + (size_t)i * stride;
-    return 0;
+    return tq_shm_create_slots(&((host_backend *)self)->staging, capacity, slot_bytes, err);
 }
 
-static void *host_slot(tq_backend *self, int slot) { return ((host_backend *)self)->slots[slot]; }
+static void *host_slot(tq_backend *self, int slot) { return ((host_backend *)self)->staging.slot[slot]; }
 
-static int host_before_write(tq_backend *self, int slot, char *err, size_t errlen)
+static tq_code host_before_write(tq_backend *self, int slot, tq_error *err)
 {
-    (void)self, (void)slot, (void)err, (void)errlen;
-    return 0;
+    (void)self, (void)slot, (void)err;
+    return TQ_OK;
 }
 
-/* Producers wrote the staging, which is the slot; only direct sources move. */
-static int host_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, char *err,
-                        size_t errlen)
+/* Producers wrote the staging, which is the slot: nothing moves. */
+static tq_code host_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, tq_error *err)
 {
-    (void)err, (void)errlen;
-    char *base = host_slot(self, slot);
-    for (int i = 0; i < n_extents; i++)
-        if (extents[i].src)
-            memcpy(base + extents[i].offset, extents[i].src, extents[i].bytes);
-    return 0;
+    (void)self, (void)slot, (void)extents, (void)n_extents, (void)err;
+    return TQ_OK;
 }
 
-static int host_read_to_host(tq_backend *self, int slot, size_t offset, void *dst, size_t bytes, char *err,
-                             size_t errlen)
+static tq_code host_read_to_host(tq_backend *self, int slot, const tq_extent *extent, void *dst, tq_error *err)
 {
-    (void)err, (void)errlen;
-    memcpy(dst, (char *)host_slot(self, slot) + offset, bytes);
-    return 0;
+    (void)err;
+    tq_copy(dst, (char *)host_slot(self, slot) + extent->offset, extent->bytes);
+    return TQ_OK;
 }
+
+static const tq_shm *host_shared_staging(tq_backend *self) { return &((host_backend *)self)->staging; }
 
 static void host_swap_staging(tq_backend *self, int a, int b)
 {
-    host_backend *h = (host_backend *)self;
-    void *t = h->slots[a];
-    h->slots[a] = h->slots[b];
-    h->slots[b] = t;
+    tq_shm_swap_slots(&((host_backend *)self)->staging, a, b);
 }
 
 static void host_destroy(tq_backend *self)
 {
-    host_backend *b = (host_backend *)self;
-    tq_shm_destroy(&self->staging);
-    free(b->slots);
-    free(b);
+    tq_shm_destroy(&((host_backend *)self)->staging);
+    free(self);
 }
 
-tq_backend *tq_host_backend_create(void)
+tq_backend *tq_host_backend_create(tq_error *err)
 {
+    static const tq_backend host = {
+        .name = "host", .on_device = 0,
+        .alloc_slots = host_alloc_slots, .write_ptr = host_slot, .before_write = host_before_write,
+        .publish = host_publish, .read_to_host = host_read_to_host, .shared_staging = host_shared_staging,
+        .swap_staging = host_swap_staging, .destroy = host_destroy,
+    };
     host_backend *b = calloc(1, sizeof *b);
-    if (!b)
+    if (!b) {
+        tq_set_error(err, TQ_ENOMEM, "out of host memory for the host backend");
         return NULL;
-    b->base.name = "host";
-    b->base.alloc_slots = host_alloc_slots;
-    b->base.write_ptr = host_slot;
-    b->base.read_ptr = host_slot;
-    b->base.before_write = host_before_write;
-    b->base.publish = host_publish;
-    b->base.read_to_host = host_read_to_host;
-    b->base.swap_staging = host_swap_staging;
-    b->base.destroy = host_destroy;
+    }
+    b->base = host;
     return &b->base;
 }

@@ -2,11 +2,11 @@
  * state; copies and backend work happen outside it so that producers and
  * consumers only serialise on a few integer updates. */
 #include "tq_ring.h"
-#include "tq_backend.h"
+
+#include "tq_copy.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +15,16 @@
 /* Device copies want aligned sources and destinations; 256 suits both DMA
  * engines and AVX stores. */
 #define TQ_ALIGN 256
+/* Deadlines beyond this many seconds of the clock are no deadline: a
+ * timespec could not hold them. */
+#define FOREVER_S 1e12
 
 typedef enum { SLOT_FREE = 0, SLOT_WRITING, SLOT_READY, SLOT_READING, SLOT_DROPPED } slot_state;
 
 struct tq_ring {
     pthread_mutex_t lock;
-    pthread_cond_t space; /* a slot may have become FREE, or the state changed */
-    pthread_cond_t data;  /* a slot may have become READY, or the state changed */
+    pthread_cond_t space; /* a slot may have become FREE, the state changed, or a wake */
+    pthread_cond_t data;  /* a slot may have become READY, the state changed, or a wake */
 
     int capacity, n_components;
     tq_component *components;
@@ -34,24 +37,17 @@ struct tq_ring {
     /* Reservation counters; slot = counter % capacity.  head <= tail, and the
      * slots in [head, tail) are WRITING, READY or DROPPED. */
     uint64_t head, tail;
-    int ready;
+    int n_ready;
 
     tq_state state;
     int cancelled;     /* close(cancel=1): writes still in flight are dropped */
-    char error[TQ_ERRLEN];
+    char error[TQ_ERRLEN]; /* the message given to tq_ring_fail */
 
     tq_stats stats;
     tq_backend *backend;
 };
 
 /* ---- time ---------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static struct timespec to_timespec(double t)
 {
@@ -65,31 +61,16 @@ static struct timespec to_timespec(double t)
     return ts;
 }
 
-/* Waits on cond until signalled or the deadline (monotonic seconds, < 0 for
- * none) passes.  Returns 0, or ETIMEDOUT once the deadline has passed. */
+/* Waits on cond until signalled or the deadline (see tq_ring.h) passes.
+ * Returns 0, or ETIMEDOUT once the deadline has passed. */
 static int wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadline)
 {
-    if (deadline < 0)
+    if (deadline < 0 || deadline > FOREVER_S)
         return pthread_cond_wait(cond, lock);
-    if (now_s() >= deadline)
+    if (tq_now() >= deadline)
         return ETIMEDOUT;
     struct timespec ts = to_timespec(deadline);
     return pthread_cond_timedwait(cond, lock, &ts);
-}
-
-static double deadline_after(double timeout_s)
-{
-    return timeout_s < 0 ? -1.0 : now_s() + timeout_s;
-}
-
-void tq_set_error(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* ---- creation ------------------------------------------------------------ */
@@ -101,7 +82,7 @@ static int init_sync(tq_ring *ring)
     pthread_condattr_t attr;
     if (pthread_condattr_init(&attr))
         return -1;
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* tq_now()'s clock */
     int rc = pthread_mutex_init(&ring->lock, NULL);
     if (!rc && pthread_cond_init(&ring->space, &attr)) {
         pthread_mutex_destroy(&ring->lock);
@@ -116,43 +97,49 @@ static int init_sync(tq_ring *ring)
     return rc ? -1 : 0;
 }
 
-static int layout(tq_ring *ring, const tq_component *components, char *err, size_t errlen)
+static tq_code layout(tq_ring *ring, const tq_component *components, tq_error *err)
 {
     size_t offset = 0;
     for (int c = 0; c < ring->n_components; c++) {
         const tq_component *comp = &components[c];
-        if (comp->max_rows < 1) {
-            tq_set_error(err, errlen, "component %d: max_rows must be >= 1, got %lld", c,
-                      (long long)comp->max_rows);
-            return -1;
-        }
-        if (comp->row_bytes && (size_t)comp->max_rows > (SIZE_MAX / 2) / comp->row_bytes) {
-            tq_set_error(err, errlen, "component %d: %lld rows of %zu bytes overflow", c,
-                      (long long)comp->max_rows, comp->row_bytes);
-            return -1;
-        }
+        if (comp->max_rows < 1)
+            return tq_set_error(err, TQ_EINVAL, "component %d: max_rows must be >= 1, got %lld", c,
+                                (long long)comp->max_rows);
+        size_t room = SIZE_MAX / 2 - offset;
+        if (comp->row_bytes && (size_t)comp->max_rows > room / comp->row_bytes)
+            return tq_set_error(err, TQ_EINVAL, "component %d: %lld rows of %zu bytes overflow a slot", c,
+                                (long long)comp->max_rows, comp->row_bytes);
         ring->components[c] = *comp;
         ring->offsets[c] = offset;
         offset += align_up((size_t)comp->max_rows * comp->row_bytes);
     }
     ring->slot_bytes = offset ? offset : TQ_ALIGN;
-    return 0;
+    return TQ_OK;
 }
 
-tq_ring *tq_ring_create(const tq_component *components, int n_components, int capacity,
-                        tq_backend *backend, char *err, size_t errlen)
+static void free_ring(tq_ring *ring)
+{
+    free(ring->components);
+    free(ring->offsets);
+    free(ring->slot_state);
+    free(ring->rows);
+    free(ring);
+}
+
+tq_ring *tq_ring_create(const tq_component *components, int n_components, int capacity, tq_backend *backend,
+                        tq_error *err)
 {
     tq_ring *ring = NULL;
     if (!backend) {
-        tq_set_error(err, errlen, "no backend");
+        tq_set_error(err, TQ_EINVAL, "no backend");
         return NULL;
     }
     if (n_components < 1 || n_components > TQ_MAX_COMPONENTS) {
-        tq_set_error(err, errlen, "expected 1 to %d components, got %d", TQ_MAX_COMPONENTS, n_components);
+        tq_set_error(err, TQ_EINVAL, "expected 1 to %d components, got %d", TQ_MAX_COMPONENTS, n_components);
         goto fail;
     }
     if (capacity < 1 || capacity > TQ_MAX_CAPACITY) {
-        tq_set_error(err, errlen, "expected a capacity of 1 to %d, got %d", TQ_MAX_CAPACITY, capacity);
+        tq_set_error(err, TQ_EINVAL, "expected a capacity of 1 to %d, got %d", TQ_MAX_CAPACITY, capacity);
         goto fail;
     }
     ring = calloc(1, sizeof *ring);
@@ -166,30 +153,26 @@ tq_ring *tq_ring_create(const tq_component *components, int n_components, int ca
     ring->rows = calloc((size_t)capacity * (size_t)n_components, sizeof *ring->rows);
     if (!ring->components || !ring->offsets || !ring->slot_state || !ring->rows)
         goto nomem;
-    if (layout(ring, components, err, errlen))
+    if (layout(ring, components, err) != TQ_OK)
         goto fail;
-    if (backend->alloc_slots(backend, capacity, ring->slot_bytes, err, errlen))
+    if (backend->alloc_slots(backend, capacity, ring->slot_bytes, err) != TQ_OK)
         goto fail;
     if (init_sync(ring)) {
-        tq_set_error(err, errlen, "could not create the ring's mutex and condition variables");
+        tq_set_error(err, TQ_ENOMEM, "could not create the ring's mutex and condition variables");
         goto fail;
     }
     ring->backend = backend;
     ring->state = TQ_STATE_OPEN;
     ring->stats.capacity = capacity;
+    ring->stats.backend = backend->name;
     return ring;
 
 nomem:
-    tq_set_error(err, errlen, "out of host memory");
+    tq_set_error(err, TQ_ENOMEM, "out of host memory for the ring's bookkeeping");
 fail:
     backend->destroy(backend);
-    if (ring) {
-        free(ring->components);
-        free(ring->offsets);
-        free(ring->slot_state);
-        free(ring->rows);
-        free(ring);
-    }
+    if (ring)
+        free_ring(ring);
     return NULL;
 }
 
@@ -201,11 +184,7 @@ void tq_ring_destroy(tq_ring *ring)
     pthread_cond_destroy(&ring->space);
     pthread_cond_destroy(&ring->data);
     pthread_mutex_destroy(&ring->lock);
-    free(ring->components);
-    free(ring->offsets);
-    free(ring->slot_state);
-    free(ring->rows);
-    free(ring);
+    free_ring(ring);
 }
 
 /* ---- helpers under the lock ------------------------------------------------ */
@@ -225,7 +204,7 @@ static void reclaim_dropped_head(tq_ring *ring)
         pthread_cond_broadcast(&ring->space);
 }
 
-static uint64_t element_bytes(const tq_ring *ring, const int64_t *rows)
+static uint64_t element_total_bytes(const tq_ring *ring, const int64_t *rows)
 {
     uint64_t total = 0;
     for (int c = 0; c < ring->n_components; c++)
@@ -244,56 +223,112 @@ static void drop_slot(tq_ring *ring, int slot, int lost)
     pthread_cond_broadcast(&ring->data);
 }
 
-/* ---- producers --------------------------------------------------------------- */
+/* ---- waiting for a slot -------------------------------------------------------- */
 
-tq_status tq_ring_reserve_put(tq_ring *ring, double timeout_s, int *slot)
+/* Under the lock: takes the slot a producer writes next.  TQ_TIMEOUT while
+ * none is free. */
+static tq_code try_reserve_put(tq_ring *ring, int *slot, tq_error *err)
 {
-    double deadline = deadline_after(timeout_s), started = 0;
-    tq_status status = TQ_OK;
+    if (ring->state == TQ_STATE_FAILED)
+        return tq_set_error(err, TQ_CLOSED, "failed and takes no more elements: %s", ring->error);
+    if (ring->state == TQ_STATE_CLOSED)
+        return tq_set_error(err, TQ_CLOSED, "closed");
+    reclaim_dropped_head(ring);
+    int s = slot_of(ring, ring->tail);
+    if (ring->slot_state[s] != SLOT_FREE)
+        return TQ_TIMEOUT;
+    ring->slot_state[s] = SLOT_WRITING;
+    ring->tail++;
+    *slot = s;
+    return TQ_OK;
+}
+
+/* Under the lock: takes the element at the head.  TQ_TIMEOUT while none is
+ * READY and more may come. */
+static tq_code try_reserve_get(tq_ring *ring, int *slot, tq_error *err)
+{
+    reclaim_dropped_head(ring);
+    if (ring->head < ring->tail) {
+        int s = slot_of(ring, ring->head);
+        if (ring->slot_state[s] != SLOT_READY)
+            return TQ_TIMEOUT; /* its write is still in flight */
+        ring->slot_state[s] = SLOT_READING;
+        ring->head++;
+        ring->n_ready--;
+        *slot = s;
+        return TQ_OK;
+    }
+    /* Nothing left, not even a write in flight. */
+    if (ring->state == TQ_STATE_FAILED)
+        return tq_set_error(err, TQ_FAILED, "failed: %s", ring->error);
+    if (ring->state == TQ_STATE_CLOSED)
+        return tq_set_error(err, TQ_CLOSED, "closed and drained");
+    return TQ_TIMEOUT;
+}
+
+static tq_code reserve(tq_ring *ring, int producer, double deadline, const int *stop, int *slot, tq_error *err)
+{
+    pthread_cond_t *cond = producer ? &ring->space : &ring->data;
+    double started = 0;
+    tq_code code;
 
     pthread_mutex_lock(&ring->lock);
     for (;;) {
-        if (ring->state != TQ_STATE_OPEN) {
-            status = ring->state == TQ_STATE_FAILED ? TQ_FAILED : TQ_CLOSED;
+        /* Read under the lock that tq_ring_wake takes: a raise followed by a
+         * wake is never missed. */
+        if (stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE)) {
+            code = tq_set_error(err, TQ_STOPPED, "stopped");
             break;
         }
-        reclaim_dropped_head(ring);
-        int s = slot_of(ring, ring->tail);
-        if (ring->slot_state[s] == SLOT_FREE) {
-            ring->slot_state[s] = SLOT_WRITING;
-            ring->tail++;
-            *slot = s;
+        code = producer ? try_reserve_put(ring, slot, err) : try_reserve_get(ring, slot, err);
+        if (code != TQ_TIMEOUT)
             break;
-        }
         if (!started)
-            started = now_s();
-        if (wait_until(&ring->space, &ring->lock, deadline) == ETIMEDOUT) {
-            status = TQ_TIMEOUT;
+            started = tq_now();
+        if (wait_until(cond, &ring->lock, deadline) == ETIMEDOUT) {
+            code = tq_set_error(err, TQ_TIMEOUT, producer ? "no free slot" : "no element");
             break;
         }
     }
     if (started)
-        ring->stats.producer_wait_s += now_s() - started;
+        *(producer ? &ring->stats.producer_wait_s : &ring->stats.consumer_wait_s) += tq_now() - started;
     pthread_mutex_unlock(&ring->lock);
-    return status;
+    return code;
 }
 
-/* Records a backend failure for slot, drops it, and says so. */
-static tq_status backend_failed(tq_ring *ring, int slot, const char *err)
+tq_code tq_ring_reserve_put(tq_ring *ring, double deadline, const int *stop, int *slot, tq_error *err)
+{
+    return reserve(ring, 1, deadline, stop, slot, err);
+}
+
+tq_code tq_ring_reserve_get(tq_ring *ring, double deadline, const int *stop, int *slot, tq_error *err)
+{
+    return reserve(ring, 0, deadline, stop, slot, err);
+}
+
+void tq_ring_wake(tq_ring *ring)
 {
     pthread_mutex_lock(&ring->lock);
-    snprintf(ring->error, sizeof ring->error, "%s", err);
-    drop_slot(ring, slot, 1);
+    pthread_cond_broadcast(&ring->space);
+    pthread_cond_broadcast(&ring->data);
     pthread_mutex_unlock(&ring->lock);
-    return TQ_EBACKEND;
 }
 
-tq_status tq_ring_begin_host_write(tq_ring *ring, int slot)
+/* ---- producers --------------------------------------------------------------- */
+
+/* Drops a slot whose backend work failed and passes the failure on. */
+static tq_code put_failed(tq_ring *ring, int slot, tq_code code)
 {
-    char err[TQ_ERRLEN] = "";
-    if (ring->backend->before_write(ring->backend, slot, err, sizeof err))
-        return backend_failed(ring, slot, err);
-    return TQ_OK;
+    pthread_mutex_lock(&ring->lock);
+    drop_slot(ring, slot, 1);
+    pthread_mutex_unlock(&ring->lock);
+    return code;
+}
+
+tq_code tq_ring_begin_host_write(tq_ring *ring, int slot, tq_error *err)
+{
+    tq_code code = ring->backend->before_write(ring->backend, slot, err);
+    return code == TQ_OK ? TQ_OK : put_failed(ring, slot, code);
 }
 
 void *tq_ring_write_ptr(tq_ring *ring, int slot, int component)
@@ -301,61 +336,105 @@ void *tq_ring_write_ptr(tq_ring *ring, int slot, int component)
     return (char *)ring->backend->write_ptr(ring->backend, slot) + ring->offsets[component];
 }
 
-/* The byte ranges of a slot that hold data, merged where they touch. */
-static int data_extents(const tq_ring *ring, const int64_t *rows, const void *const *sources, tq_extent *extents)
+/* The extent of each component of an element, holding rows[c] rows. */
+static void component_extents(const tq_ring *ring, const int64_t *rows, tq_extent *extents)
 {
-    int n = 0;
     for (int c = 0; c < ring->n_components; c++) {
-        size_t bytes = (size_t)rows[c] * ring->components[c].row_bytes;
-        const void *src = sources ? sources[c] : NULL;
-        if (!bytes)
-            continue;
+        extents[c].offset = ring->offsets[c];
+        extents[c].bytes = (size_t)rows[c] * ring->components[c].row_bytes;
+        extents[c].src = NULL;
+    }
+}
+
+/* The byte ranges of a slot that hold data, merged where they touch. */
+static int data_extents(const tq_ring *ring, const int64_t *rows, const void *const *direct, tq_extent *extents)
+{
+    tq_extent parts[TQ_MAX_COMPONENTS];
+    int n = 0;
+    component_extents(ring, rows, parts);
+    for (int c = 0; c < ring->n_components; c++) {
+        const void *src = direct ? direct[c] : NULL;
         tq_extent *last = n ? &extents[n - 1] : NULL;
-        if (last && !src && !last->src && last->offset + last->bytes == ring->offsets[c]) {
-            last->bytes += bytes;
+        if (!parts[c].bytes)
+            continue;
+        if (last && !src && !last->src && last->offset + last->bytes == parts[c].offset) {
+            last->bytes += parts[c].bytes;
         } else {
-            extents[n].offset = ring->offsets[c];
-            extents[n].bytes = bytes;
-            extents[n].src = src;
-            n++;
+            extents[n] = parts[c];
+            extents[n++].src = src;
         }
     }
     return n;
 }
 
-/* Makes a written slot READY (or drops it when a close cancelled it). */
-static tq_status finish_put(tq_ring *ring, int slot, const int64_t *rows)
+/* Makes a written and published slot READY (or drops it when a close
+ * cancelled it). */
+static tq_code finish_put(tq_ring *ring, int slot, const int64_t *rows, tq_error *err)
 {
-    tq_status status = TQ_OK;
+    tq_code code = TQ_OK;
     pthread_mutex_lock(&ring->lock);
     memcpy(&ring->rows[(size_t)slot * ring->n_components], rows, ring->n_components * sizeof *rows);
     if (ring->cancelled) {
         drop_slot(ring, slot, 1);
-        status = TQ_CLOSED;
+        code = tq_set_error(err, TQ_CLOSED, "closed, and what was being put was cancelled");
     } else {
         ring->slot_state[slot] = SLOT_READY;
-        ring->ready++;
+        ring->n_ready++;
         ring->stats.enqueued++;
-        ring->stats.bytes_in += element_bytes(ring, rows);
+        ring->stats.bytes_in += element_total_bytes(ring, rows);
         pthread_cond_broadcast(&ring->data);
     }
     pthread_mutex_unlock(&ring->lock);
-    return status;
+    return code;
 }
 
-tq_status tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, const void *const *sources)
+/* Publishes a written slot; direct[c], when not NULL, is where component c
+ * is read from instead of the staging. */
+static tq_code publish(tq_ring *ring, int slot, const int64_t *rows, const void *const *direct, tq_error *err)
 {
     tq_extent extents[TQ_MAX_COMPONENTS];
-    int n_extents = data_extents(ring, rows, sources, extents);
-    char err[TQ_ERRLEN] = "";
-    if (ring->backend->publish(ring->backend, slot, extents, n_extents, err, sizeof err))
-        return backend_failed(ring, slot, err);
-    return finish_put(ring, slot, rows);
+    int n_extents = data_extents(ring, rows, direct, extents);
+    tq_code code = ring->backend->publish(ring->backend, slot, extents, n_extents, err);
+    return code == TQ_OK ? finish_put(ring, slot, rows, err) : put_failed(ring, slot, code);
 }
 
-tq_status tq_ring_commit_put_published(tq_ring *ring, int slot, const int64_t *rows)
+tq_code tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, tq_error *err)
 {
-    return finish_put(ring, slot, rows);
+    return publish(ring, slot, rows, NULL, err);
+}
+
+tq_code tq_ring_put_from_host(tq_ring *ring, int slot, const void *const *srcs, const int64_t *rows, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    const void *direct[TQ_MAX_COMPONENTS];
+    tq_code code = tq_ring_begin_host_write(ring, slot, err);
+    if (code != TQ_OK)
+        return code;
+    for (int c = 0; c < ring->n_components; c++) {
+        size_t bytes = (size_t)rows[c] * ring->components[c].row_bytes;
+        direct[c] = bytes && b->reads_directly && b->reads_directly(b, srcs[c], bytes) ? srcs[c] : NULL;
+        if (!direct[c])
+            tq_copy(tq_ring_write_ptr(ring, slot, c), srcs[c], bytes);
+    }
+    return publish(ring, slot, rows, direct, err);
+}
+
+/* The refusal of a call that only device backends serve. */
+static tq_code not_on_device(const tq_ring *ring, tq_error *err)
+{
+    return tq_set_error(err, TQ_ESTATE, "lives in host memory (backend '%s'); only a device queue does this",
+                        ring->backend->name);
+}
+
+tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uint64_t *srcs, const int64_t *rows,
+                                tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    tq_extent extents[TQ_MAX_COMPONENTS];
+    component_extents(ring, rows, extents);
+    tq_code code = b->put_from_device ? b->put_from_device(b, slot, stream, extents, ring->n_components, srcs, err)
+                                      : not_on_device(ring, err);
+    return code == TQ_OK ? finish_put(ring, slot, rows, err) : put_failed(ring, slot, code);
 }
 
 void tq_ring_abort_put(tq_ring *ring, int slot)
@@ -367,64 +446,32 @@ void tq_ring_abort_put(tq_ring *ring, int slot)
 
 /* ---- consumers --------------------------------------------------------------- */
 
-tq_status tq_ring_reserve_get(tq_ring *ring, double timeout_s, int *slot)
-{
-    double deadline = deadline_after(timeout_s), started = 0;
-    tq_status status = TQ_OK;
-
-    pthread_mutex_lock(&ring->lock);
-    for (;;) {
-        reclaim_dropped_head(ring);
-        if (ring->head < ring->tail) {
-            int s = slot_of(ring, ring->head);
-            if (ring->slot_state[s] == SLOT_READY) {
-                ring->slot_state[s] = SLOT_READING;
-                ring->head++;
-                ring->ready--;
-                *slot = s;
-                break;
-            }
-        } else if (ring->state != TQ_STATE_OPEN) {
-            /* Closed and nothing left, not even a write in flight. */
-            status = ring->state == TQ_STATE_FAILED ? TQ_FAILED : TQ_CLOSED;
-            break;
-        }
-        if (!started)
-            started = now_s();
-        if (wait_until(&ring->data, &ring->lock, deadline) == ETIMEDOUT) {
-            status = TQ_TIMEOUT;
-            break;
-        }
-    }
-    if (started)
-        ring->stats.consumer_wait_s += now_s() - started;
-    pthread_mutex_unlock(&ring->lock);
-    return status;
-}
-
 int64_t tq_ring_rows(const tq_ring *ring, int slot, int component)
 {
     return ring->rows[(size_t)slot * ring->n_components + component];
 }
 
-const void *tq_ring_read_ptr(tq_ring *ring, int slot, int component)
+size_t tq_ring_bytes(const tq_ring *ring, int slot, int component)
 {
-    return (const char *)ring->backend->read_ptr(ring->backend, slot) + ring->offsets[component];
+    return (size_t)tq_ring_rows(ring, slot, component) * ring->components[component].row_bytes;
 }
 
-tq_status tq_ring_read_to_host(tq_ring *ring, int slot, int component, void *dst)
+tq_code tq_ring_read_to_host(tq_ring *ring, int slot, int component, void *dst, tq_error *err)
 {
-    size_t bytes = (size_t)tq_ring_rows(ring, slot, component) * ring->components[component].row_bytes;
-    char err[TQ_ERRLEN] = "";
-    if (!bytes)
+    tq_extent extent = {ring->offsets[component], tq_ring_bytes(ring, slot, component), NULL};
+    if (!extent.bytes)
         return TQ_OK;
-    if (ring->backend->read_to_host(ring->backend, slot, ring->offsets[component], dst, bytes, err, sizeof err)) {
-        pthread_mutex_lock(&ring->lock);
-        snprintf(ring->error, sizeof ring->error, "%s", err);
-        pthread_mutex_unlock(&ring->lock);
-        return TQ_EBACKEND;
-    }
-    return TQ_OK;
+    return ring->backend->read_to_host(ring->backend, slot, &extent, dst, err);
+}
+
+tq_code tq_ring_take_on_device(tq_ring *ring, int slot, void *stream, const uint64_t *dsts, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    tq_extent extents[TQ_MAX_COMPONENTS];
+    if (!b->take)
+        return not_on_device(ring, err);
+    component_extents(ring, &ring->rows[(size_t)slot * ring->n_components], extents);
+    return b->take(b, slot, stream, extents, ring->n_components, dsts, err);
 }
 
 void tq_ring_release_get(tq_ring *ring, int slot)
@@ -432,9 +479,72 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     pthread_mutex_lock(&ring->lock);
     ring->slot_state[slot] = SLOT_FREE;
     ring->stats.dequeued++;
-    ring->stats.bytes_out += element_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
+    ring->stats.bytes_out += element_total_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
     pthread_cond_broadcast(&ring->space);
     pthread_mutex_unlock(&ring->lock);
+}
+
+/* ---- registered host memory ------------------------------------------------- */
+
+tq_code tq_ring_register_host(tq_ring *ring, void *ptr, size_t bytes, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    return b->register_host ? b->register_host(b, ptr, bytes, err) : not_on_device(ring, err);
+}
+
+tq_code tq_ring_unregister_host(tq_ring *ring, void *ptr, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    return b->unregister_host ? b->unregister_host(b, ptr, err) : not_on_device(ring, err);
+}
+
+/* ---- shared staging ------------------------------------------------------------ */
+
+/* The refusal of a call that only backends with shared staging serve. */
+static tq_code no_shared_staging(const tq_ring *ring, tq_error *err)
+{
+    return tq_set_error(err, TQ_ESTATE, "its backend ('%s') keeps no shared staging", ring->backend->name);
+}
+
+tq_code tq_ring_staging(tq_ring *ring, tq_shm *out, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    if (!b->shared_staging)
+        return no_shared_staging(ring, err);
+    *out = *b->shared_staging(b);
+    return TQ_OK;
+}
+
+tq_code tq_ring_staging_offset(tq_ring *ring, int slot, size_t *offset, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    if (!b->shared_staging)
+        return no_shared_staging(ring, err);
+    if (slot < 0 || slot >= ring->capacity)
+        return tq_set_error(err, TQ_EINVAL, "no slot %d", slot);
+    *offset = (size_t)((char *)b->write_ptr(b, slot) - (char *)b->shared_staging(b)->base);
+    return TQ_OK;
+}
+
+size_t tq_ring_component_offset(const tq_ring *ring, int component) { return ring->offsets[component]; }
+
+tq_code tq_ring_swap_staging(tq_ring *ring, int a, int b, tq_error *err)
+{
+    tq_backend *backend = ring->backend;
+    if (!backend->swap_staging)
+        return no_shared_staging(ring, err);
+    if (a < 0 || b < 0 || a >= ring->capacity || b >= ring->capacity)
+        return tq_set_error(err, TQ_EINVAL, "swap_staging(%d, %d): no such slot", a, b);
+    pthread_mutex_lock(&ring->lock);
+    int writing = ring->slot_state[a] == SLOT_WRITING && ring->slot_state[b] == SLOT_WRITING;
+    pthread_mutex_unlock(&ring->lock);
+    if (!writing)
+        return tq_set_error(err, TQ_EINVAL, "swap_staging(%d, %d): both slots must be reserved and not yet committed",
+                            a, b);
+    /* Outside the lock, as every backend entry: both slots are the caller's. */
+    if (a != b)
+        backend->swap_staging(backend, a, b);
+    return TQ_OK;
 }
 
 /* ---- state ----------------------------------------------------------------- */
@@ -445,7 +555,7 @@ static void drop_ready(tq_ring *ring)
         int s = slot_of(ring, i);
         if (ring->slot_state[s] == SLOT_READY) {
             ring->slot_state[s] = SLOT_DROPPED;
-            ring->ready--;
+            ring->n_ready--;
             ring->stats.dropped++;
         }
     }
@@ -476,14 +586,16 @@ void tq_ring_fail(tq_ring *ring, const char *message)
     pthread_mutex_unlock(&ring->lock);
 }
 
-tq_status tq_ring_reopen(tq_ring *ring)
+tq_code tq_ring_reopen(tq_ring *ring, tq_error *err)
 {
-    tq_status status = TQ_OK;
+    tq_code code = TQ_OK;
     pthread_mutex_lock(&ring->lock);
     reclaim_dropped_head(ring);
     if (ring->state != TQ_STATE_OPEN) {
         if (ring->head < ring->tail) {
-            status = TQ_EINVAL;
+            code = tq_set_error(err, TQ_ESTATE,
+                                "still holds %d element(s); drain it, or close it cancelling them, first",
+                                ring->n_ready);
         } else {
             ring->state = TQ_STATE_OPEN;
             ring->cancelled = 0;
@@ -491,7 +603,7 @@ tq_status tq_ring_reopen(tq_ring *ring)
         }
     }
     pthread_mutex_unlock(&ring->lock);
-    return status;
+    return code;
 }
 
 tq_state tq_ring_state(tq_ring *ring)
@@ -505,7 +617,7 @@ tq_state tq_ring_state(tq_ring *ring)
 int tq_ring_size(tq_ring *ring)
 {
     pthread_mutex_lock(&ring->lock);
-    int size = ring->ready;
+    int size = ring->n_ready;
     pthread_mutex_unlock(&ring->lock);
     return size;
 }
@@ -514,59 +626,10 @@ void tq_ring_stats(tq_ring *ring, tq_stats *out)
 {
     pthread_mutex_lock(&ring->lock);
     *out = ring->stats;
-    out->size = ring->ready;
+    out->size = ring->n_ready;
     out->state = ring->state;
     pthread_mutex_unlock(&ring->lock);
 }
 
-const char *tq_ring_error(tq_ring *ring) { return ring->error; }
 int tq_ring_capacity(const tq_ring *ring) { return ring->capacity; }
-int tq_ring_n_components(const tq_ring *ring) { return ring->n_components; }
-const tq_component *tq_ring_component(const tq_ring *ring, int c) { return &ring->components[c]; }
-size_t tq_ring_component_offset(const tq_ring *ring, int c) { return ring->offsets[c]; }
-size_t tq_ring_slot_bytes(const tq_ring *ring) { return ring->slot_bytes; }
-tq_backend *tq_ring_backend(tq_ring *ring) { return ring->backend; }
-
-void tq_ring_staging(tq_ring *ring, int *fd, void **base, size_t *bytes)
-{
-    *fd = ring->backend->staging.fd;
-    *base = ring->backend->staging.base;
-    *bytes = ring->backend->staging.bytes;
-}
-
-size_t tq_ring_staging_offset(tq_ring *ring, int slot)
-{
-    pthread_mutex_lock(&ring->lock); /* swap_staging moves it */
-    size_t offset = (size_t)((char *)ring->backend->write_ptr(ring->backend, slot) -
-                             (char *)ring->backend->staging.base);
-    pthread_mutex_unlock(&ring->lock);
-    return offset;
-}
-
-tq_status tq_ring_swap_staging(tq_ring *ring, int a, int b)
-{
-    tq_status status = TQ_OK;
-    pthread_mutex_lock(&ring->lock);
-    if (a < 0 || b < 0 || a >= ring->capacity || b >= ring->capacity || !ring->backend->swap_staging ||
-        ring->slot_state[a] != SLOT_WRITING || ring->slot_state[b] != SLOT_WRITING) {
-        status = TQ_EINVAL;
-    } else if (a != b) {
-        ring->backend->swap_staging(ring->backend, a, b);
-    }
-    pthread_mutex_unlock(&ring->lock);
-    return status;
-}
-
-const char *tq_status_name(tq_status status)
-{
-    switch (status) {
-    case TQ_OK: return "TQ_OK";
-    case TQ_TIMEOUT: return "TQ_TIMEOUT";
-    case TQ_CLOSED: return "TQ_CLOSED";
-    case TQ_FAILED: return "TQ_FAILED";
-    case TQ_EINVAL: return "TQ_EINVAL";
-    case TQ_ENOMEM: return "TQ_ENOMEM";
-    case TQ_EBACKEND: return "TQ_EBACKEND";
-    }
-    return "TQ_UNKNOWN";
-}
+int tq_ring_on_device(const tq_ring *ring) { return ring->backend->on_device; }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,10 +18,19 @@
 #define MFD_CLOEXEC 0x0001U
 #endif
 
-size_t tq_shm_page_size(void)
+static size_t page_size(void)
 {
     long page = sysconf(_SC_PAGESIZE);
     return page > 0 ? (size_t)page : 4096;
+}
+
+/* bytes rounded up to whole pages; 0 when that overflows. */
+static size_t page_round(size_t bytes)
+{
+    size_t page = page_size();
+    if (bytes > SIZE_MAX - page)
+        return 0;
+    return (bytes + page - 1) / page * page;
 }
 
 /* memfd_create through syscall(): older glibc has no wrapper. */
@@ -56,28 +66,18 @@ static int open_unlinked_shm(void)
     return -1;
 }
 
-int tq_shm_create(tq_shm *shm, size_t bytes, char *err, size_t errlen)
+/* Maps `bytes` (a multiple of the page size) of zeroed shared memory. */
+static tq_code map_block(tq_shm *shm, size_t bytes, tq_error *err)
 {
-    size_t page = tq_shm_page_size();
-    memset(shm, 0, sizeof *shm);
-    shm->fd = -1;
-    if (bytes == 0)
-        bytes = page;
-    if (bytes > SIZE_MAX - page) {
-        snprintf(err, errlen, "shared staging: %zu bytes is too large", bytes);
-        return -1;
-    }
-    bytes = (bytes + page - 1) / page * page;
-
     int fd = open_memfd();
     if (fd < 0)
         fd = open_unlinked_shm();
     void *base;
     if (fd >= 0) {
         if (ftruncate(fd, (off_t)bytes) != 0) {
-            snprintf(err, errlen, "shared staging: could not size %zu bytes: %s", bytes, strerror(errno));
+            int e = errno;
             close(fd);
-            return -1;
+            return tq_set_error(err, TQ_ENOMEM, "could not size a shared block of %zu bytes: %s", bytes, strerror(e));
         }
         base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     } else {
@@ -85,15 +85,44 @@ int tq_shm_create(tq_shm *shm, size_t bytes, char *err, size_t errlen)
         base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     }
     if (base == MAP_FAILED) {
-        snprintf(err, errlen, "shared staging: could not map %zu bytes: %s", bytes, strerror(errno));
+        int e = errno;
         if (fd >= 0)
             close(fd);
-        return -1;
+        return tq_set_error(err, TQ_ENOMEM, "could not map a shared block of %zu bytes: %s", bytes, strerror(e));
     }
     shm->base = base;
     shm->bytes = bytes;
     shm->fd = fd;
-    return 0;
+    return TQ_OK;
+}
+
+tq_code tq_shm_create_slots(tq_shm *shm, int capacity, size_t slot_bytes, tq_error *err)
+{
+    tq_error why;
+    size_t stride = page_round(slot_bytes);
+    memset(shm, 0, sizeof *shm);
+    shm->fd = -1;
+    if (capacity < 1 || !stride || stride > SIZE_MAX / (size_t)capacity)
+        tq_set_error(&why, TQ_ENOMEM, "more bytes than memory has");
+    else if (!(shm->slot = calloc((size_t)capacity, sizeof *shm->slot)))
+        tq_set_error(&why, TQ_ENOMEM, "no room for their table");
+    else if (map_block(shm, stride * (size_t)capacity, &why) == TQ_OK) {
+        shm->n_slots = capacity;
+        for (int i = 0; i < capacity; i++)
+            shm->slot[i] = (char *)shm->base + (size_t)i * stride;
+        return TQ_OK;
+    }
+    free(shm->slot);
+    shm->slot = NULL;
+    return tq_set_error(err, TQ_ENOMEM, "out of host memory for %d slots of %zu bytes of staging (%s)", capacity,
+                        slot_bytes, why.message);
+}
+
+void tq_shm_swap_slots(tq_shm *shm, int a, int b)
+{
+    void *t = shm->slot[a];
+    shm->slot[a] = shm->slot[b];
+    shm->slot[b] = t;
 }
 
 void tq_shm_destroy(tq_shm *shm)
@@ -103,7 +132,19 @@ void tq_shm_destroy(tq_shm *shm)
     munmap(shm->base, shm->bytes);
     if (shm->fd >= 0)
         close(shm->fd);
-    shm->base = NULL;
-    shm->bytes = 0;
+    free(shm->slot);
+    memset(shm, 0, sizeof *shm);
     shm->fd = -1;
+}
+
+tq_code tq_shm_dup_fd(const tq_shm *shm, int *fd, tq_error *err)
+{
+    if (!shm->base || shm->fd < 0)
+        return tq_set_error(err, TQ_ESTATE,
+                            "its staging has no file descriptor (this system has neither memfd_create nor POSIX "
+                            "shared memory); only fork()ed processes share it");
+    *fd = fcntl(shm->fd, F_DUPFD_CLOEXEC, 0);
+    if (*fd < 0)
+        return tq_set_error(err, TQ_ESTATE, "could not duplicate the staging's descriptor: %s", strerror(errno));
+    return TQ_OK;
 }

@@ -13,7 +13,7 @@
 #ifndef TQ_SHM_H
 #define TQ_SHM_H
 
-#include <stddef.h>
+#include "tq_base.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,14 +23,20 @@ typedef struct {
     void *base;    /* page-aligned; NULL when none */
     size_t bytes;  /* a multiple of the page size */
     int fd;        /* close-on-exec; -1 when the mapping has no descriptor */
+    int n_slots;
+    void **slot;   /* slot i's staging, page-aligned inside the block */
 } tq_shm;
 
-/* Maps at least `bytes` (rounded up to pages) of zeroed shared memory.
- * 0 on success; -1 with a message in err. */
-int tq_shm_create(tq_shm *shm, size_t bytes, char *err, size_t errlen);
+/* Maps one zeroed block for `capacity` slots of `slot_bytes`, each starting
+ * on a page.  TQ_ENOMEM (err set) when it cannot. */
+tq_code tq_shm_create_slots(tq_shm *shm, int capacity, size_t slot_bytes, tq_error *err);
+/* Exchanges the staging of slots a and b. */
+void tq_shm_swap_slots(tq_shm *shm, int a, int b);
 /* Unmaps and closes; does nothing on a zeroed or already destroyed tq_shm. */
 void tq_shm_destroy(tq_shm *shm);
-size_t tq_shm_page_size(void);
+/* A new close-on-exec descriptor of the block, the caller's to close.
+ * TQ_ESTATE (err set) when the block has none or none can be made. */
+tq_code tq_shm_dup_fd(const tq_shm *shm, int *fd, tq_error *err);
 
 #ifdef __cplusplus
 }

@@ -128,7 +128,7 @@ def main(argv=None):
                  1e3 * (time.perf_counter() - started)))
 
     stats = queue.stats()
-    print("queue: %(enqueued)d batches in, %(dequeued)d out, %(bytes)d bytes; "
+    print("queue: %(enqueued)d batches in, %(dequeued)d out, %(bytes_in)d bytes; "
           "model waited %(consumer_wait_s).3f s for data, feeder waited %(producer_wait_s).3f s for space"
           % stats)
     print("final test accuracy %.3f" % test_accuracy)

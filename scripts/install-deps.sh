@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what theano_queue needs on Debian bookworm: system packages (when
 # missing), a venv made from Debian's Python 3.11 that sees Debian's pygpu,
-# and the pinned Python packages.  Safe to run again.
+# the pinned Python packages, and the venv's Theano defaults.  Safe to run again.
 set -euo pipefail
 venv="${1:-.venv}"
 
@@ -24,3 +24,20 @@ fi
 # the same command as the rest, so no other requirement can move it.
 "$venv/bin/python" -m pip install -q numpy==1.23.5 theano==1.0.5
 "$venv/bin/python" -m pip install -q --no-build-isolation numpy==1.23.5 -e ".[test,doc]"
+
+# Theano's own BLAS probe reads numpy.distutils' build record, which numpy
+# 1.23.5's wheels lack: without blas.ldflags set, `import theano` dies.  The
+# venv gets a Theano config file with that one setting, listed first in
+# THEANORC by a .pth file, so that it is the lowest-priority source: the
+# user's ~/.theanorc (or their own THEANORC) and THEANO_FLAGS override it.
+venv_abs="$(cd "$venv" && pwd)"
+cat >"$venv_abs/theanorc" <<RC
+# Theano defaults of this venv, written by theano_queue's scripts/install-deps.sh.
+# Lowest priority: ~/.theanorc, THEANORC files and THEANO_FLAGS override them.
+[blas]
+ldflags = -lopenblas
+RC
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+cat >"$site/theano_queue_venv.pth" <<'PTH'
+import os, sys; _rc = os.path.join(sys.prefix, "theanorc"); _have = os.environ.get("THEANORC", "~/.theanorc"); os.environ["THEANORC"] = _have if _rc in _have.split(os.pathsep) else os.pathsep.join([_rc, _have])
+PTH

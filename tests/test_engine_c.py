@@ -1,6 +1,7 @@
 """The engine's own C test (tests/c/test_ring.c): the ring and the copy pool
-without Python, built with gcc and run under ThreadSanitizer and
-AddressSanitizer + UndefinedBehaviorSanitizer, and plainly."""
+without Python, with a backend that fails on demand (tests/c/test_backend.c),
+built with gcc and run under ThreadSanitizer and AddressSanitizer +
+UndefinedBehaviorSanitizer, and plainly."""
 import os
 import shutil
 import subprocess
@@ -8,7 +9,8 @@ import subprocess
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = ["c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_copy.c", "c_code/tq_shm.c", "tests/c/test_ring.c"]
+SOURCES = ["c_code/tq_base.c", "c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_copy.c", "c_code/tq_shm.c",
+           "tests/c/test_backend.c", "tests/c/test_ring.c"]
 BUILDS = {"plain": ["-O2"], "thread": ["-O1", "-fsanitize=thread"], "address": ["-O1", "-fsanitize=address,undefined"]}
 
 
@@ -16,7 +18,7 @@ BUILDS = {"plain": ["-O2"], "thread": ["-O1", "-fsanitize=thread"], "address": [
 @pytest.mark.parametrize("build", sorted(BUILDS))
 def test_engine_in_c(build, tmp_path):
     binary = str(tmp_path / ("test_ring_" + build))
-    command = ["gcc", "-std=gnu11", "-g", "-Wall", "-Werror", "-Ic_code", *BUILDS[build], *SOURCES, "-o", binary,
+    command = ["gcc", "-std=gnu11", "-g", "-Wall", "-Werror", "-Ic_code", "-Itests/c", *BUILDS[build], *SOURCES, "-o", binary,
                "-lpthread"]
     built = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if built.returncode and build != "plain" and "sanitize" in built.stderr:

@@ -104,6 +104,28 @@ def test_stop_wakes_a_feeder_blocked_on_a_full_queue():
     assert feeder.produced == 1
 
 
+def test_stop_wakes_the_feeder_at_once():
+    q = tq.Queue(XY, capacity=1, target="cpu")
+    feeder = tq.Feeder(q, batches(100)).start()
+    while q.size() < 1:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the feeder waits for space
+    start = time.monotonic()
+    feeder.stop()
+    assert feeder.join(timeout=1)
+    assert time.monotonic() - start < 0.04, "woken, not polled"
+
+
+def test_the_queues_timeout_does_not_bound_the_feeders_wait_for_space():
+    q = tq.Queue(XY, capacity=1, target="cpu", timeout=0.05)
+    with tq.Feeder(q, batches(4)) as feeder:
+        got = []
+        for _ in range(4):
+            time.sleep(0.2)  # a slow consumer: the feeder waits longer than the queue's timeout
+            got.append(float(q.get(timeout=5)[0][0, 0]))
+    assert got == [0, 1, 2, 3] and feeder.exception is None
+
+
 def test_consumer_closing_the_queue_ends_the_feeder_quietly():
     q = tq.Queue(XY, capacity=1, target="cpu")
     feeder = tq.Feeder(q, batches(100), close_when_done=False).start()
@@ -150,3 +172,34 @@ def test_feeder_needs_a_source_or_a_fill_function():
     q = tq.Queue(XY, target="cpu")
     with pytest.raises(TypeError, match="either a source iterable or a fill function"):
         tq.Feeder(q)
+
+
+def test_queue_closed_raised_by_the_source_reaches_the_consumer():
+    upstream = tq.Queue(XY, target="cpu", name="upstream")
+    upstream.put(np.zeros((4, 3), "float32"), np.zeros(4, "int32"))
+    upstream.close()
+
+    def from_upstream():
+        while True:
+            yield upstream.get(timeout=5)  # raises QueueClosed after the one element
+
+    q = tq.Queue(XY, target="cpu", name="downstream", timeout=10)
+    with tq.Feeder(q, from_upstream()):
+        assert q.get()[1].tolist() == [0, 0, 0, 0]
+        with pytest.raises(tq.FeederError) as info:
+            q.get()
+    assert isinstance(info.value.__cause__, tq.QueueClosed)
+    assert "upstream" in str(info.value.__cause__)
+
+
+def test_a_feeder_on_a_closed_queue_says_to_reopen():
+    q = tq.Queue(XY, target="cpu", name="ended")
+    with tq.Feeder(q, batches(2)):
+        assert len([q.get(timeout=5) for _ in range(2)]) == 2
+    assert q.closed
+    with pytest.raises(tq.QueueClosed, match=r"queue 'ended' is closed .* q.reopen\(\)"):
+        with tq.Feeder(q, batches(2)):
+            pass
+    q.reopen()
+    with tq.Feeder(q, batches(2)):
+        assert len([q.get(timeout=5) for _ in range(2)]) == 2

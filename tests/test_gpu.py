@@ -303,3 +303,29 @@ def test_two_contexts_one_queue_each():
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ok ['dev0', 'dev1']" in done.stdout
+    assert "ERROR" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+NAMED_CONTEXT_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np, theano, theano_queue as tq
+    q = tq.Queue([("x", "float32", (64, 64))], capacity=2, target="dev0")
+    f = theano.function([], q.dequeue() * 2)
+    q.put(np.full((64, 64), 3, "float32"))
+    assert f()[0, 0] == 6
+    print("ok", q.target)
+    """
+)
+
+
+def test_a_named_context_with_device_cpu_compiles_without_an_error_log():
+    # With device=cpu Theano's GraphToGPU finds no default context: the queue's
+    # token must tell it which one, or it logs an ERROR with a traceback.
+    env = child_env()
+    others = [f for f in env.get("THEANO_FLAGS", "").split(",") if f and not f.startswith("device=")]
+    env["THEANO_FLAGS"] = ",".join(others + ["device=cpu", "contexts=dev0->cuda0"])
+    done = subprocess.run([sys.executable, "-c", NAMED_CONTEXT_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ok dev0" in done.stdout
+    assert "ERROR" not in done.stderr and "Could not infer context" not in done.stderr, done.stderr[-3000:]

@@ -124,14 +124,20 @@ def test_in_graph_enqueue_refuses_a_bad_shape_and_keeps_the_queue():
 
 
 def test_functions_of_queues_with_the_same_spec_share_compiled_code():
-    def compile_for(name):
-        q = tq.Queue([("w", "float64", (3, 3))], target="cpu", name=name)
+    def compile_for(name, dtype="float64"):
+        q = tq.Queue([("w", dtype, (3, 3))], target="cpu", name=name)
         return q, theano.function([], q.dequeue())
+
+    def module(f):
+        thunk = f.fn.thunks[0]
+        assert thunk.cthunk is not None, "the dequeue runs its C code"
+        return thunk.thunk.module
 
     q1, f1 = compile_for("first")
     q2, f2 = compile_for("second")
-    thunk_module = lambda f: f.fn.thunks[0].cthunk  # noqa: E731  (a C thunk, so the C code ran)
-    assert thunk_module(f1) is not None and thunk_module(f2) is not None
+    q3, f3 = compile_for("third", "float32")
+    assert module(f1) is module(f2), "two queues of one spec share one compiled module"
+    assert module(f3) is not module(f1), "another dtype is other code"
     q1.put(np.eye(3))
     q2.put(2 * np.eye(3))
     assert f1()[0, 0] == 1 and f2()[0, 0] == 2
@@ -193,3 +199,66 @@ CTRL_C_SCRIPT = textwrap.dedent(
 def test_ctrl_c_stops_a_blocked_dequeue_within_half_a_second():
     elapsed = seconds_to_stop_on_ctrl_c(CTRL_C_SCRIPT, dict(os.environ))
     assert elapsed < 0.5, "took %.3f s to stop" % elapsed
+
+
+def test_an_unused_dequeue_is_pruned_and_takes_nothing():
+    # Documented in Queue.dequeue: Theano compiles only what the outputs need.
+    q = tq.Queue(XY, capacity=4, target="cpu")
+    (x1, _), (x2, _) = q.dequeue(), q.dequeue()
+    f = theano.function([], x1.sum())
+    for i in range(4):
+        q.put(*xy(i))
+    assert [float(f()) for _ in range(2)] == [0.0, 12.0]
+    assert q.size() == 2
+
+
+def test_debug_mode_is_refused_before_anything_is_taken():
+    q = tq.Queue(XY, capacity=4, target="cpu", name="checked")
+    q.put(*xy(1))
+    q.put(*xy(2))
+    x, _ = q.dequeue()
+    with pytest.raises(tq.QueueError, match=r"Dequeue\{checked\}: DebugMode cannot check a queue's Ops"):
+        theano.function([], x.sum(), mode="DebugMode")
+    assert q.size() == 2
+    assert float(theano.function([], x.sum())()) == 12.0
+
+
+def test_pickling_a_function_that_dequeues_says_why_it_cannot():
+    import pickle
+
+    q = tq.Queue(XY, target="cpu", name="local")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    with pytest.raises(TypeError, match="queue 'local' cannot be pickled .nor can a compiled function"):
+        pickle.dumps(f)
+    with pytest.raises(TypeError, match="queue 'local' cannot be pickled"):
+        pickle.dumps(q)
+    q.put(*xy(1))
+    assert float(f()) == 12.0  # the failed pickle changed nothing
+
+
+def test_the_gpu_ops_c_code_compiles_without_a_gpu(tmp_path):
+    """The GPU Ops' C files (support and init code, with the headers they
+    name) compile here too, so a change to them is checked on every machine."""
+    import shutil
+    import subprocess
+    import sysconfig
+
+    pytest.importorskip("pygpu")
+    gpu = pytest.importorskip("theano_queue.gpu")
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++")
+    for op in (gpu.GpuDequeue(XY, "q", None), gpu.GpuEnqueue(XY, "q", None)):
+        dirs = [sysconfig.get_paths()["include"], np.get_include()] + op.c_header_dirs()
+        if not any(os.path.isfile(os.path.join(d, "cuda.h")) for d in dirs):
+            pytest.skip("needs the CUDA toolkit's cuda.h")
+        source = "\n".join(
+            ["#include <Python.h>", "#include <numpy/arrayobject.h>"]
+            + ['#include "%s"' % header for header in op.c_headers()]
+            + [op.c_support_code(), "PyMODINIT_FUNC PyInit_check(void) {"] + op.c_init_code() + ["return NULL; }"]
+        )
+        path = tmp_path / (op.c_file + ".cpp")
+        path.write_text(source)
+        built = subprocess.run(["g++", "-fsyntax-only", "-Werror", "-Wno-cpp", *("-I" + d for d in dirs), str(path)],
+                               capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr[-3000:]

@@ -1,4 +1,5 @@
 """The queue on the host: FIFO, exactly-once, states, timeouts, bad input."""
+import math
 import threading
 import time
 
@@ -118,24 +119,37 @@ def test_close_with_cancel_drops_pending():
     assert q.stats()["dropped"] == 2
 
 
-def test_close_wakes_a_blocked_consumer_and_producer():
-    q = tq.Queue(XY, capacity=1, target="cpu")
-    q.put(*xy(0))
-    outcomes = []
+def blocked(call):
+    """Runs call in a thread that is blocked in it; returns (thread, outcome list)."""
+    outcome = []
 
-    def blocked_put():
+    def run():
         try:
-            q.put(*xy(1))
-            outcomes.append("put")
-        except tq.QueueClosed:
-            outcomes.append("closed")
+            call()
+            outcome.append("returned")
+        except tq.QueueClosed as exc:
+            outcome.append(str(exc))
 
-    t = threading.Thread(target=blocked_put)
-    t.start()
+    thread = threading.Thread(target=run)
+    thread.start()
     time.sleep(0.2)
+    assert thread.is_alive() and not outcome, "it did not block"
+    return thread, outcome
+
+
+def test_close_wakes_a_blocked_consumer_and_producer():
+    q = tq.Queue(XY, capacity=1, target="cpu", name="woken")
+    consumer, consumed = blocked(q.get)  # empty: the consumer waits for an element
     q.close()
-    t.join(5)
-    assert outcomes == ["closed"]
+    consumer.join(1)
+    assert consumed == ["Queue.get: queue 'woken': closed and drained"]
+
+    q.reopen()
+    q.put(*xy(0))
+    producer, produced = blocked(lambda: q.put(*xy(1)))  # full: the producer waits for a slot
+    q.close()
+    producer.join(1)
+    assert produced == ["Queue.put: queue 'woken': closed"]
     assert q.get()[0][0, 0] == 0  # what was queued before the close is still there
 
 
@@ -169,7 +183,40 @@ def test_get_timeout():
     with pytest.raises(tq.QueueTimeout, match="no element within 0.2 s"):
         q.get()
     assert 0.15 < time.monotonic() - start < 2
-    assert isinstance(tq.QueueTimeout("x"), TimeoutError)
+
+
+def test_the_queues_timeout_bounds_every_wait_that_gives_none():
+    q = tq.Queue(XY, capacity=1, target="cpu", timeout=0.1)
+    with pytest.raises(tq.QueueTimeout, match="Queue.get: queue '.*': no element within 0.1 s"):
+        q.get()
+    q.put(*xy(1))
+    with pytest.raises(tq.QueueTimeout, match="Queue.put: queue '.*': no free slot within 0.1 s"):
+        q.put(*xy(2))
+    with pytest.raises(tq.QueueTimeout, match="Queue.writer: queue '.*': no free slot within 0.1 s"):
+        with q.writer():
+            pass
+    threading.Timer(0.3, q.get).start()
+    start = time.monotonic()
+    q.put(*xy(3), timeout=math.inf)  # no limit: waits for the get
+    assert time.monotonic() - start >= 0.25
+    q.timeout = None
+    assert q.timeout is None
+
+
+def test_each_class_of_engine_failure_is_one_kind_of_exception():
+    from theano_queue import _engine
+
+    with pytest.raises(MemoryError, match=r"Queue 'huge': out of host memory for 2 slots"):
+        _engine.Ring("huge", [("x", "uint8", (1 << 47,))], 2)  # 128 TiB a slot
+    with pytest.raises(ValueError, match=r"Queue 'none': expected a capacity of 1 to 4096, got 0"):
+        _engine.Ring("none", [("x", "uint8", (1,))], 0)
+    q = tq.Queue(XY, target="cpu", name="kept")
+    q.put(*xy(1))
+    q.close()
+    with pytest.raises(tq.QueueError, match=r"Queue.reopen: queue 'kept': still holds 1 element"):
+        q.reopen()
+    with pytest.raises(tq.QueueClosed, match=r"Queue.put: queue 'kept': closed"):
+        q.put(*xy(2))
 
 
 def test_put_timeout_on_full_queue():
@@ -222,6 +269,23 @@ def test_bad_input_is_refused_and_queue_stays_intact(label, element, error, mess
     assert [q.get()[0][0, 0] for _ in range(2)] == [1, 2]
 
 
+@pytest.mark.parametrize("given", ["int16", "uint8", ">i4", "bool"])
+def test_arrays_that_cast_safely_are_converted(given):
+    q = tq.Queue([("n", "int32", (3,))], target="cpu")
+    q.put(np.array([1, 0, 1], dtype=given))
+    got = q.get()[0]
+    assert got.dtype == np.int32 and list(got) == [1, 0, 1]
+
+
+@pytest.mark.parametrize("given", ["float64", "int64", "uint32", "float16"])
+def test_arrays_that_do_not_cast_safely_are_refused(given):
+    q = tq.Queue([("n", "int32", (3,))], target="cpu", name="strict")
+    with pytest.raises(TypeError, match=r"Queue.put: queue 'strict', component 'n': expected dtype int32, got %s, "
+                                        r"which does not cast safely" % np.dtype(given)):
+        q.put(np.zeros(3, dtype=given))
+    assert q.size() == 0
+
+
 def test_bad_specs_are_refused():
     with pytest.raises(ValueError, match="capacity"):
         tq.Queue(XY, capacity=0, target="cpu")
@@ -248,7 +312,8 @@ def test_stats_count_waits():
     q.get(timeout=5)
     stats = q.stats()
     assert stats["consumer_wait_s"] >= 0.1
-    assert set(stats) >= {"enqueued", "dequeued", "bytes", "producer_wait_s", "consumer_wait_s", "size"}
+    assert set(stats) == {"enqueued", "dequeued", "dropped", "bytes_in", "bytes_out", "producer_wait_s",
+                          "consumer_wait_s", "size", "capacity", "state", "backend"}
 
 
 def test_writer_fills_a_slot_in_place():
@@ -315,3 +380,73 @@ def test_a_gpu_ring_without_a_driver_says_why():
 
     with pytest.raises(tq.CudaError, match=r"Queue 'q': the CUDA driver \(libcuda\.so\.1\) could not be loaded"):
         _engine.Ring("q", [("x", "float32", (2,))], 2, None, gpu_context=1)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ([2**40] * 4, "values that fit dtype int32; these int64 values do not"),
+        ([1.7] * 4, "values that fit dtype int32; these float64 values do not"),
+        ([1.0] * 4, "values that fit dtype int32"),
+        (["a"] * 4, "numbers of dtype int32, got <U1 values"),
+    ],
+)
+def test_python_values_are_cast_safely_or_refused(values, message):
+    q = tq.Queue([("y", "int32", (4,))], target="cpu", name="casts")
+    with pytest.raises(TypeError, match="Queue 'casts', component 'y': expected " + message):
+        q.put(values)
+    assert q.size() == 0
+    q.put([1, 2, -3, 2**31 - 1])
+    assert q.get()[0].tolist() == [1, 2, -3, 2**31 - 1]
+
+
+def test_python_floats_go_into_float_components():
+    q = tq.Queue(XY, target="cpu", name="floats")
+    q.put([[0.5, 1, 2]] * 4, [0, 1, 2, 3])
+    x, y = q.get()
+    assert x.dtype == np.float32 and x[0].tolist() == [0.5, 1, 2]
+    assert y.dtype == np.int32 and y.tolist() == [0, 1, 2, 3]
+    with pytest.raises(TypeError, match="component 'x': expected values that fit dtype float32"):
+        q.put([[1e300, 0, 0]] * 4, [0, 1, 2, 3])
+
+
+def test_one_component_queue_refuses_two_arrays():
+    q = tq.Queue([("x", "float32", (4, 3))], capacity=3, target="cpu", name="one")
+    a = np.zeros((2, 3), "float32")
+    with pytest.raises(ValueError, match=r"Queue 'one': expected 1 component \(x\), got 2"):
+        q.put(a, a)
+    with pytest.raises(ValueError, match="expected 1 component"):
+        q.put((a, a))
+    assert q.size() == 0
+    q.put(a)
+    q.put((a,))
+    q.put([[1, 2, 3]])  # a list is a batch of rows
+    assert [q.get()[0].shape for _ in range(3)] == [(2, 3), (2, 3), (1, 3)]
+
+
+def test_deleting_the_queue_wakes_a_thread_blocked_on_it():
+    import gc
+
+    import theano
+
+    q = tq.Queue(XY, target="cpu", name="dropped")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    outcome = []
+
+    def consume():
+        try:
+            f()
+            outcome.append("element")
+        except tq.QueueClosed as exc:
+            outcome.append(str(exc))
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    time.sleep(0.3)
+    assert consumer.is_alive()
+    del q
+    gc.collect()
+    consumer.join(5)
+    assert not consumer.is_alive(), "the consumer is still blocked on a queue nobody can feed"
+    assert outcome and "queue 'dropped': closed" in outcome[0]

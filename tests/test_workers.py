@@ -245,6 +245,8 @@ def test_a_sample_raising_reaches_the_consumer_with_its_index_and_traceback(work
     assert err.index == 19 and err.worker in ((None,) if workers == 0 else (0, 1))
     assert "decode_failure" in err.worker_traceback and "worker_datasets.py" in err.worker_traceback
     assert isinstance(feeder.exception, tq.FeederError) and "Traceback" in str(feeder.exception)
+    if workers == 0:  # raised in this process: the sample's own exception is kept too
+        assert isinstance(feeder.exception.__cause__, ValueError)
 
 
 def test_a_bad_sample_is_named():
@@ -336,6 +338,41 @@ def test_a_slot_goes_back_only_when_no_worker_writes_it_any_more():
     time.sleep(0.5)  # a worker still writing would land in it now
     assert all(np.array_equal(a, b) for a, b in zip(q.get(timeout=5), zeros)), "a stale row was written"
     assert feeder.join(5)
+
+
+def test_stop_wakes_a_map_style_feeder_waiting_for_space_at_once():
+    q = tq.Queue(SPEC, capacity=1, target="cpu")
+    feeder = tq.Feeder(q, Tagged(100), close_when_done=False).start()
+    while q.size() < 1:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the feeder waits for space
+    start = time.monotonic()
+    feeder.stop()
+    assert feeder.join(timeout=1)
+    assert time.monotonic() - start < 0.04, "woken, not polled"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_queues_timeout_does_not_bound_the_wait_for_space(workers):
+    q = tq.Queue(SPEC, capacity=1, target="cpu", timeout=0.05)
+    with tq.Feeder(q, Tagged(4 * ROWS), workers=workers) as feeder:
+        got = []
+        for _ in range(4):
+            time.sleep(0.2)  # a slow consumer: the producers wait longer than the queue's timeout
+            got.append(q.get(timeout=20))
+    assert_same(got, expected(4 * ROWS))
+    assert feeder.exception is None
+
+
+def test_the_shared_staging_is_refused_clearly():
+    q = tq.Queue(SPEC, capacity=2, target="cpu", name="shared")
+    ring = q._ring
+    assert ring.staging_bytes >= 2 * (ring.slot_offset(1) - ring.slot_offset(0)) > 0
+    os.close(ring.staging_fd())
+    with pytest.raises(ValueError, match=r"Ring.slot_offset: queue 'shared': no slot 2"):
+        ring.slot_offset(2)
+    with pytest.raises(ValueError, match=r"Ring.swap_staging: queue 'shared': .*must be reserved"):
+        ring.swap_staging(0, 1)
 
 
 class _nothing:

@@ -12,18 +12,16 @@
 """
 import collections
 import collections.abc
+import math
 import threading
 import time
 import traceback
 
 import numpy as np
 
-from .errors import FeederError, QueueTimeout
+from .errors import FeederError, Stopped
 from .sampler import STATE_VERSION
 from .spec import element_arrays
-
-# A reservation blocked on a full queue wakes this often to notice stop().
-POLL_S = 0.05
 
 _NOT_MAP_STYLE = (list, tuple, dict, np.ndarray, str, bytes, bytearray, memoryview, range)
 
@@ -271,7 +269,7 @@ class InlineMapProducer:
     """A map-style dataset produced in the feeder's own thread, sample by sample, into the slot."""
 
     def __init__(self, feeder, queue, dataset, sampler, cursor):
-        self.feeder, self.queue, self.ring = feeder, queue, queue._ring
+        self.feeder, self.queue = feeder, queue
         self.sampler, self.start_cursor, self.consumed = sampler, cursor.copy(), cursor.copy()
         self.writer = RowWriter(queue.components, dataset, queue.name)
         self.progress = Progress(queue)
@@ -282,41 +280,35 @@ class InlineMapProducer:
         self.progress.start()
         self.started = time.perf_counter()
 
-    def _reserve(self, stop):
-        while not stop.is_set():
-            try:
-                return self.ring.reserve(POLL_S)
-            except QueueTimeout:
-                continue
-        return None, None
-
     def run(self, stop):
+        """Produce until done (True) or stopped (False); stop (an ``_engine.Stop``) also ends the wait for a slot."""
         for position in self.sampler.pending(self.start_cursor):
-            slot, views = self._reserve(stop)
-            if slot is None:
-                return False
             indices = self.sampler.batch(position)
-            began = time.perf_counter()
             try:
-                self.writer.fill(views, 0, indices.tolist())
-            except SampleError as exc:
-                self.ring.abort(slot)
-                cause = exc.__cause__
-                text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
-                raise worker_failed("sample %d (batch %d of epoch %d) raised %s: %s\n\nTraceback:\n%s" % (
-                    exc.index, position % self.sampler.batches_per_epoch, self.sampler.epoch_of(position),
-                    type(cause).__name__, cause, text.rstrip()), exc.index, None, text, cause) from None
-            except BaseException:
-                self.ring.abort(slot)
-                raise
-            finally:
-                self.busy += time.perf_counter() - began
-            with self.progress.lock:
-                self.progress.log.append(position)
-            self.ring.commit(slot, [len(indices)] * len(self.queue.components))
+                # The writer gives the slot back if filling it raises, and commits it otherwise.
+                with self.queue._writer(math.inf, stop) as slot:
+                    self._fill(slot, position, indices)
+            except Stopped:
+                return False
             self.samples += len(indices)
             self.feeder.produced += 1
         return True
+
+    def _fill(self, slot, position, indices):
+        began = time.perf_counter()
+        try:
+            self.writer.fill(slot.arrays, 0, indices.tolist())
+        except SampleError as exc:
+            cause = exc.__cause__
+            text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
+            raise worker_failed("sample %d (batch %d of epoch %d) raised %s: %s\n\nTraceback:\n%s" % (
+                exc.index, position % self.sampler.batches_per_epoch, self.sampler.epoch_of(position),
+                type(cause).__name__, cause, text.rstrip()), exc.index, None, text, cause) from cause
+        finally:
+            self.busy += time.perf_counter() - began
+        slot.rows = len(indices)
+        with self.progress.lock:  # before the commit: consumers may take it at once
+            self.progress.log.append(position)
 
     def shutdown(self):
         self.ended = time.perf_counter()

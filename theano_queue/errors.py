@@ -52,4 +52,16 @@ class FeederError(QueueError):
 
 
 class CudaError(QueueError, RuntimeError):
-    """A CUDA driver call failed; the message names the call and the CUDA error."""
+    """A CUDA driver call failed; the message names the call and the CUDA error.
+
+    Out of device memory is a CudaError whose message names
+    ``CUDA_ERROR_OUT_OF_MEMORY``; out of host memory (pinned memory included)
+    is a :class:`MemoryError`.
+    """
+
+
+class Stopped(QueueError):
+    """A put whose stop flag was set while it waited: how :meth:`Feeder.stop` wakes its thread.
+
+    The Feeder catches it; user code does not see it.
+    """

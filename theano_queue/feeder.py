@@ -1,12 +1,10 @@
 """Feeder: fills a queue from any iterable, or a map-style dataset, in a background thread (and worker processes)."""
+import math
 import threading
 import warnings
 
-from . import datasets
-from .errors import QueueClosed, QueueTimeout
-
-# A put blocked on a full queue wakes this often to notice stop().
-_STOP_POLL_S = 0.05
+from . import _engine, datasets
+from .errors import QueueClosed, Stopped
 
 
 class Feeder:
@@ -103,7 +101,8 @@ class Feeder:
         self.close_when_done = close_when_done
         self.stop_timeout = stop_timeout
         self.exception = None
-        self._stop = threading.Event()
+        # Set by stop(); it also wakes a put that waits for a free slot.
+        self._stop = _engine.Stop(queue._ring)
         self._thread = None
 
     def __repr__(self):
@@ -118,6 +117,12 @@ class Feeder:
         """Start the background thread.  A Feeder runs once."""
         if self._thread is not None:
             raise RuntimeError("%s: already started; make a new Feeder for the next epoch" % self.name)
+        if self.queue.closed:
+            # Without this, the epoch would be empty and nothing would say why.
+            raise QueueClosed(
+                "%s: queue '%s' is closed (the last epoch ended it); call q.reopen() before starting "
+                "the next epoch's Feeder" % (self.name, self.queue.name)
+            )
         if self._producer is not None:
             self._producer.start()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -125,7 +130,7 @@ class Feeder:
         return self
 
     def stop(self):
-        """Ask the thread to stop; it does before its next put (within 50 ms if blocked on a full queue)."""
+        """Ask the thread to stop: it does before its next put, and at once if it waits on a full queue."""
         self._stop.set()
 
     def join(self, timeout=None):
@@ -157,27 +162,21 @@ class Feeder:
         return False
 
     def _put(self, element):
-        """Put, polling so that stop() is noticed while the queue is full.  False once stopped."""
-        while not self._stop.is_set():
-            try:
-                self.queue.put(element, timeout=_STOP_POLL_S)
-                return True
-            except QueueTimeout:
-                continue
-        return False
+        """Put, waiting as long as it takes for a free slot.  False once stop() woke it."""
+        try:
+            self.queue._put(element, math.inf, self._stop)
+        except Stopped:
+            return False
+        return True
 
     def _fill_one(self):
         """Fill the next slot in place.  False once stopped or the fill function is exhausted."""
-        while not self._stop.is_set():
-            try:
-                with self.queue.writer(timeout=_STOP_POLL_S) as slot:
-                    slot.rows = self.fill(*slot.arrays)
-                return True
-            except QueueTimeout:
-                continue
-            except StopIteration:
-                return False
-        return False
+        try:
+            with self.queue._writer(math.inf, self._stop) as slot:
+                slot.rows = _from_source(self.fill, *slot.arrays)
+        except (Stopped, StopIteration):
+            return False
+        return True
 
     def state_dict(self):
         """Where the consumer is: a small picklable dict for ``Feeder(..., state=...)``.
@@ -219,11 +218,16 @@ class Feeder:
             while self._fill_one():
                 self.produced += 1
             return not self._stop.is_set()
-        for element in self.source:
-            if self._stop.is_set() or not self._put(element):
+        elements = iter(self.source)
+        while not self._stop.is_set():
+            try:
+                element = _from_source(next, elements)
+            except StopIteration:
+                return True
+            if not self._put(element):
                 return False
             self.produced += 1
-        return True
+        return False
 
     def _run(self):
         try:
@@ -235,11 +239,31 @@ class Feeder:
     def _produce(self):
         try:
             exhausted = self._elements()
+        except SourceFailed as failed:  # anything the source raises reaches the consumer,
+            self._fail(failed.__cause__)  # QueueClosed from a source that reads another queue too
+            return
         except QueueClosed:
-            return  # closed under us: the consumer is done
-        except BaseException as exc:  # anything the source raises reaches the consumer
-            self.exception = exc
-            self.queue.fail(exc)
+            return  # our put found the queue closed under us: the consumer is done
+        except BaseException as exc:  # a bad element
+            self._fail(exc)
             return
         if exhausted and self.close_when_done:
             self.queue.close()
+
+    def _fail(self, exc):
+        self.exception = exc
+        self.queue.fail(exc)
+
+
+class SourceFailed(Exception):
+    """The source raised (its exception is the ``__cause__``): kept apart from the puts' own QueueClosed."""
+
+
+def _from_source(call, *args):
+    """call(*args), with what the source raises (but StopIteration, its end) wrapped in SourceFailed."""
+    try:
+        return call(*args)
+    except StopIteration:
+        raise
+    except BaseException as exc:
+        raise SourceFailed() from exc

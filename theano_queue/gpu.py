@@ -4,9 +4,9 @@ Dequeue and Enqueue when a queue lives on a GPU: user code does not change.
 GpuDequeue makes Theano's stream wait for the element's *filled* event (the
 host never waits for the copy), copies the slot device-to-device into its
 outputs and records the slot's *consumed* event; the producer reuses the slot
-only after that event.  The outputs are copies, not views of the slot: a copy
-costs about 1/35 of the slot's trip over PCIe, and a view would let the next
-batch overwrite data the graph may still read.
+only after that event.  The outputs are copies, not views of the slot: a view
+would let the next batch overwrite data the graph may still read, and the copy
+costs little next to the slot's trip over PCIe (doc/design.rst measures it).
 
 GpuEnqueue copies graph values into a slot on Theano's stream, so one compiled
 function can produce into a queue that another consumes.
@@ -130,29 +130,25 @@ class GpuEnqueue(GpuQueueCOp):
         raise NotImplementedError("GpuEnqueue runs through its C code only")
 
 
-def gpu_target(node):
-    """The queue's target when the node's queue lives on a GPU, else None."""
-    target = node.inputs[0].tag.queue_target
-    return target if target.on_gpu else None
+def gpu_op(node, op_type, gpu_op_type):
+    """The GPU Op for a node of ``op_type`` whose queue lives on a GPU, else None."""
+    target = node.inputs[0].tag.queue_target if type(node.op) is op_type else None
+    if target is None or not target.on_gpu:
+        return None
+    return gpu_op_type(node.op.components, node.op.queue_name, target.context_name)
 
 
 @register_opt("fast_compile")
 @local_optimizer([Dequeue])
 def local_gpu_dequeue(node):
     """Dequeue of a GPU queue -> GpuDequeue; the rest of the graph follows it to the GPU."""
-    if type(node.op) is not Dequeue or gpu_target(node) is None:
-        return None
-    context_name = gpu_target(node).context_name
-    gpu_node = GpuDequeue(node.op.components, node.op.queue_name, context_name).make_node(node.inputs[0])
-    return [host_from_gpu(out) for out in gpu_node.outputs]
+    op = gpu_op(node, Dequeue, GpuDequeue)
+    return op and [host_from_gpu(out) for out in op.make_node(node.inputs[0]).outputs]
 
 
 @register_opt("fast_compile")
 @local_optimizer([Enqueue])
 def local_gpu_enqueue(node):
     """Enqueue into a GPU queue -> GpuEnqueue, taking its values on the GPU."""
-    if type(node.op) is not Enqueue or gpu_target(node) is None:
-        return None
-    context_name = gpu_target(node).context_name
-    op = GpuEnqueue(node.op.components, node.op.queue_name, context_name)
-    return op.make_node(*node.inputs).outputs
+    op = gpu_op(node, Enqueue, GpuEnqueue)
+    return op and op.make_node(*node.inputs).outputs

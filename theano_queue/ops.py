@@ -13,6 +13,7 @@ does the same through the engine's Python face for the Python linker.
 """
 import hashlib
 import os
+import sys
 import weakref
 from collections import OrderedDict
 
@@ -24,16 +25,54 @@ from theano.tensor import TensorType, as_tensor_variable, lscalar
 
 from .paths import c_code_dir
 
-QUEUE_HEADERS = ("tq_capi.h",)
+QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
+
+
+class QueueRef(weakref.ref):
+    """A token's value: a weak reference to the ring that copies as itself and refuses to pickle.
+
+    A queue lives in this process's memory (and maybe a GPU's); a pickled
+    function could only come back without it.
+    """
+
+    __slots__ = ("queue_name",)
+
+    def __new__(cls, ring, queue_name):
+        self = super().__new__(cls, ring)
+        self.queue_name = queue_name
+        return self
+
+    def __init__(self, ring, queue_name):
+        super().__init__(ring)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(unpicklable_message(self.queue_name, " (nor can a compiled function that uses it)"))
+
+
+def unpicklable_message(queue_name, also=""):
+    return (
+        "queue '%s' cannot be pickled%s: its elements live in this process's memory (and the GPU's); "
+        "make the queue and compile its functions in the process that uses them" % (queue_name, also)
+    )
 
 
 def make_token(ring, queue_name, sequence, target):
     """A new token for one node of ``ring``'s queue; ``sequence`` orders the nodes."""
     token = SharedVariable(
-        type=generic, value=weakref.ref(ring), name="%s.token%d" % (queue_name, sequence), strict=False
+        type=generic, value=QueueRef(ring, queue_name), name="%s.token%d" % (queue_name, sequence), strict=False
     )
     token.tag.queue_sequence = (id(ring), sequence)
     token.tag.queue_target = target
+    if target.on_gpu:
+        # Theano's GraphToGPU looks for a context among the function's inputs
+        # and logs an error when none has one (device=cpu with contexts=...).
+        token.tag.context_name = target.context_name
     return token
 
 
@@ -47,6 +86,17 @@ def resolve_token(token_value, who):
             "alive as long as the functions that dequeue from it or enqueue into it" % who
         )
     return ring
+
+
+def refuse_debug_mode(op, caller):
+    if caller.f_globals.get("__name__") == "theano.compile.debugmode":
+        from .errors import QueueError
+
+        raise QueueError(
+            "%s: DebugMode cannot check a queue's Ops: it runs every node several times and compares the "
+            "results, and each run would take another element.  Compile functions that dequeue or enqueue "
+            "with another mode (FAST_RUN, FAST_COMPILE)" % op
+        )
 
 
 class QueueCOp(COp):
@@ -70,6 +120,17 @@ class QueueCOp(COp):
     def do_constant_folding(self, node):
         # Folding would run the Op once at compile time and freeze its result.
         return False
+
+    # DebugMode (alone) calls these two directly, to run each node through both
+    # and compare: every run would take another element.  Refuse at compile
+    # time, before anything is taken.
+    def make_c_thunk(self, node, *args, **kwargs):
+        refuse_debug_mode(self, sys._getframe(1))
+        return super().make_c_thunk(node, *args, **kwargs)
+
+    def make_py_thunk(self, node, *args, **kwargs):
+        refuse_debug_mode(self, sys._getframe(1))
+        return super().make_py_thunk(node, *args, **kwargs)
 
     def c_header_dirs(self):
         return [c_code_dir()]

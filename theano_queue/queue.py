@@ -6,7 +6,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import target as _target
-from .spec import element_arrays, parse_components
+from .errors import QueueError
+from .spec import check_queue_name, element_arrays, element_in_order, parse_components
 
 _names = itertools.count()
 
@@ -22,31 +23,52 @@ class Queue:
 
     Parameters
     ----------
-    components : list of (name, dtype, shape)
-        ``shape[0]`` bounds the batch axis: an element may be shorter there (a
-        partial last batch) and the dequeued variable then has that length.
-        The other axes are fixed.
+    components : list
+        ``(name, dtype, shape)`` tuples, one per component.  ``dtype`` is one
+        of Theano's (bool, intN, uintN, floatN, complexN).  ``shape[0]``
+        bounds the batch axis: an element may be shorter there (a partial
+        last batch) and the dequeued variable then has that length.  The
+        other axes are fixed.
     capacity : int
-        Elements the queue holds at most; producers wait when it is full.
-    target : None, "cpu" or a Theano GPU context name
-        Where the ring's slots live.  ``None`` means the GPU Theano runs on,
-        else host memory; ``"cpu"`` forces host memory.
+        Elements the queue holds at most (1 to 4096); producers wait when it
+        is full.  The ring must fit in host memory (and, on a GPU, in free
+        device memory): a queue that cannot is refused here.
+    target : str or None
+        ``None``, ``"cpu"`` or a Theano GPU context name: where the ring's
+        slots live.  ``None`` means the GPU Theano runs on, else host memory;
+        ``"cpu"`` forces host memory.
     timeout : float or None
-        Seconds a dequeue (and an in-graph enqueue) waits before raising
-        :class:`QueueTimeout`; ``None`` waits until an element comes or the
-        queue is closed.
+        Seconds a wait for an element or a free slot lasts before it raises
+        :class:`QueueTimeout`: dequeue and enqueue nodes, and ``put``, ``get``
+        and ``writer`` called without a timeout of their own.  ``None`` waits
+        until an element or a slot comes or the queue is closed.
     name : str
         Used in error messages and statistics.
     """
 
     def __init__(self, components, capacity=2, target=None, timeout=None, name=None):
-        self.name = name if name is not None else "queue%d" % next(_names)
+        self.name = check_queue_name(name) if name is not None else "queue%d" % next(_names)
         self.components = parse_components(components, self.name)
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
-            raise ValueError("Queue %r: capacity must be an int >= 1, got %r" % (self.name, capacity))
+        capacity = _target.check_capacity(capacity, self.name)
         self._target = _target.resolve(target, self.name)
-        self._ring = _target.make_ring(self._target, self.name, self.components, int(capacity), timeout)
+        self._ring = _target.make_ring(self._target, self.name, self.components, capacity, timeout)
         self._tokens = itertools.count()
+
+    def __del__(self):
+        # The last user reference is gone, but a thread may still be blocked in
+        # a function that dequeues from the ring (it holds the ring, not the
+        # Queue): closing wakes it with QueueClosed instead of leaving it there.
+        ring = getattr(self, "_ring", None)
+        if ring is not None:
+            try:
+                ring.close()
+            except QueueError:
+                pass  # inherited by a forked child, which must leave the parent's ring alone
+
+    def __reduce_ex__(self, protocol):
+        from .ops import unpicklable_message
+
+        raise TypeError(unpicklable_message(self.name))
 
     def __repr__(self):
         spec = ", ".join("%s:%s%s" % (c.name, c.dtype, c.shape) for c in self.components)
@@ -60,6 +82,13 @@ class Queue:
 
         Each call makes its own node: a function with two of them takes two
         elements per call, in the order the calls were made.
+
+        Theano compiles only what a function's outputs depend on: a dequeue
+        none of whose variables the outputs (or updates) use is dropped from
+        that function and takes no element.  A function built from
+        ``(x1, _), (x2, _) = q.dequeue(), q.dequeue()`` whose outputs use only
+        ``x1`` takes one element per call.  To take an element and discard
+        it, use its value somewhere, e.g. return it.
         """
         from .ops import Dequeue
 
@@ -75,7 +104,7 @@ class Queue:
         """
         from .ops import Enqueue
 
-        element = self._arrays(variables)
+        element = element_in_order(self.components, self._element(variables), self.name)
         return Enqueue(self.components, self.name)(self._token(), *element)
 
     def _token(self):
@@ -95,11 +124,16 @@ class Queue:
         """Put one element, waiting up to ``timeout`` seconds for a free slot.
 
         ``q.put(x, y)``, ``q.put((x, y))`` or ``q.put({"x": x, "y": y})``.
-        Returns the queue's size after the put.  Raises TypeError/ValueError on
-        an element that does not fit (nothing is put), QueueClosed once closed,
-        QueueTimeout when no slot came free in time.
+        ``timeout=None`` uses the queue's timeout; ``math.inf`` waits without
+        limit.  Returns the queue's size after the put.  Raises
+        TypeError/ValueError on an element that does not fit (nothing is put),
+        QueueClosed once closed, QueueTimeout when no slot came free in time.
         """
-        return self._ring.put(self._arrays(element), timeout)
+        return self._put(element, timeout)
+
+    def _put(self, element, timeout, stop=None):
+        """put(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
+        return self._ring.put(element_arrays(self.components, self._element(element), self.name), timeout, stop)
 
     def get(self, timeout=None):
         """Take the next element on the host: a tuple of numpy arrays, one per component.
@@ -107,9 +141,8 @@ class Queue:
         For inspection and for code outside Theano graphs; graphs use
         :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.
         """
-        return self._ring.get() if timeout is None else self._ring.get(timeout)
+        return self._ring.get(timeout)
 
-    @contextlib.contextmanager
     def writer(self, timeout=None):
         """Fill the next free slot in place: no copy between your arrays and the queue.
 
@@ -123,9 +156,15 @@ class Queue:
         For a GPU queue the views are the slot's pinned staging, so what you
         write there goes straight over the bus.  The element is put when the
         block ends; if the block raises, the slot is given back and nothing is
-        put.  The views become read-only once the block ends.
+        put.  The views become read-only once the block ends.  ``timeout`` is
+        the wait for a free slot, as for :meth:`put`.
         """
-        slot, views = self._ring.reserve(timeout)
+        return self._writer(timeout)
+
+    @contextlib.contextmanager
+    def _writer(self, timeout, stop=None):
+        """writer(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
+        slot, views = self._ring.reserve(timeout, stop)
         writer = SlotWriter(self.components, views)
         try:
             yield writer
@@ -150,14 +189,15 @@ class Queue:
         """Undo :meth:`register_host` once no copy from ``array`` is in flight."""
         self._ring.unregister_host(array)
 
-    def _arrays(self, args):
-        """The arguments of put/enqueue as a list in component order.
+    @staticmethod
+    def _element(args):
+        """The arguments of put/enqueue as one element.
 
         ``(x, y)``, ``((x, y),)`` and ``({"x": x, "y": y},)`` all name one element.
         """
         if len(args) == 1 and isinstance(args[0], (tuple, list, Mapping)):
-            args = args[0]
-        return element_arrays(self.components, args, self.name)
+            return args[0]
+        return args
 
     def close(self, cancel_pending=False):
         """No more puts.  Consumers take what is left, then get QueueClosed.
@@ -185,17 +225,12 @@ class Queue:
         """Where the ring lives: "cpu", "gpu" (Theano's default GPU) or a GPU context name."""
         return self._target.label
 
-    @property
-    def on_gpu(self):
-        return self._target.on_gpu
-
-    @property
-    def capacity(self):
-        return self._ring.capacity
+    on_gpu = property(lambda self: self._target.on_gpu, doc="True when the slots live on a GPU.")
+    capacity = property(lambda self: self._ring.capacity, doc="The number of slots: elements the queue holds at most.")
 
     @property
     def timeout(self):
-        """Seconds a dequeue waits before QueueTimeout; None for no limit."""
+        """Seconds a wait lasts (dequeue, enqueue, and put/get/writer given no timeout); None for no limit."""
         return self._ring.timeout
 
     @timeout.setter
@@ -209,8 +244,8 @@ class Queue:
     def stats(self):
         """Counters since creation, as a dict.
 
-        ``enqueued``, ``dequeued``, ``dropped`` (cancelled by close), ``bytes``
-        (= ``bytes_in``) and ``bytes_out``, ``producer_wait_s`` (time producers
+        ``enqueued``, ``dequeued``, ``dropped`` (cancelled by close, or lost to
+        a failed copy), ``bytes_in`` and ``bytes_out``, ``producer_wait_s`` (time producers
         waited for a free slot), ``consumer_wait_s`` (time consumers waited for
         data: the number that says the model waited for its input), ``size``,
         ``capacity``, ``state`` and ``backend``.
@@ -219,7 +254,7 @@ class Queue:
 
 
 class SlotWriter:
-    """The slot :meth:`Queue.writer` hands out: writable views, one per component."""
+    """The slot :meth:`~theano_queue.Queue.writer` hands out: writable views, one per component."""
 
     def __init__(self, components, views):
         self.components = components

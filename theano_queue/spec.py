@@ -1,8 +1,19 @@
 """What a queue holds: its components, and turning user elements into them."""
+import math
 from collections.abc import Mapping
 from typing import NamedTuple, Tuple
 
 import numpy as np
+
+# The dtypes a Theano TensorType takes (theano.tensor.type), in native byte order.
+THEANO_DTYPES = frozenset(
+    "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64 complex128".split()
+)
+# numpy's own limit on dimensions (NPY_MAXDIMS).
+MAX_DIMS = 32
+# No host or device memory holds more than this; larger sizes are arithmetic
+# overflow, not a ring.
+MAX_COMPONENT_BYTES = 1 << 50
 
 
 class Component(NamedTuple):
@@ -19,12 +30,54 @@ class Component(NamedTuple):
     @property
     def nbytes(self):
         """Bytes of a full element of this component."""
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
     @property
     def broadcastable(self):
         """Theano's broadcast pattern: fixed axes of length 1 broadcast; the leading axis never does."""
         return tuple(i > 0 and n == 1 for i, n in enumerate(self.shape))
+
+
+def check_queue_name(name):
+    """The queue's name, or a TypeError that names the argument."""
+    if not isinstance(name, str):
+        raise TypeError("Queue: name must be a str, got %r" % (name,))
+    return name
+
+
+def parse_dtype(dtype, where):
+    """A numpy dtype that Theano can hold, or a TypeError saying what came."""
+    if dtype is None:
+        # np.dtype(None) is float64: a silent default nobody asked for.
+        raise TypeError("%s: dtype=None; give the dtype, e.g. 'float32'" % where)
+    try:
+        parsed = np.dtype(dtype)
+    except TypeError:
+        raise TypeError("%s: %r is not a dtype" % (where, dtype)) from None
+    if parsed.name not in THEANO_DTYPES or not parsed.isnative:
+        order = " in the machine's byte order" if parsed.name in THEANO_DTYPES else ""
+        raise TypeError(
+            "%s: expected one of Theano's dtypes%s (%s), got %s"
+            % (where, order, ", ".join(sorted(THEANO_DTYPES)), parsed.str if order else parsed)
+        )
+    return parsed
+
+
+def parse_shape(shape, where):
+    """The shape as a tuple of ints, or an error naming the argument."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError("%s: shape must be a tuple of ints, e.g. (128, 64), got %r" % (where, shape))
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape) or (
+        shape and shape[0] < 1
+    ):
+        raise ValueError(
+            "%s: expected a shape of non-negative ints with a leading axis >= 1, got %r" % (where, tuple(shape))
+        )
+    if len(shape) > MAX_DIMS:
+        raise ValueError("%s: expected at most %d dimensions, got %d" % (where, MAX_DIMS, len(shape)))
+    return tuple(int(n) for n in shape)
 
 
 def parse_components(components, queue_name):
@@ -43,33 +96,35 @@ def parse_components(components, queue_name):
         if name in seen:
             raise ValueError("%s: component %r is declared twice" % (where, name))
         seen.add(name)
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise TypeError("%s, component %r: %r is not a dtype" % (where, name, dtype)) from None
-        if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
-            raise TypeError("%s, component %r: expected a plain numeric dtype, got %s" % (where, name, dtype))
-        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        if not all(isinstance(n, (int, np.integer)) and n >= 0 for n in shape) or (shape and shape[0] < 1):
+        here = "%s, component %r" % (where, name)
+        component = Component(name, parse_dtype(dtype, here), parse_shape(shape, here))
+        if component.nbytes > MAX_COMPONENT_BYTES:
             raise ValueError(
-                "%s, component %r: expected a shape of non-negative ints with a leading axis >= 1, got %r"
-                % (where, name, shape)
+                "%s: shape %r of %s is %d bytes per element; no memory holds that"
+                % (here, component.shape, component.dtype, component.nbytes)
             )
-        parsed.append(Component(name, dtype, tuple(int(n) for n in shape)))
+        parsed.append(component)
     if not parsed:
         raise ValueError("%s: expected at least one component" % where)
     return tuple(parsed)
 
 
 def element_arrays(components, element, queue_name):
-    """The element as a sequence in component order.
+    """The element as a list of arrays in component order (see :func:`element_in_order`)."""
+    values = element_in_order(components, element, queue_name)
+    return [as_component_value(c, value, queue_name) for c, value in zip(components, values)]
+
+
+def element_in_order(components, element, queue_name):
+    """The element as a list in component order.
 
     Accepts a mapping keyed by component name, a tuple or list with one entry
     per component, or, for a queue of one component, the bare array (or a
-    1-tuple of it).
+    1-tuple of it).  A tuple always lists components: ``q.put(a, b)`` on a
+    queue of one component is an error, not a two-row batch.
     """
+    names = [c.name for c in components]
     if isinstance(element, Mapping):
-        names = [c.name for c in components]
         missing = [n for n in names if n not in element]
         unknown = sorted(set(element) - set(names), key=str)
         if missing or unknown:
@@ -82,7 +137,52 @@ def element_arrays(components, element, queue_name):
                 "Queue %r: an element keyed by name needs exactly the components %s; %s"
                 % (queue_name, ", ".join(names), "; ".join(problems))
             )
-        return [element[n] for n in names]
-    if len(components) == 1:
-        return list(element) if isinstance(element, tuple) and len(element) == 1 else [element]
-    return element
+        element = [element[n] for n in names]
+    elif len(components) == 1 and not isinstance(element, tuple):
+        element = [element]
+    elif len(element) != len(components):
+        raise ValueError(
+            "Queue %r: expected %d component%s (%s), got %d"
+            % (queue_name, len(components), "" if len(components) == 1 else "s", ", ".join(names), len(element))
+        )
+    return list(element)
+
+
+def as_component_value(component, value, queue_name):
+    """Arrays pass as they are (the engine checks them); Python values become arrays of the component's dtype.
+
+    A Python number or list is taken when the cast is safe for its values, as
+    numpy's value-based casting rule has it: integers within the dtype's range,
+    floats into a floating dtype without overflow, never a float into an
+    integer.  Anything else, such as 1.7 or 2**40 into int32, is a TypeError,
+    as an array of the wrong dtype is.
+    """
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    want = component.dtype
+    try:
+        given = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise TypeError("Queue %r, component %r: cannot read %s as an array: %s"
+                        % (queue_name, component.name, type(value).__name__, exc)) from None
+    if given.dtype.kind not in "biufc":
+        raise TypeError("Queue %r, component %r: expected numbers of dtype %s, got %s values"
+                        % (queue_name, component.name, want, given.dtype))
+    if np.can_cast(given.dtype, want, "safe"):
+        return given.astype(want)
+    with np.errstate(all="ignore"):
+        cast = given.astype(want)
+        if given.dtype.kind == "f" and want.kind == "f":
+            kept = np.array_equal(np.isfinite(cast), np.isfinite(given))
+        elif want.kind in "biu" and given.dtype.kind not in "biu":
+            kept = False  # as numpy's own value-based rule: no float becomes an integer
+        else:
+            kept = given.dtype.kind != "c" and np.array_equal(cast.astype(given.dtype), given)
+    if not kept:
+        raise TypeError(
+            "Queue %r, component %r: expected values that fit dtype %s; these %s values do not (cast would change them)"
+            % (queue_name, component.name, want, given.dtype)
+        )
+    return cast

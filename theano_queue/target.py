@@ -1,5 +1,8 @@
 """Where a queue's ring lives: host memory ("cpu") or a Theano GPU context."""
+import os
 from typing import NamedTuple, Optional
+
+import numpy as np
 
 from . import _engine
 
@@ -43,8 +46,64 @@ def resolve(target, queue_name):
     )
 
 
+def check_capacity(capacity, queue_name):
+    """The capacity as an int the engine takes, or a ValueError naming the argument."""
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not (
+        1 <= capacity <= _engine.MAX_CAPACITY
+    ):
+        raise ValueError(
+            "Queue %r: capacity must be an int from 1 to %d, got %r" % (queue_name, _engine.MAX_CAPACITY, capacity)
+        )
+    return int(capacity)
+
+
+# The engine lays each component out on this boundary within a slot (tq_ring.c).
+SLOT_ALIGN = 256
+
+
+def ring_bytes(components, capacity):
+    """Bytes of memory the ring's slots take: capacity x the aligned components."""
+    return capacity * sum(-(-c.nbytes // SLOT_ALIGN) * SLOT_ALIGN for c in components) or SLOT_ALIGN
+
+
+def host_memory_bytes():
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_fits(target, name, components, capacity):
+    """A ValueError before anything is allocated when the ring cannot fit its memory.
+
+    A host ring lives in host memory; a GPU ring has device slots and as
+    much pinned host staging.  Allocation would fail (or, with overcommit,
+    crash the process later), so the queue says so at construction.
+    """
+    need = ring_bytes(components, capacity)
+    largest = max(components, key=lambda c: c.nbytes)
+    places = [("host", host_memory_bytes(), "this machine has")]
+    if target.on_gpu:
+        places.append(("device", gpu_free_bytes(target), "the GPU has free"))
+    for place, have, phrase in places:
+        if need > have:
+            raise ValueError(
+                "Queue %r: %d slots of %s each (largest component %r: %s) need %s of %s memory; %s %s"
+                % (name, capacity, gib(need // capacity), largest.name, gib(largest.nbytes), gib(need), place,
+                   phrase, gib(have))
+            )
+
+
+def gib(nbytes):
+    return "%.3g GiB" % (nbytes / 2.0**30)
+
+
+def gpu_free_bytes(target):
+    from theano.gpuarray.type import get_context
+
+    return _engine.cuda_mem_info(get_context(target.context_name).ptr)[0]
+
+
 def make_ring(target, name, components, capacity, timeout):
     """The engine ring for a resolved target."""
+    check_fits(target, name, components, capacity)
     spec = [(c.name, c.dtype, c.shape) for c in components]
     if not target.on_gpu:
         return _engine.Ring(name, spec, capacity, timeout)

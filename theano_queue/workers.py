@@ -9,7 +9,8 @@ the device is the worker's own write (none with ``read_into``).
 The parent runs two threads of its own:
 
 * the *reserver* takes free slots from the ring (in ring order), waiting
-  without the GIL;
+  without the GIL and without limit; the dispatcher's wind-down wakes it
+  (an ``_engine.Stop`` of its own), so nothing polls the ring;
 * the *dispatcher* (the Feeder's thread) gives each reserved slot the next
   batch, cuts it into row ranges, one work item per range, hands the items to
   the least busy workers, and commits a slot when all its rows are written.
@@ -22,6 +23,9 @@ whatever the workers' timing.  With ``ordered=False`` a finished batch is
 committed at once through the earliest reserved slot (the engine swaps the two
 slots' staging), so whichever batch is done first goes first.
 
+Workers never touch the queue's Ring (with ``fork`` they inherit it, and the
+engine refuses a Ring of another process): only the staging they map.
+
 Workers are started with ``spawn`` unless told otherwise (``fork``,
 ``forkserver``, or a multiprocessing context), with ``THEANO_FLAGS`` forcing
 ``device=cpu`` and ``CUDA_VISIBLE_DEVICES`` empty: they never initialise CUDA,
@@ -32,6 +36,7 @@ watch on the parent's pidfd), and are stopped by the Feeder within 2 s.
 import atexit
 import collections
 import ctypes
+import math
 import mmap
 import multiprocessing
 import multiprocessing.connection as mp_connection
@@ -50,9 +55,9 @@ from multiprocessing import reduction
 
 import numpy as np
 
-from .datasets import (POLL_S, Progress, RowWriter, SampleError, iterable_state, stream, worker_failed,
-                       write_batch)
-from .errors import QueueClosed, QueueError, QueueTimeout
+from . import _engine
+from .datasets import Progress, RowWriter, SampleError, iterable_state, stream, worker_failed, write_batch
+from .errors import QueueClosed, QueueError, Stopped
 from .sampler import split_rows
 
 WorkerInfo = collections.namedtuple("WorkerInfo", "id count")
@@ -348,6 +353,8 @@ _live = weakref.WeakSet()
 def _stop_all_at_exit():
     """Interpreter exit: no worker outlives the process that started it."""
     for producer in list(_live):
+        if producer.owner != os.getpid():
+            continue  # a child forked by the user: the parent's workers and ring are not its own
         if producer.stop_event is not None:
             producer.stop_event.set()
         producer.kill_workers()
@@ -387,6 +394,9 @@ class WorkerProducer:
         self.stop_event = None
         self.winding_down = self.shut = False
         self.reserver = None
+        # Ends the reserver's wait for a free slot (it waits without limit) when the run winds down.
+        self.reserver_stop = _engine.Stop(self.ring)
+        self.owner = os.getpid()
         self.wake_r = self.wake_w = None
         self.positions = sampler.pending(cursor) if mode == "map" else None
         self.next_position = next(self.positions, None) if mode == "map" else None
@@ -452,6 +462,7 @@ class WorkerProducer:
         """
         self.more = False
         self.winding_down = True
+        self.reserver_stop.set()
         if self.reserver is not None:
             self.reserver.join()
         while self.posted:
@@ -525,9 +536,9 @@ class WorkerProducer:
     def _reserve_loop(self):
         while self.more and not self.stop_event.is_set() and self.failure is None:
             try:
-                slot, _ = self.ring.reserve(POLL_S)
-            except QueueTimeout:
-                continue
+                slot, _ = self.ring.reserve(math.inf, self.reserver_stop)
+            except Stopped:  # the run winds down (_give_slots_back)
+                return
             except QueueError:  # closed or failed under us: the dispatcher finds out at its next commit
                 self.more = False
                 self._wake()

@@ -1,0 +1,87 @@
+/*
+ * tq_py.h: what the files of the engine's CPython face (theano_queue._engine)
+ * share.  Not part of the engine: the engine (tq_ring.h) knows nothing of
+ * Python.
+ *
+ *   tq_py_module.c   the module: its init, its functions, the exceptions and
+ *                    the one function that turns an engine error into one
+ *   tq_py_ring.c     the Ring and Stop types
+ *   tq_py_element.c  element checks, put and get, and the waits
+ *   tq_py_capi.c     the table of functions for the Ops (tq_capi.h)
+ */
+#ifndef TQ_PY_H
+#define TQ_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+/* numpy's C API table is one symbol shared by the face's files; only
+ * tq_py_module.c fills it (import_array). */
+#define PY_ARRAY_UNIQUE_SYMBOL tq_py_numpy_api
+#ifndef TQ_PY_MODULE
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include <sys/types.h>
+
+#include "tq_ring.h"
+
+typedef struct {
+    PyObject_HEAD
+    tq_ring *ring;
+    pid_t pid;               /* the process that made it, for messages */
+    unsigned long forks;     /* fork_count when it was made */
+    PyObject *name;          /* str, for messages */
+    int n;                   /* components */
+    PyObject *names;         /* tuple of str */
+    PyArray_Descr **descrs;  /* n */
+    int *ndims;              /* n */
+    npy_intp (*shapes)[NPY_MAXDIMS];
+    double timeout;          /* default for gets, < 0 for none */
+    PyObject *failure;       /* the exception handed to fail(), or NULL */
+    PyObject *weakrefs;
+} RingObject;
+
+extern PyTypeObject RingType, StopType;
+/* How many fork()s led from the process that loaded the module to this one:
+ * a Ring made under another count was made in another process.  Cheaper to
+ * check on every call than getpid(), which is a system call. */
+extern unsigned long fork_count;
+extern PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError, *Stopped;
+
+/* ---- tq_py_module.c ---- */
+/* Sets the Python exception that err means, its message prefixed by `who`
+ * and the queue's name (ring may be NULL; who NULL: the queue's own
+ * creation).  Returns -1. */
+int raise_error(const char *who, RingObject *ring, const tq_error *err);
+/* The CUcontext of a libgpuarray context given as its address (pygpu's
+ * GpuContext.ptr). */
+tq_code cu_context_of(PyObject *gpu_context, void **cu_context, tq_error *err);
+
+/* ---- tq_py_ring.c ---- */
+/* 0 when the Ring can be used here (made, and in this process), else -1
+ * with an exception naming who. */
+int ring_usable(RingObject *self, const char *who);
+
+/* ---- tq_py_capi.c ---- */
+/* A new capsule holding the Ops' table of functions. */
+PyObject *capi_capsule(void);
+
+/* ---- tq_py_element.c ---- */
+/* Reserves a slot for a producer or a consumer, waiting up to timeout_s
+ * seconds (< 0: no limit) with the GIL released, and waking for Ctrl-C.
+ * 0, or -1 with an exception.  stop: NULL or a Stop's flag. */
+int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot);
+/* 0 when an array of this shape fits component c, else -1 with ValueError. */
+int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims);
+/* Validates and puts one element; the queue's size after it, or -1. */
+Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop);
+/* The shape of component c of a reserved element: ndim, dims filled. */
+int element_shape(RingObject *self, int slot, int c, npy_intp *dims);
+/* Copies component c of a reserved element into host memory at dst. */
+int read_component(RingObject *self, const char *who, int slot, int c, void *dst);
+/* A tuple of new arrays holding the next element, or NULL. */
+PyObject *get_element(RingObject *self, const char *who, double timeout_s);
+
+#endif /* TQ_PY_H */

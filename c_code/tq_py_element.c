@@ -1,0 +1,216 @@
+/* tq_py_element.c: elements between Python and the engine: the checks that
+ * refuse bad input before a slot is taken, put and get, and the waits. */
+#include "tq_py.h"
+
+#include <string.h>
+
+/* A blocked wait wakes this often to let Python handle signals (Ctrl-C). */
+#define WAIT_SLICE_S 0.05
+/* Reads larger than this release the GIL: worth the cost of taking it back. */
+#define RELEASE_GIL_BYTES (256 * 1024)
+
+/* ---- waits ---------------------------------------------------------------------- */
+
+typedef tq_code (*reserve_fn)(tq_ring *, double, const int *, int *, tq_error *);
+
+int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot)
+{
+    reserve_fn reserve = producer ? tq_ring_reserve_put : tq_ring_reserve_get;
+    tq_error err;
+    /* The common case, an element or a slot already there, keeps the GIL:
+     * giving it up costs more than the reservation itself.  A deadline of 0
+     * has passed: no wait. */
+    tq_code code = reserve(self->ring, 0.0, stop, slot, &err);
+    if (code != TQ_TIMEOUT)
+        return code == TQ_OK ? 0 : raise_error(who, self, &err);
+
+    double deadline = timeout_s < 0 ? -1.0 : tq_now() + timeout_s;
+    for (;;) {
+        double slice_end = tq_now() + WAIT_SLICE_S;
+        if (deadline >= 0 && deadline < slice_end)
+            slice_end = deadline;
+        Py_BEGIN_ALLOW_THREADS
+        code = reserve(self->ring, slice_end, stop, slot, &err);
+        Py_END_ALLOW_THREADS
+        if (code == TQ_OK)
+            return 0;
+        if (code != TQ_TIMEOUT)
+            return raise_error(who, self, &err);
+        if (PyErr_CheckSignals())
+            return -1;
+        if (deadline >= 0 && tq_now() >= deadline) {
+            tq_set_error(&err, TQ_TIMEOUT, "%s within %g s", producer ? "no free slot" : "no element", timeout_s);
+            return raise_error(who, self, &err);
+        }
+    }
+}
+
+/* ---- checks ----------------------------------------------------------------------- */
+
+/* "(128, 64)", or "(<=128, 64)" with bound_leading. */
+static void format_shape(char *buf, size_t len, int ndim, const npy_intp *dims, int bound_leading)
+{
+    size_t used = (size_t)snprintf(buf, len, "(");
+    for (int d = 0; d < ndim && used < len; d++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s%lld", d ? ", " : "",
+                                 d == 0 && bound_leading ? "<=" : "", (long long)dims[d]);
+    if (used < len)
+        snprintf(buf + used, len - used, ndim == 1 ? ",)" : ")");
+}
+
+static const char *component_name(RingObject *self, int c)
+{
+    return PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->names, c));
+}
+
+int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims)
+{
+    int want_ndim = self->ndims[c];
+    const npy_intp *want = self->shapes[c];
+    int fits = ndim == want_ndim;
+    for (int d = 0; fits && d < ndim; d++)
+        fits = d == 0 ? dims[0] <= want[0] : dims[d] == want[d];
+    if (fits)
+        return 0;
+    char want_s[256], got_s[256];
+    format_shape(want_s, sizeof want_s, want_ndim, want, 1);
+    format_shape(got_s, sizeof got_s, ndim, dims, 0);
+    if (ndim != want_ndim)
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s",
+                     who, self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
+    else
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected shape %s, got %s", who, self->name,
+                     component_name(self, c), want_s, got_s);
+    return -1;
+}
+
+/* A C-contiguous array of component c's dtype that fits its slot, or NULL
+ * with a TypeError/ValueError naming the component, what it expects and what
+ * came.  An array of another dtype is converted when numpy casts it safely
+ * (int16 into int32), and refused otherwise (float64 into float32). */
+static PyArrayObject *checked_component(RingObject *self, const char *who, int c, PyObject *obj)
+{
+    PyArray_Descr *want = self->descrs[c];
+    PyArrayObject *arr;
+    if (PyArray_Check(obj)) {
+        PyArray_Descr *have = PyArray_DESCR((PyArrayObject *)obj);
+        if (!PyArray_CanCastTypeTo(have, want, NPY_SAFE_CASTING)) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: queue '%U', component '%s': expected dtype %S, got %S, which does not cast safely to it",
+                         who, self->name, component_name(self, c), (PyObject *)want, (PyObject *)have);
+            return NULL;
+        }
+        Py_INCREF(obj);
+        arr = (PyArrayObject *)obj;
+    } else {
+        /* Python numbers and lists take the component's dtype. */
+        Py_INCREF(want);
+        arr = (PyArrayObject *)PyArray_FromAny(obj, want, 0, 0, NPY_ARRAY_CARRAY, NULL);
+        if (!arr)
+            return NULL;
+    }
+    /* The shape first: a cast copies, and bad input should cost nothing. */
+    if (check_dims(self, who, c, PyArray_NDIM(arr), PyArray_DIMS(arr))) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    Py_INCREF(want);
+    PyArrayObject *fitting = (PyArrayObject *)PyArray_FromArray(arr, want, NPY_ARRAY_C_CONTIGUOUS);
+    Py_DECREF(arr);
+    return fitting;
+}
+
+/* ---- put ----------------------------------------------------------------------- */
+
+Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop)
+{
+    PyArrayObject *parts[TQ_MAX_COMPONENTS] = {NULL};
+    const void *srcs[TQ_MAX_COMPONENTS];
+    int64_t rows[TQ_MAX_COMPONENTS];
+    Py_ssize_t result = -1;
+    int slot;
+
+    PyObject *seq = PySequence_Fast(arrays, "an element is a sequence of arrays, one per component");
+    if (!seq)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(seq) != self->n) {
+        PyObject *sep = PyUnicode_FromString(", ");
+        PyObject *names = sep ? PyUnicode_Join(sep, self->names) : NULL;
+        Py_XDECREF(sep);
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d components (%U), got %zd", who, self->name,
+                     self->n, names ? names : self->name, PySequence_Fast_GET_SIZE(seq));
+        Py_XDECREF(names);
+        goto done;
+    }
+    /* Every check before the reservation: bad input costs the queue nothing. */
+    for (int c = 0; c < self->n; c++) {
+        parts[c] = checked_component(self, who, c, PySequence_Fast_GET_ITEM(seq, c));
+        if (!parts[c])
+            goto done;
+        rows[c] = self->ndims[c] ? PyArray_DIM(parts[c], 0) : 1;
+        srcs[c] = PyArray_DATA(parts[c]);
+    }
+    if (wait_for_slot(self, 1, timeout_s, stop, who, &slot))
+        goto done;
+    tq_error err;
+    tq_code code;
+    Py_BEGIN_ALLOW_THREADS /* waits until the slot's staging is free, copies, publishes */
+    code = tq_ring_put_from_host(self->ring, slot, srcs, rows, &err);
+    Py_END_ALLOW_THREADS
+    if (code != TQ_OK)
+        raise_error(who, self, &err);
+    else
+        result = tq_ring_size(self->ring);
+done:
+    for (int c = 0; c < self->n; c++)
+        Py_XDECREF(parts[c]);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ---- get ---------------------------------------------------------------------- */
+
+int element_shape(RingObject *self, int slot, int c, npy_intp *dims)
+{
+    int ndim = self->ndims[c];
+    for (int d = 0; d < ndim; d++)
+        dims[d] = self->shapes[c][d];
+    if (ndim)
+        dims[0] = (npy_intp)tq_ring_rows(self->ring, slot, c);
+    return ndim;
+}
+
+int read_component(RingObject *self, const char *who, int slot, int c, void *dst)
+{
+    tq_error err;
+    /* A device read waits for its copy; a large host read is a large copy. */
+    int release = tq_ring_on_device(self->ring) || tq_ring_bytes(self->ring, slot, c) >= RELEASE_GIL_BYTES;
+    PyThreadState *state = release ? PyEval_SaveThread() : NULL;
+    tq_code code = tq_ring_read_to_host(self->ring, slot, c, dst, &err);
+    if (state)
+        PyEval_RestoreThread(state);
+    return code == TQ_OK ? 0 : raise_error(who, self, &err);
+}
+
+PyObject *get_element(RingObject *self, const char *who, double timeout_s)
+{
+    int slot;
+    if (wait_for_slot(self, 0, timeout_s, NULL, who, &slot))
+        return NULL;
+    PyObject *out = PyTuple_New(self->n);
+    for (int c = 0; out && c < self->n; c++) {
+        npy_intp dims[NPY_MAXDIMS];
+        int ndim = element_shape(self, slot, c, dims);
+        Py_INCREF(self->descrs[c]);
+        PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, self->descrs[c], ndim, dims, NULL, NULL, 0, NULL);
+        if (!arr) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyTuple_SET_ITEM(out, c, arr);
+        if (read_component(self, who, slot, c, PyArray_DATA((PyArrayObject *)arr)))
+            Py_CLEAR(out);
+    }
+    tq_ring_release_get(self->ring, slot);
+    return out;
+}
