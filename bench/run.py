@@ -2,6 +2,7 @@
 
     make bench                         # on the machine at hand (GPU scenarios need Theano on a GPU)
     python bench/run.py --quick        # smaller sizes, for a smoke test
+    python bench/run.py --only 11,12   # the worker-process scenarios (bench/workers_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -486,8 +487,26 @@ def observe_cost(b):
                                                    rows_out[2]["median cost %"], 1e3 * base, per_sample_us)}
 
 
+# ---- 11 and 12 -------------------------------------------------------------------------
+
+
+@scenario(11, "Per-sample CPU-heavy pipeline: worker processes against PyTorch's DataLoader", needs_gpu=False)
+def cpu_heavy_pipeline(b):
+    import workers_bench
+
+    return workers_bench.cpu_heavy(b)
+
+
+@scenario(12, "Large samples, cheap decode: worker processes against the pinned host-to-device limit",
+          needs_gpu=False)
+def large_samples(b):
+    import workers_bench
+
+    return workers_bench.large_samples(b)
+
+
 SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
-             cpu_target, observe_cost]
+             cpu_target, observe_cost, cpu_heavy_pipeline, large_samples]
 
 
 def machine_name():

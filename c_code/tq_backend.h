@@ -4,11 +4,15 @@
  * The ring reaches a backend only through this table, and so does everything
  * above the ring.
  *
- * host (tq_host.c)   one aligned malloc per slot; producers write it, consumers
- *                    read it.
- * cuda (tq_cuda.c)   pinned staging per slot that producers write, device memory
- *                    per slot that consumers read, an asynchronous copy between
- *                    the two on a copy stream, and events that order it.
+ * host (tq_host.c)   one block per slot, carved from one shared block (tq_shm.h);
+ *                    producers write it, consumers read it.
+ * cuda (tq_cuda.c)   staging per slot that producers write, carved from one
+ *                    shared block page-locked with cuMemHostRegister, device
+ *                    memory per slot that consumers read, an asynchronous copy
+ *                    between the two on a copy stream, and events that order it.
+ *
+ * Both keep every slot's staging in one shared block, so that producers in
+ * other processes can map it and write slots in place.
  *
  * No entry is called with the ring's lock held.  Entries marked optional may be NULL: the ring then refuses the call with
  * TQ_ESTATE.
@@ -17,6 +21,7 @@
 #define TQ_BACKEND_H
 
 #include "tq_base.h"
+#include "tq_shm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,6 +64,13 @@ struct tq_backend {
      * extents[i] of the slot on it, and records that the slot is filled. */
     tq_code (*put_from_device)(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
                                const uint64_t *srcs, tq_error *err);
+    /* Optional.  The shared block that holds every slot's staging, for
+     * producers in other processes: write_ptr(slot) lies inside it. */
+    const tq_shm *(*shared_staging)(tq_backend *self);
+    /* Optional.  Exchanges the staging of two slots that one producer holds
+     * reserved, both past before_write: what was written for one is then
+     * published by the other. */
+    void (*swap_staging)(tq_backend *self, int a, int b);
     /* Frees everything, whatever state alloc_slots left it in. */
     void (*destroy)(tq_backend *self);
     /* Optional (NULL where publish is synchronous; a trace then records no

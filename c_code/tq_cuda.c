@@ -21,7 +21,6 @@ typedef unsigned long long CUdeviceptr;
 #define CU_STREAM_NON_BLOCKING 0x1
 #define CU_EVENT_BLOCKING_SYNC 0x1
 #define CU_EVENT_DISABLE_TIMING 0x2
-#define CU_MEMHOSTALLOC_PORTABLE 0x1
 #define CU_MEMHOSTREGISTER_PORTABLE 0x1
 
 /* Every driver function we call, written once: the struct of pointers and the
@@ -36,8 +35,6 @@ typedef unsigned long long CUdeviceptr;
     X(CtxPopCurrent, cuCtxPopCurrent_v2, (CUcontext *))              \
     X(MemAlloc, cuMemAlloc_v2, (CUdeviceptr *, size_t))              \
     X(MemFree, cuMemFree_v2, (CUdeviceptr))                          \
-    X(MemHostAlloc, cuMemHostAlloc, (void **, size_t, unsigned int)) \
-    X(MemFreeHost, cuMemFreeHost, (void *))                          \
     X(MemHostRegister, cuMemHostRegister_v2, (void *, size_t, unsigned int)) \
     X(MemHostUnregister, cuMemHostUnregister, (void *))              \
     X(MemGetInfo, cuMemGetInfo_v2, (size_t *, size_t *))             \
@@ -179,7 +176,8 @@ typedef struct {
     CUstream copy_stream;
     int capacity;
     size_t slot_bytes;
-    void **staging;
+    tq_shm staging;         /* every slot's staging, one shared block */
+    int staging_registered; /* page-locked with cuMemHostRegister */
     CUdeviceptr *device;
     CUevent *filled, *consumed;
     pthread_mutex_t registered_lock;
@@ -204,22 +202,26 @@ static tq_code cuda_alloc_slots(tq_backend *self, int capacity, size_t slot_byte
 {
     cuda_backend *b = (cuda_backend *)self;
     tq_code code;
-    b->staging = calloc((size_t)capacity, sizeof *b->staging);
     b->device = calloc((size_t)capacity, sizeof *b->device);
     b->filled = calloc((size_t)capacity, sizeof *b->filled);
     b->consumed = calloc((size_t)capacity, sizeof *b->consumed);
-    if (!b->staging || !b->device || !b->filled || !b->consumed)
+    if (!b->device || !b->filled || !b->consumed)
         return tq_set_error(err, TQ_ENOMEM, "out of host memory for the cuda backend's tables");
     b->capacity = capacity;
     b->slot_bytes = slot_bytes;
+    /* The staging of every slot lives in one shared block that worker
+     * processes map; it is page-locked here, in this process only. */
+    if ((code = tq_shm_create_slots(&b->staging, capacity, slot_bytes, err)) != TQ_OK)
+        return code;
     if ((code = enter(b, err)) != TQ_OK)
         return code;
     /* Non-blocking: libgpuarray's streams synchronise with the legacy default
      * stream, and our copies must not. */
     CU(StreamCreate, (&b->copy_stream, CU_STREAM_NON_BLOCKING));
+    CU(MemHostRegister, (b->staging.base, b->staging.bytes, CU_MEMHOSTREGISTER_PORTABLE));
+    b->staging_registered = 1;
+    account(&pinned_allocated, (int64_t)b->staging.bytes);
     for (int i = 0; i < capacity; i++) {
-        CU(MemHostAlloc, (&b->staging[i], slot_bytes, CU_MEMHOSTALLOC_PORTABLE));
-        account(&pinned_allocated, (int64_t)slot_bytes);
         CU(MemAlloc, (&b->device[i], slot_bytes));
         account(&device_allocated, (int64_t)slot_bytes);
         CU(EventCreate, (&b->filled[i], CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
@@ -230,7 +232,17 @@ fail: /* on failure the ring destroys the backend, which frees what was made */
     return code;
 }
 
-static void *cuda_write_ptr(tq_backend *self, int slot) { return ((cuda_backend *)self)->staging[slot]; }
+static void *cuda_write_ptr(tq_backend *self, int slot) { return ((cuda_backend *)self)->staging.slot[slot]; }
+
+static const tq_shm *cuda_shared_staging(tq_backend *self) { return &((cuda_backend *)self)->staging; }
+
+/* Both slots' staging was waited for (before_write): no copy reads either,
+ * and the next copy from each is ordered by the event of the slot that
+ * holds it then. */
+static void cuda_swap_staging(tq_backend *self, int a, int b)
+{
+    tq_shm_swap_slots(&((cuda_backend *)self)->staging, a, b);
+}
 
 /* The staging may still feed the copy that the slot's last publish started. */
 static tq_code cuda_before_write(tq_backend *self, int slot, tq_error *err)
@@ -255,7 +267,7 @@ static tq_code cuda_publish(tq_backend *self, int slot, const tq_extent *extents
      * order on the GPU, not a wait on the host. */
     CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
     for (int i = 0; i < n_extents; i++) {
-        const void *src = extents[i].src ? extents[i].src : (const char *)b->staging[slot] + extents[i].offset;
+        const void *src = extents[i].src ? extents[i].src : (const char *)b->staging.slot[slot] + extents[i].offset;
         CU(MemcpyHtoDAsync, (b->device[slot] + extents[i].offset, src, extents[i].bytes, b->copy_stream));
     }
     CU(EventRecord, (b->filled[slot], b->copy_stream));
@@ -429,11 +441,11 @@ static void cuda_destroy(tq_backend *self)
             cu.StreamSynchronize(b->copy_stream);
             cu.StreamDestroy(b->copy_stream);
         }
+        if (b->staging_registered) {
+            cu.MemHostUnregister(b->staging.base);
+            account(&pinned_allocated, -(int64_t)b->staging.bytes);
+        }
         for (int i = 0; i < b->capacity; i++) {
-            if (b->staging[i]) {
-                cu.MemFreeHost(b->staging[i]);
-                account(&pinned_allocated, -(int64_t)b->slot_bytes);
-            }
             if (b->device[i]) {
                 cu.MemFree(b->device[i]);
                 account(&device_allocated, -(int64_t)b->slot_bytes);
@@ -447,9 +459,9 @@ static void cuda_destroy(tq_backend *self)
             cu.MemHostUnregister(b->registered[i].ptr);
         leave();
     }
+    tq_shm_destroy(&b->staging);
     pthread_mutex_destroy(&b->registered_lock);
     free(b->registered);
-    free(b->staging);
     free(b->device);
     free(b->filled);
     free(b->consumed);
@@ -463,8 +475,8 @@ tq_backend *tq_cuda_backend_create(void *cu_context, tq_error *err)
         .alloc_slots = cuda_alloc_slots, .write_ptr = cuda_write_ptr, .before_write = cuda_before_write,
         .reads_directly = cuda_reads_directly, .publish = cuda_publish, .read_to_host = cuda_read_to_host,
         .register_host = cuda_register_host, .unregister_host = cuda_unregister_host,
-        .take = cuda_take, .put_from_device = cuda_put_from_device, .destroy = cuda_destroy,
-        .on_arrival = cuda_on_arrival,
+        .take = cuda_take, .put_from_device = cuda_put_from_device, .shared_staging = cuda_shared_staging,
+        .swap_staging = cuda_swap_staging, .on_arrival = cuda_on_arrival, .destroy = cuda_destroy,
     };
     if (tq_cuda_load(err) != TQ_OK)
         return NULL;

@@ -3,9 +3,11 @@
  * CUDA ring is made, so the engine builds with gcc alone and runs without a
  * GPU.  Handles are passed as void* / uint64_t so no CUDA header is needed.
  *
- * Per slot: pinned staging (producers write it), device memory (consumers read
- * it), a *filled* event recorded after the data reached the device and a
- * *consumed* event recorded on the consumer's stream after its last read.
+ * Per slot: pinned staging (producers write it; every slot's is carved from
+ * one shared block, tq_shm.h, page-locked with cuMemHostRegister so that
+ * worker processes can map it), device memory (consumers read it), a *filled*
+ * event recorded after the data reached the device and a *consumed* event
+ * recorded on the consumer's stream after its last read.
  *
  *   host producer   before_write: host-waits on filled (staging free again)
  *                   publish: copy stream waits on consumed, copies host->device,

@@ -1,5 +1,6 @@
-/* tq_host.c: the host-memory backend.  One aligned block per slot; the ring's
- * locking is all the ordering host memory needs. */
+/* tq_host.c: the host-memory backend.  One block per slot, carved from one
+ * shared block (tq_shm.h) that worker processes can map; the ring's locking is
+ * all the ordering host memory needs. */
 #include "tq_backend.h"
 
 #include <stdlib.h>
@@ -9,26 +10,15 @@
 
 typedef struct {
     tq_backend base;
-    int capacity;
-    void **slots;
+    tq_shm staging; /* the slots themselves */
 } host_backend;
 
 static tq_code host_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, tq_error *err)
 {
-    host_backend *b = (host_backend *)self;
-    b->slots = calloc((size_t)capacity, sizeof *b->slots);
-    if (!b->slots)
-        goto nomem;
-    b->capacity = capacity;
-    for (int i = 0; i < capacity; i++)
-        if (posix_memalign(&b->slots[i], 256, slot_bytes))
-            goto nomem;
-    return TQ_OK;
-nomem:
-    return tq_set_error(err, TQ_ENOMEM, "out of host memory for %d slots of %zu bytes", capacity, slot_bytes);
+    return tq_shm_create_slots(&((host_backend *)self)->staging, capacity, slot_bytes, err);
 }
 
-static void *host_slot(tq_backend *self, int slot) { return ((host_backend *)self)->slots[slot]; }
+static void *host_slot(tq_backend *self, int slot) { return ((host_backend *)self)->staging.slot[slot]; }
 
 static tq_code host_before_write(tq_backend *self, int slot, tq_error *err)
 {
@@ -50,14 +40,17 @@ static tq_code host_read_to_host(tq_backend *self, int slot, const tq_extent *ex
     return TQ_OK;
 }
 
+static const tq_shm *host_shared_staging(tq_backend *self) { return &((host_backend *)self)->staging; }
+
+static void host_swap_staging(tq_backend *self, int a, int b)
+{
+    tq_shm_swap_slots(&((host_backend *)self)->staging, a, b);
+}
+
 static void host_destroy(tq_backend *self)
 {
-    host_backend *b = (host_backend *)self;
-    if (b->slots)
-        for (int i = 0; i < b->capacity; i++)
-            free(b->slots[i]);
-    free(b->slots);
-    free(b);
+    tq_shm_destroy(&((host_backend *)self)->staging);
+    free(self);
 }
 
 tq_backend *tq_host_backend_create(tq_error *err)
@@ -65,7 +58,8 @@ tq_backend *tq_host_backend_create(tq_error *err)
     static const tq_backend host = {
         .name = "host", .on_device = 0,
         .alloc_slots = host_alloc_slots, .write_ptr = host_slot, .before_write = host_before_write,
-        .publish = host_publish, .read_to_host = host_read_to_host, .destroy = host_destroy,
+        .publish = host_publish, .read_to_host = host_read_to_host, .shared_staging = host_shared_staging,
+        .swap_staging = host_swap_staging, .destroy = host_destroy,
     };
     host_backend *b = calloc(1, sizeof *b);
     if (!b) {

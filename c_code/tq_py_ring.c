@@ -487,6 +487,76 @@ static PyObject *Ring_register_host(RingObject *self, PyObject *array) { return 
 
 static PyObject *Ring_unregister_host(RingObject *self, PyObject *array) { return register_array(self, array, 1); }
 
+/* ---- shared staging, for worker processes ----------------------------------------------- */
+
+/* staging_fd() -> a new descriptor (close-on-exec, the caller's to close) of
+ * the block that holds every slot's staging. */
+static PyObject *Ring_staging_fd(RingObject *self, PyObject *unused)
+{
+    (void)unused;
+    tq_shm shm;
+    tq_error err;
+    int fd;
+    if (ring_usable(self, "Ring.staging_fd"))
+        return NULL;
+    if (tq_ring_staging(self->ring, &shm, &err) != TQ_OK || tq_shm_dup_fd(&shm, &fd, &err) != TQ_OK)
+        return raise_error("Ring.staging_fd", self, &err), NULL;
+    return PyLong_FromLong(fd);
+}
+
+static PyObject *Ring_slot_offset(RingObject *self, PyObject *arg)
+{
+    tq_error err;
+    size_t offset;
+    if (ring_usable(self, "Ring.slot_offset"))
+        return NULL;
+    int slot = _PyLong_AsInt(arg);
+    if (slot == -1 && PyErr_Occurred())
+        return NULL;
+    if (tq_ring_staging_offset(self->ring, slot, &offset, &err) != TQ_OK)
+        return raise_error("Ring.slot_offset", self, &err), NULL;
+    return PyLong_FromSize_t(offset);
+}
+
+static PyObject *Ring_swap_staging(RingObject *self, PyObject *args)
+{
+    tq_error err;
+    int a, b;
+    if (ring_usable(self, "Ring.swap_staging") || !PyArg_ParseTuple(args, "ii", &a, &b))
+        return NULL;
+    if (tq_ring_swap_staging(self->ring, a, b, &err) != TQ_OK)
+        return raise_error("Ring.swap_staging", self, &err), NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Ring_get_staging_bytes(RingObject *self, void *unused)
+{
+    (void)unused;
+    tq_shm shm;
+    tq_error err;
+    if (ring_usable(self, "Ring.staging_bytes"))
+        return NULL;
+    if (tq_ring_staging(self->ring, &shm, &err) != TQ_OK)
+        return raise_error("Ring.staging_bytes", self, &err), NULL;
+    return PyLong_FromSize_t(shm.bytes);
+}
+
+static PyObject *Ring_get_component_offsets(RingObject *self, void *unused)
+{
+    (void)unused;
+    if (ring_usable(self, "Ring.component_offsets"))
+        return NULL;
+    PyObject *out = PyTuple_New(self->n);
+    for (int c = 0; out && c < self->n; c++) {
+        PyObject *offset = PyLong_FromSize_t(tq_ring_component_offset(self->ring, c));
+        if (!offset)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, c, offset);
+    }
+    return out;
+}
+
 /* ---- the type ------------------------------------------------------------------------ */
 
 static PyMethodDef Ring_methods[] = {
@@ -512,6 +582,12 @@ static PyMethodDef Ring_methods[] = {
      "trace_start(n): record the timeline of the next n elements reserved (see TRACE_EVENTS)."},
     {"trace_stop", (PyCFunction)Ring_trace_stop, METH_NOARGS,
      "trace_stop() -> [(element, slot, (ns per TRACE_EVENTS kind, -1 for none))]: stop recording."},
+    {"staging_fd", (PyCFunction)Ring_staging_fd, METH_NOARGS,
+     "staging_fd() -> fd: a new descriptor of the shared block holding every slot's staging (caller closes it)."},
+    {"slot_offset", (PyCFunction)Ring_slot_offset, METH_O,
+     "slot_offset(slot) -> bytes from the start of the shared staging to the slot's staging."},
+    {"swap_staging", (PyCFunction)Ring_swap_staging, METH_VARARGS,
+     "swap_staging(a, b): exchange the staging of two reserved, uncommitted slots."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -520,6 +596,10 @@ static PyGetSetDef Ring_getset[] = {
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout,
      "Seconds a wait lasts when its call gives no timeout; None for no limit.", NULL},
+    {"staging_bytes", (getter)Ring_get_staging_bytes, NULL, "Size of the shared staging block (see staging_fd).",
+     NULL},
+    {"component_offsets", (getter)Ring_get_component_offsets, NULL,
+     "Byte offset of each component within a slot's staging.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

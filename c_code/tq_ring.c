@@ -547,6 +547,55 @@ tq_code tq_ring_unregister_host(tq_ring *ring, void *ptr, tq_error *err)
     return b->unregister_host ? b->unregister_host(b, ptr, err) : not_on_device(ring, err);
 }
 
+/* ---- shared staging ------------------------------------------------------------ */
+
+/* The refusal of a call that only backends with shared staging serve. */
+static tq_code no_shared_staging(const tq_ring *ring, tq_error *err)
+{
+    return tq_set_error(err, TQ_ESTATE, "its backend ('%s') keeps no shared staging", ring->backend->name);
+}
+
+tq_code tq_ring_staging(tq_ring *ring, tq_shm *out, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    if (!b->shared_staging)
+        return no_shared_staging(ring, err);
+    *out = *b->shared_staging(b);
+    return TQ_OK;
+}
+
+tq_code tq_ring_staging_offset(tq_ring *ring, int slot, size_t *offset, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    if (!b->shared_staging)
+        return no_shared_staging(ring, err);
+    if (slot < 0 || slot >= ring->capacity)
+        return tq_set_error(err, TQ_EINVAL, "no slot %d", slot);
+    *offset = (size_t)((char *)b->write_ptr(b, slot) - (char *)b->shared_staging(b)->base);
+    return TQ_OK;
+}
+
+size_t tq_ring_component_offset(const tq_ring *ring, int component) { return ring->offsets[component]; }
+
+tq_code tq_ring_swap_staging(tq_ring *ring, int a, int b, tq_error *err)
+{
+    tq_backend *backend = ring->backend;
+    if (!backend->swap_staging)
+        return no_shared_staging(ring, err);
+    if (a < 0 || b < 0 || a >= ring->capacity || b >= ring->capacity)
+        return tq_set_error(err, TQ_EINVAL, "swap_staging(%d, %d): no such slot", a, b);
+    pthread_mutex_lock(&ring->lock);
+    int writing = ring->slot_state[a] == SLOT_WRITING && ring->slot_state[b] == SLOT_WRITING;
+    pthread_mutex_unlock(&ring->lock);
+    if (!writing)
+        return tq_set_error(err, TQ_EINVAL, "swap_staging(%d, %d): both slots must be reserved and not yet committed",
+                            a, b);
+    /* Outside the lock, as every backend entry: both slots are the caller's. */
+    if (a != b)
+        backend->swap_staging(backend, a, b);
+    return TQ_OK;
+}
+
 /* ---- state ----------------------------------------------------------------- */
 
 static void drop_ready(tq_ring *ring)

@@ -110,6 +110,22 @@ void tq_ring_wake(tq_ring *ring);
 tq_code tq_ring_register_host(tq_ring *ring, void *ptr, size_t bytes, tq_error *err);
 tq_code tq_ring_unregister_host(tq_ring *ring, void *ptr, tq_error *err);
 
+/* Shared staging, for producers in other processes.  Every slot's staging
+ * lies in one block that they map through its descriptor (see tq_shm.h); a
+ * slot's staging starts tq_ring_staging_offset bytes into it, and its
+ * component c tq_ring_component_offset(c) further.  TQ_ESTATE for a backend
+ * without shared staging. */
+tq_code tq_ring_staging(tq_ring *ring, tq_shm *out, tq_error *err);
+tq_code tq_ring_staging_offset(tq_ring *ring, int slot, size_t *offset, tq_error *err);
+size_t tq_ring_component_offset(const tq_ring *ring, int component);
+/* Exchanges the staging of two slots the caller holds reserved (both
+ * WRITING, tq_ring_begin_host_write done), so that what was written for b is
+ * committed through a: a producer filling several slots at once publishes
+ * whichever is done first in the earliest slot.  TQ_EINVAL unless both are
+ * WRITING; TQ_ESTATE for a backend that cannot.  A slot's staging moves only
+ * here, so only its holder sees it move. */
+tq_code tq_ring_swap_staging(tq_ring *ring, int a, int b, tq_error *err);
+
 tq_state tq_ring_state(tq_ring *ring);
 int tq_ring_size(tq_ring *ring);
 int tq_ring_capacity(const tq_ring *ring);

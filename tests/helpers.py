@@ -1,4 +1,5 @@
 """Small things several test modules use."""
+import os
 import signal
 import subprocess
 import sys
@@ -49,19 +50,25 @@ def two_producers_exactly_once(q, take, per_producer):
     assert last == {0: per_producer - 1, 1: per_producer - 1}
 
 
-def seconds_to_stop_on_ctrl_c(script, env):
+def seconds_to_stop_on_ctrl_c(script, env, group=False):
     """Run script, which prints "ready" and then blocks; send it SIGINT; time until it exits.
 
     The script must exit with status 3 once KeyboardInterrupt reaches it.
+    With group, the script runs in a process group of its own and SIGINT goes
+    to the whole group, as a terminal's Ctrl-C does (its child processes get
+    it too).
     """
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env, start_new_session=group)
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-3000:]
         time.sleep(0.5)  # let it block
         assert proc.poll() is None, "it did not block"
         sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        if group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
         proc.wait(timeout=5)
         elapsed = time.monotonic() - sent
     finally:

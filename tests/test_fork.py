@@ -93,6 +93,7 @@ def test_a_queue_inherited_from_the_parent_is_refused_with_a_clear_error():
                 "Queue.writer": lambda: parent_q.writer(timeout=1).__enter__(),
                 "Queue.size": parent_q.size,
                 "Queue.close": parent_q.close,
+                "Ring.staging_fd": parent_q._ring.staging_fd,  # worker processes map the staging instead
                 "Dequeue": dequeue,
             }
             wrong = []

@@ -10,7 +10,8 @@ from .monitor import Monitor, monitor
 from .queue import Queue
 from .spec import Component
 from .trace import Trace
+from .workers import worker_info
 
 __version__ = "0.1.0"
-__all__ = ["Queue", "Feeder", "Component", "monitor", "Monitor", "Trace", "QueueError", "QueueClosed", "QueueTimeout",
-           "FeederError", "CudaError"]
+__all__ = ["Queue", "Feeder", "Component", "worker_info", "monitor", "Monitor", "Trace", "QueueError", "QueueClosed",
+           "QueueTimeout", "FeederError", "CudaError"]

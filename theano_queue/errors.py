@@ -18,11 +18,28 @@ class QueueTimeout(QueueError, TimeoutError):
 
 
 class FeederError(QueueError):
-    """The feeder's source raised.
+    """The feeder's source raised, or one of its worker processes failed.
 
     Raised at the dequeue once every element produced before the failure has
     been taken.  ``__cause__`` is the source's own exception, traceback kept.
+    When a sample of a map-style dataset or a worker process failed, the
+    cause is itself a FeederError that says which: ``index`` (the sample's
+    index in the dataset, or the element's number in a worker's stream),
+    ``worker`` (the worker's id; None without workers) and
+    ``worker_traceback`` (the traceback's text, as the worker printed it; its
+    message includes it too).  These attributes read through to the cause, so
+    ``err.index`` works on the error the consumer catches.
     """
+
+    index = worker = worker_traceback = None
+
+    def __getattribute__(self, name):
+        value = super().__getattribute__(name)
+        if value is None and name in ("index", "worker", "worker_traceback"):
+            cause = super().__getattribute__("__cause__")
+            if isinstance(cause, FeederError):
+                return getattr(cause, name)
+        return value
 
     def __init__(self, *args):
         super().__init__(*args)

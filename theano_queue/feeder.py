@@ -1,15 +1,15 @@
-"""Feeder: fills a queue from any iterable in a background thread."""
+"""Feeder: fills a queue from any iterable, or a map-style dataset, in a background thread (and worker processes)."""
 import math
 import threading
 import warnings
 
-from . import _engine
+from . import _engine, datasets
 from .errors import QueueClosed, Stopped
 from .monitor import Monitor
 
 
 class Feeder:
-    """Puts every element of ``source`` into ``queue`` from a background thread.
+    """Fills ``queue`` from ``dataset`` in the background: a thread, and ``workers`` processes.
 
     ::
 
@@ -20,8 +20,45 @@ class Feeder:
                 except QueueClosed:       # the source is exhausted and drained
                     break
 
-    ``source`` is any iterable of elements: tuples in component order, dicts
-    keyed by component name, or bare arrays for a one-component queue.
+    ``dataset`` is either
+
+    * an **iterable** of elements (whole batches): tuples in component order,
+      dicts keyed by component name, or bare arrays for a one-component
+      queue.  A generator, a list of batches, any object with ``__iter__``.
+      With ``workers=N`` each worker runs its own iterator, which splits
+      itself with :func:`theano_queue.worker_info`; elements are taken from
+      the workers in turn.
+    * or a **map-style** dataset: ``__len__`` and ``__getitem__`` (and not a
+      list, tuple, dict or array), where ``dataset[i]`` is *one sample*: a
+      tuple or dict of arrays shaped like the components without their
+      leading axis.  The feeder batches samples into elements of ``shape[0]``
+      rows, writing each sample into its row of the slot.  A dataset that
+      defines ``read_into(i, row)`` is given the row itself instead (a tuple,
+      also indexed by component name, of writable views into the slot): it
+      decodes there, with no copy.
+
+    ``workers=N`` (N >= 1) produces in N worker processes that write straight
+    into the queue's slots (shared memory; page-locked on a GPU queue).  They
+    never initialise CUDA; they are started with ``start_method`` ("spawn" by
+    default, safe with a CUDA context and threads in this process;
+    "forkserver", "fork" or a multiprocessing context where wanted), so the
+    dataset must pickle unless it is "fork".  A batch is cut into row ranges
+    shared among the workers.  Elements come out in batch order whatever the
+    workers' timing; ``ordered=False`` lets whichever batch is done first go
+    first.
+
+    A map-style dataset's batches: ``shuffle`` gives a permutation per epoch
+    drawn from ``seed`` and the epoch number, ``shard=(rank, world)`` this
+    rank's part of every epoch as ``DistributedSampler`` does, ``drop_last``
+    drops the padding of uneven shards and the epoch's last, partial batch.
+    ``epochs`` is the number of passes (``None``: without end; iterables that
+    can be run again too).  :attr:`batches_per_epoch` helps a loop count
+    them.
+
+    :meth:`state_dict` says where the consumer is; ``Feeder(..., state=saved)``
+    continues with the element after the last one the graph took before the
+    save (elements queued but not taken are produced again).  The Feeder must
+    be its queue's only producer for this count to hold.
 
     Or, to skip the copy into the queue, give ``fill``: a function called with
     writable arrays (one per component, full shape) that are the next slot
@@ -44,17 +81,30 @@ class Feeder:
     line and a verdict at the end: see :func:`monitor`.
     """
 
-    def __init__(self, queue, source=None, *, fill=None, close_when_done=True, stop_timeout=10.0, name=None,
-                 progress=False):
-        if (source is None) == (fill is None):
+    def __init__(self, queue, dataset=None, workers=0, shuffle=False, seed=0, shard=(0, 1), epochs=1,
+                 drop_last=False, state=None, *, ordered=True, start_method=None, fill=None, close_when_done=True,
+                 stop_timeout=10.0, name=None, source=None, progress=False):
+        if source is not None:  # the argument's name before workers came
+            if dataset is not None:
+                raise TypeError("Feeder(%s): give dataset or source, not both" % queue.name)
+            dataset = source
+        if (dataset is None) == (fill is None):
             raise TypeError("Feeder(%s): give either a source iterable or a fill function" % queue.name)
         self.queue = queue
-        self.source = source
+        self.source = self.dataset = dataset
+        self.epochs = epochs
         self.fill = fill
-        self.close_when_done = close_when_done
-        self.stop_timeout = stop_timeout
         self.name = name or "Feeder(%s)" % queue.name
         self.produced = 0
+        # Map-style datasets and workers have a producer of their own (datasets.py, workers.py);
+        # a plain iterable without workers runs through _elements below.
+        self._producer = datasets.producer(self, queue, dataset, workers=workers, shuffle=shuffle, seed=seed,
+                                           shard=shard, epochs=epochs, drop_last=drop_last, state=state,
+                                           ordered=ordered, start_method=start_method, fill=fill)
+        if isinstance(self._producer, datasets.IterableProgress):
+            self.source = self._producer.stream
+        self.close_when_done = close_when_done
+        self.stop_timeout = stop_timeout
         self.exception = None
         # Set by stop(); it also wakes a put that waits for a free slot.
         self._stop = _engine.Stop(queue._ring)
@@ -79,6 +129,8 @@ class Feeder:
                 "%s: queue '%s' is closed (the last epoch ended it); call q.reopen() before starting "
                 "the next epoch's Feeder" % (self.name, self.queue.name)
             )
+        if self._producer is not None:
+            self._producer.start()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
         self._monitor = Monitor.for_feeder(self, self.progress).start() if self.progress else None
@@ -93,6 +145,12 @@ class Feeder:
         if self._thread is not None:
             self._thread.join(timeout)
         return not self.running
+
+    def close(self):
+        """What leaving the ``with`` block does: stop, wait (``stop_timeout`` at most), close the queue
+        (with ``close_when_done``).  Worker processes are gone when it returns."""
+        if self._thread is not None:
+            self.__exit__(None, None, None)
 
     def __enter__(self):
         return self.start()
@@ -129,8 +187,55 @@ class Feeder:
             return False
         return True
 
+    def state_dict(self):
+        """Where the consumer is: a small picklable dict for ``Feeder(..., state=...)``.
+
+        Counts what the graph (or ``q.get()``) has taken from the queue, not
+        what was produced: resuming from it produces again the elements that
+        were queued but not taken, and nothing that was taken.
+        """
+        if self._producer is None:
+            raise TypeError("%s: a Feeder with a fill function keeps no state" % self.name)
+        return self._producer.state_dict()
+
+    def stats(self):
+        """How busy the producers are, as a dict.
+
+        ``busy`` is the mean fraction of time the workers (or, without
+        workers, the feeder's thread) spent producing samples since they
+        started; ``worker_busy`` the same per worker.  Near 1 means the input
+        pipeline runs flat out: when the queue's ``stats()["consumer_wait_s"]``
+        (the model waiting for data) grows as well, more workers help.  Well
+        below 1, with the queue's ``producer_wait_s`` growing, the model is the
+        bottleneck.  Also ``elements``, ``samples`` and ``samples_per_s``.
+        """
+        if self._producer is None:
+            return {"workers": 0, "elements": self.produced}
+        return self._producer.stats()
+
+    @property
+    def batches_per_epoch(self):
+        """Elements per epoch of a map-style dataset (None for an iterable)."""
+        sampler = getattr(self._producer, "sampler", None)
+        return sampler.batches_per_epoch if sampler is not None else None
+
+    @property
+    def planned_elements(self):
+        """Elements the whole run puts, where that is known before it runs (else None).
+
+        A list or tuple of batches, or a map-style dataset, times ``epochs``.
+        """
+        if self.epochs is None:
+            return None
+        if isinstance(self.dataset, (list, tuple)):
+            return len(self.dataset) * self.epochs
+        per_epoch = self.batches_per_epoch
+        return None if per_epoch is None else per_epoch * self.epochs
+
     def _elements(self):
         """Produce until the source ends or stop(); True when the source ended."""
+        if self._producer is not None and not isinstance(self._producer, datasets.IterableProgress):
+            return self._producer.run(self._stop)
         if self.fill is not None:
             while self._fill_one():
                 self.produced += 1
@@ -147,6 +252,13 @@ class Feeder:
         return False
 
     def _run(self):
+        try:
+            self._produce()
+        finally:
+            if self._producer is not None:
+                self._producer.shutdown()  # worker processes, after the consumer was told
+
+    def _produce(self):
         try:
             exhausted = self._elements()
         except SourceFailed as failed:  # anything the source raises reaches the consumer,

@@ -116,11 +116,8 @@ class Monitor:
     def for_feeder(cls, feeder, progress):
         """The monitor of ``Feeder(..., progress=...)``: True, or a dict of Monitor options."""
         options = dict(progress) if isinstance(progress, dict) else {}
-        # A list or tuple of batches says how many elements the epoch has; the
-        # length of other sources (a map-style dataset counts samples) does not.
-        source = getattr(feeder, "source", None)
-        if options.get("total") is None and isinstance(source, (list, tuple)):
-            options["total"] = len(source)
+        if options.get("total") is None:
+            options["total"] = feeder.planned_elements
         monitor = cls(feeder.queue, feeder=feeder, **options)
         monitor._auto_close = True
         return monitor

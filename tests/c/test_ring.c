@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "test_backend.h"
@@ -529,6 +531,62 @@ static void test_stop_flag_ends_a_wait(void)
     tq_ring_destroy(ring);
 }
 
+/* Every slot's staging lies in one shared block that another process can map
+ * (a memfd here); swapping two reserved slots' staging publishes what was
+ * written for one through the other.  A backend without shared staging (the
+ * test backend) is refused. */
+static void test_shared_staging_and_swap(void)
+{
+    tq_ring *ring = make_ring(3);
+    tq_shm shm;
+    tq_error err;
+    int a, b, got;
+    size_t off_a, off_b;
+    CHECK(tq_ring_staging(ring, &shm, &err) == TQ_OK);
+    CHECK(shm.fd >= 0 && shm.base != NULL && shm.bytes >= 3 * 8 * 2 * sizeof(int64_t));
+    struct stat st;
+    CHECK(fstat(shm.fd, &st) == 0 && (size_t)st.st_size == shm.bytes);
+    /* Another mapping of the descriptor sees what the ring's producer writes. */
+    int64_t *other = mmap(NULL, shm.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, shm.fd, 0);
+    CHECK(other != MAP_FAILED);
+    CHECK(tq_ring_reserve_put(ring, 0, NULL, &a, NULL) == TQ_OK && tq_ring_begin_host_write(ring, a, NULL) == TQ_OK);
+    CHECK(tq_ring_reserve_put(ring, 0, NULL, &b, NULL) == TQ_OK && tq_ring_begin_host_write(ring, b, NULL) == TQ_OK);
+    CHECK(tq_ring_staging_offset(ring, a, &off_a, NULL) == TQ_OK);
+    CHECK(tq_ring_staging_offset(ring, b, &off_b, NULL) == TQ_OK);
+    CHECK(off_a != off_b && off_a + 16 * sizeof(int64_t) <= shm.bytes && off_b + 16 * sizeof(int64_t) <= shm.bytes);
+    CHECK((char *)tq_ring_write_ptr(ring, b, 0) == (char *)shm.base + off_b + tq_ring_component_offset(ring, 0));
+    CHECK(tq_ring_staging_offset(ring, 3, &off_a, &err) == TQ_EINVAL);
+    /* "Another process" writes b's staging; it is published through a. */
+    other[off_b / sizeof(int64_t)] = 42;
+    CHECK(tq_ring_swap_staging(ring, a, b, &err) == TQ_OK);
+    size_t now_a, now_b;
+    CHECK(tq_ring_staging_offset(ring, a, &now_a, NULL) == TQ_OK);
+    CHECK(tq_ring_staging_offset(ring, b, &now_b, NULL) == TQ_OK);
+    CHECK(now_a == off_b && now_b == off_a);
+    int64_t one = 1;
+    CHECK(tq_ring_commit_put(ring, a, &one, NULL) == TQ_OK);
+    CHECK(tq_ring_swap_staging(ring, a, b, &err) == TQ_EINVAL); /* a is no longer being written */
+    CHECK(tq_ring_swap_staging(ring, b, -1, &err) == TQ_EINVAL);
+    CHECK(tq_ring_reserve_get(ring, 0, NULL, &got, NULL) == TQ_OK && got == a);
+    int64_t row[2];
+    CHECK(tq_ring_read_to_host(ring, got, 0, row, NULL) == TQ_OK && row[0] == 42);
+    tq_ring_release_get(ring, got);
+    tq_ring_abort_put(ring, b);
+    munmap(other, shm.bytes);
+    tq_ring_destroy(ring);
+
+    test_control control = {{0}};
+    ring = make_test_ring(2, &control, &err);
+    CHECK(tq_ring_staging(ring, &shm, &err) == TQ_ESTATE && strstr(err.message, "no shared staging"));
+    CHECK(tq_ring_reserve_put(ring, 0, NULL, &a, NULL) == TQ_OK);
+    CHECK(tq_ring_reserve_put(ring, 0, NULL, &b, NULL) == TQ_OK);
+    CHECK(tq_ring_staging_offset(ring, a, &off_a, &err) == TQ_ESTATE);
+    CHECK(tq_ring_swap_staging(ring, a, b, &err) == TQ_ESTATE);
+    tq_ring_abort_put(ring, a);
+    tq_ring_abort_put(ring, b);
+    tq_ring_destroy(ring);
+}
+
 int main(void)
 {
     test_fifo_and_states();
@@ -541,6 +599,7 @@ int main(void)
     test_registered_memory_skips_the_staging();
     test_failed_state();
     test_stop_flag_ends_a_wait();
+    test_shared_staging_and_swap();
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

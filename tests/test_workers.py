@@ -1,0 +1,595 @@
+"""Feeder with map-style datasets and worker processes: data, order, sampling, resume, errors, shutdown."""
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import theano_queue as tq
+from helpers import seconds_to_stop_on_ctrl_c
+from theano_queue.sampler import Sampler
+from worker_datasets import ROWS, SPEC, Environment, Heavy, InPlace, Shards, Tagged, expected_batch
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def drain(take, limit=10_000):
+    got = []
+    while len(got) < limit:
+        try:
+            got.append(take())
+        except tq.QueueClosed:
+            break
+    return got
+
+
+def getter(q):
+    return lambda: q.get(timeout=20)
+
+
+def expected(n, epochs=1, **settings):
+    sampler = Sampler(n, ROWS, epochs=epochs, **settings)
+    return [expected_batch(sampler.batch(p)) for p in range(sampler.total)]
+
+
+def assert_same(got, want):
+    assert len(got) == len(want)
+    for i, (have, need) in enumerate(zip(got, want)):
+        for a, b in zip(have, need):
+            assert a.dtype == b.dtype and a.shape == b.shape, "element %d" % i
+            assert np.array_equal(a, b), "element %d differs" % i
+
+
+def alive(pid):
+    """True while pid runs (a zombie has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.02)
+    return [p for p in pids if alive(p)]
+
+
+def wait_ready(feeder, seconds=30):
+    deadline = time.monotonic() + seconds
+    while feeder.stats().get("startup_s") is None:
+        assert time.monotonic() < deadline, "workers did not start"
+        time.sleep(0.02)
+
+
+# ---- data and order ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2, 4])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_bit_exact_in_batch_order(workers, shuffle):
+    q = tq.Queue(SPEC, capacity=3, target="cpu")
+    with tq.Feeder(q, Tagged(45, jitter=0.002), workers=workers, shuffle=shuffle, seed=7, epochs=2) as feeder:
+        got = drain(getter(q))
+    assert_same(got, expected(45, epochs=2, shuffle=shuffle, seed=7))
+    assert got[5][0].shape[0] == 45 - 5 * ROWS, "the epoch's last batch is partial"
+    assert feeder.produced == len(got) == 2 * feeder.batches_per_epoch
+    assert q.stats()["dequeued"] == len(got)
+
+
+def test_a_compiled_function_takes_the_batches():
+    import theano
+
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    x, y = q.dequeue()
+    f = theano.function([], [x, y, x.sum()])
+    with tq.Feeder(q, Tagged(30), workers=2, shuffle=True, drop_last=True):
+        got = drain(f)
+    assert_same([g[:2] for g in got], expected(30, shuffle=True, drop_last=True))
+    assert len(got) == 3
+
+
+def test_unordered_lets_a_finished_batch_go_first():
+    slow_first = Tagged(32, slow={0}, slow_s=0.6)
+    q = tq.Queue(SPEC, capacity=4, target="cpu")
+    with tq.Feeder(q, slow_first, workers=2, ordered=False):
+        got = drain(getter(q))
+    first = [int(y[0]) // ROWS for _, y in got]
+    assert sorted(first) == [0, 1, 2, 3] and first[0] != 0, first
+    want = {i: b for i, b in enumerate(expected(32))}
+    for element, batch in zip(got, first):
+        assert_same([element], [want[batch]])
+
+    q = tq.Queue(SPEC, capacity=4, target="cpu")
+    with tq.Feeder(q, slow_first, workers=2):
+        assert [int(y[0]) // ROWS for _, y in drain(getter(q))] == [0, 1, 2, 3]
+
+
+def test_shards_of_two_ranks_are_disjoint_and_complete():
+    seen = []
+    for rank in range(2):
+        q = tq.Queue(SPEC, capacity=2, target="cpu")
+        with tq.Feeder(q, Tagged(21), workers=1 if rank else 0, shuffle=True, seed=3, shard=(rank, 2)):
+            seen.append([int(i) for _, y in drain(getter(q)) for i in y])
+    assert len(seen[0]) == len(seen[1]) == 11
+    assert sorted(seen[0] + seen[1]) == sorted(list(range(21)) + [seen[0][0]]), "all 21, the first one twice"
+
+
+def test_iterable_in_every_worker_split_with_worker_info():
+    assert tq.worker_info() == (0, 1)
+    q = tq.Queue(SPEC, capacity=3, target="cpu")
+    with tq.Feeder(q, Shards(11), workers=3):
+        got = drain(getter(q))
+    # Workers take turns: worker b % 3 makes batch b, so the turns give batches 0, 1, 2, ...
+    assert_same(got, [expected_batch(range(b * ROWS, b * ROWS + 1 + b % ROWS)) for b in range(11)])
+
+
+def test_iterable_unordered():
+    q = tq.Queue(SPEC, capacity=3, target="cpu")
+    with tq.Feeder(q, Shards(11), workers=2, ordered=False):
+        got = drain(getter(q))
+    assert sorted(int(y[0]) // ROWS for _, y in got) == list(range(11))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_list_of_batches_over_epochs(workers):
+    batches = [expected_batch(range(b, b + 1 + b % 3)) for b in range(5)]
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    with tq.Feeder(q, batches, workers=workers, epochs=3):
+        assert_same(drain(getter(q)), batches * 3)
+    with pytest.raises(ValueError, match="runs once"):
+        tq.Feeder(q, iter(batches), epochs=2)
+
+
+def test_forkserver_and_fork():
+    for method in ("forkserver", "fork"):
+        q = tq.Queue(SPEC, capacity=2, target="cpu")
+        with tq.Feeder(q, Tagged(20), workers=2, start_method=method) as feeder:
+            assert_same(drain(getter(q)), expected(20))
+        assert feeder.stats()["start_method"] == method
+
+
+# ---- writing in place ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_read_into_writes_the_sample_in_place(workers):
+    q = tq.Queue(InPlace.SPEC, capacity=3, target="cpu")
+    ring = q._ring
+    row_bytes = 5 * 3 * 4
+    slots = {ring.slot_offset(s) + ring.component_offsets[0] for s in range(q.capacity)}
+    with tq.Feeder(q, InPlace(20), workers=workers):
+        got = drain(getter(q))
+    want = expected(20)
+    assert len(got) == len(want)
+    for (x, where), (want_x, want_y) in zip(got, want):
+        assert np.array_equal(x, want_x) and np.array_equal(where[:, 0], want_y)
+        if workers:
+            # Each row was a view of the shared staging, exactly where its slot's row lies.
+            assert (where[:, 2] == 1).all()
+            rows = np.arange(len(x))
+            assert all(int(off) - r * row_bytes in slots for off, r in zip(where[:, 1], rows)), where
+        else:
+            assert (where[:, 2] == 2).all(), "a view of the slot the ring handed out"
+
+
+# ---- resume ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers,ordered,stop_at", [(2, True, 5), (2, True, 8), (0, True, 3), (3, False, 7),
+                                                     (1, True, int(np.random.default_rng(11).integers(1, 12)))])
+def test_resume_gives_exactly_the_remaining_elements(workers, ordered, stop_at):
+    import theano
+
+    settings = dict(workers=workers, shuffle=True, seed=5, epochs=3, ordered=ordered)
+    q = tq.Queue(SPEC, capacity=3, target="cpu")
+    f = theano.function([], q.dequeue())
+    with tq.Feeder(q, Tagged(29, jitter=0.001), **settings) as feeder:  # 4 batches an epoch
+        first = [f() for _ in range(stop_at)]
+        time.sleep(0.1)  # more are queued, not taken
+        state = pickle.loads(pickle.dumps(feeder.state_dict()))
+    assert q.size() > 0, "the queue held elements the graph had not taken"
+    q.close(cancel_pending=True)
+    q.reopen()
+    with tq.Feeder(q, Tagged(29), state=state, **settings):
+        rest = drain(f)
+    want = expected(29, epochs=3, shuffle=True, seed=5)
+    if ordered:
+        assert_same(first + rest, want)
+        assert state["position"] == stop_at
+    else:
+        key = lambda element: tuple(element[1])  # noqa: E731
+        assert sorted(map(key, first + rest)) == sorted(map(key, want))
+        by_key = {key(w): w for w in want}
+        assert_same(first + rest, [by_key[key(g)] for g in first + rest])
+
+
+def test_resume_an_iterable_with_workers():
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    with tq.Feeder(q, Shards(13), workers=2) as feeder:
+        first = [q.get(timeout=20) for _ in range(5)]
+        time.sleep(0.1)
+        state = feeder.state_dict()
+    assert state["consumed"] == [3, 2]
+    q.close(cancel_pending=True)
+    q.reopen()
+    with tq.Feeder(q, Shards(13), workers=2, state=state):
+        rest = drain(getter(q))
+    assert_same(first + rest, [expected_batch(range(b * ROWS, b * ROWS + 1 + b % ROWS)) for b in range(13)])
+    with pytest.raises(ValueError, match="same number of workers"):
+        tq.Feeder(q, Shards(13), workers=3, state=state)
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_sample_raising_reaches_the_consumer_with_its_index_and_traceback(workers):
+    import theano
+
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    f = theano.function([], q.dequeue())
+    with tq.Feeder(q, Tagged(40, fail_at=19), workers=workers) as feeder:
+        got = []
+        with pytest.raises(tq.FeederError, match="ValueError: cannot decode sample 19") as info:
+            while True:
+                got.append(f())
+    assert_same(got, expected(16)), "the two batches before the failing one arrive"
+    err = info.value
+    assert err.index == 19 and err.worker in ((None,) if workers == 0 else (0, 1))
+    assert "decode_failure" in err.worker_traceback and "worker_datasets.py" in err.worker_traceback
+    assert isinstance(feeder.exception, tq.FeederError) and "Traceback" in str(feeder.exception)
+    if workers == 0:  # raised in this process: the sample's own exception is kept too
+        assert isinstance(feeder.exception.__cause__, ValueError)
+
+
+def test_a_bad_sample_is_named():
+    q = tq.Queue([("x", "float32", (4, 5, 2)), ("y", "int64", (4,))], capacity=2, target="cpu")
+    with tq.Feeder(q, Tagged(8), workers=1):
+        with pytest.raises(tq.FeederError, match=r"component 'x': a sample must have shape \(5, 2\).*got \(5, 3\)"):
+            q.get(timeout=20)
+
+
+def test_a_killed_worker_fails_the_consumer_within_a_second():
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    with tq.Feeder(q, Tagged(100_000, jitter=0.004), workers=2, epochs=None) as feeder:
+        q.get(timeout=20)
+        victim = feeder.stats()["pids"][1]
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        with pytest.raises(tq.FeederError, match="worker 1 .* was killed by SIGKILL") as info:
+            while True:
+                q.get(timeout=5)
+        assert time.monotonic() - killed < 1.0
+    assert info.value.worker == 1
+    assert wait_gone(feeder.stats()["pids"], 2) == []
+
+
+def test_a_worker_that_kills_itself_mid_sample():
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    with tq.Feeder(q, Tagged(64, kill_at=21), workers=2):
+        got = []
+        with pytest.raises(tq.FeederError, match=r"SIGKILL while producing samples \[.*21"):
+            while True:
+                got.append(q.get(timeout=20))
+    assert len(got) == 2
+
+
+def test_arguments_are_checked():
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    with pytest.raises(ValueError, match="map-style"):
+        tq.Feeder(q, Shards(3), shuffle=True)
+    with pytest.raises(ValueError, match="workers must be an int"):
+        tq.Feeder(q, Tagged(3), workers=-1)
+    with pytest.raises(TypeError, match="fill function"):
+        tq.Feeder(q, fill=lambda x, y: None, workers=2)
+    with pytest.raises(ValueError, match="no batch axis"):
+        tq.Feeder(tq.Queue([("x", "float32", ())], target="cpu"), Tagged(3))
+    with pytest.raises(ValueError, match="batch_size=8 \\(saved: 4\\)"):
+        state = Sampler(10, 4).state_dict(Sampler(10, 4).cursor())
+        tq.Feeder(q, Tagged(10), state=state)
+    unpicklable = Tagged(16)
+    unpicklable.hook = lambda: None
+    with pytest.raises(TypeError, match="picklable dataset"):
+        tq.Feeder(q, unpicklable, workers=1)
+    with tq.Feeder(q, unpicklable, workers=1, start_method="fork"):  # fork needs no pickling
+        assert_same(drain(getter(q)), expected(16))
+
+
+# ---- stopping ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["exception", "close", "queue closed"])
+def test_workers_stuck_in_the_dataset_are_stopped_within_two_seconds(how):
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    feeder = tq.Feeder(q, Tagged(100, slow="all", slow_s=60), workers=2)
+    with pytest.raises(RuntimeError, match="training failed") if how == "exception" else _nothing():
+        with feeder:
+            wait_ready(feeder)
+            time.sleep(0.2)  # every worker is inside a sample
+            pids = feeder.stats()["pids"]
+            started = time.monotonic()
+            if how == "exception":
+                raise RuntimeError("training failed")
+            if how == "close":
+                feeder.close()
+            else:
+                q.close(cancel_pending=True)
+                assert feeder.join(5)
+    assert time.monotonic() - started < 2.0
+    assert wait_gone(pids, 0.1) == []
+    assert not feeder.running and q.closed
+
+
+def test_a_slot_goes_back_only_when_no_worker_writes_it_any_more():
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    feeder = tq.Feeder(q, Tagged(100, slow="all", slow_s=0.3), workers=2, close_when_done=False).start()
+    wait_ready(feeder)
+    time.sleep(0.1)  # both slots are being written, a row at a time
+    feeder.stop()
+    zeros = (np.zeros((ROWS, 5, 3), "float32"), np.zeros(ROWS, "int64"))
+    q.put(zeros, timeout=5)  # takes a slot the feeder gave back
+    time.sleep(0.5)  # a worker still writing would land in it now
+    assert all(np.array_equal(a, b) for a, b in zip(q.get(timeout=5), zeros)), "a stale row was written"
+    assert feeder.join(5)
+
+
+def test_stop_wakes_a_map_style_feeder_waiting_for_space_at_once():
+    q = tq.Queue(SPEC, capacity=1, target="cpu")
+    feeder = tq.Feeder(q, Tagged(100), close_when_done=False).start()
+    while q.size() < 1:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the feeder waits for space
+    start = time.monotonic()
+    feeder.stop()
+    assert feeder.join(timeout=1)
+    assert time.monotonic() - start < 0.04, "woken, not polled"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_queues_timeout_does_not_bound_the_wait_for_space(workers):
+    q = tq.Queue(SPEC, capacity=1, target="cpu", timeout=0.05)
+    with tq.Feeder(q, Tagged(4 * ROWS), workers=workers) as feeder:
+        got = []
+        for _ in range(4):
+            time.sleep(0.2)  # a slow consumer: the producers wait longer than the queue's timeout
+            got.append(q.get(timeout=20))
+    assert_same(got, expected(4 * ROWS))
+    assert feeder.exception is None
+
+
+def test_the_shared_staging_is_refused_clearly():
+    q = tq.Queue(SPEC, capacity=2, target="cpu", name="shared")
+    ring = q._ring
+    assert ring.staging_bytes >= 2 * (ring.slot_offset(1) - ring.slot_offset(0)) > 0
+    os.close(ring.staging_fd())
+    with pytest.raises(ValueError, match=r"Ring.slot_offset: queue 'shared': no slot 2"):
+        ring.slot_offset(2)
+    with pytest.raises(ValueError, match=r"Ring.swap_staging: queue 'shared': .*must be reserved"):
+        ring.swap_staging(0, 1)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_stats_say_how_busy_the_workers_are():
+    q = tq.Queue(SPEC, capacity=4, target="cpu")
+    with tq.Feeder(q, Heavy(96, ms=5), workers=2) as feeder:
+        wait_ready(feeder)
+        got = drain(getter(q))
+    stats = feeder.stats()
+    assert len(got) == 12 and stats["samples"] == 96 and stats["elements"] == 12
+    assert len(stats["worker_busy"]) == 2 and 0.3 < stats["busy"] <= 1.0, stats
+    assert stats["samples_per_s"] > 0 and stats["startup_s"] > 0
+
+
+def test_workers_are_told_not_to_use_cuda(monkeypatch):
+    monkeypatch.setenv("THEANO_FLAGS", os.environ.get("THEANO_FLAGS", "") + ",device=cuda0")
+    q = tq.Queue(Environment.SPEC, capacity=2, target="cpu")
+    with tq.Feeder(q, Environment(), workers=1):
+        got = drain(getter(q))
+    assert len(got) == 4 and all(g[0].all() for g in got), got
+    assert os.environ["THEANO_FLAGS"].endswith("device=cuda0"), "the parent's environment is left as it was"
+
+
+SCRIPT_HEAD = textwrap.dedent(
+    """
+    import os, sys, time
+    sys.path.insert(0, %r)
+    import theano_queue as tq
+    from worker_datasets import SPEC, Tagged
+    """ % TESTS
+)
+
+
+def run_env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([TESTS] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
+CTRL_C_SCRIPT = SCRIPT_HEAD + textwrap.dedent(
+    """
+    import theano
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    f = theano.function([], q.dequeue())
+    try:
+        with tq.Feeder(q, Tagged(10**6, slow="all", slow_s=0.5), workers=2, epochs=None) as feeder:
+            pids = feeder.stats()["pids"]
+            print("ready", flush=True)
+            while True:
+                f()
+    except KeyboardInterrupt:
+        sys.exit(3 if not any(os.path.exists("/proc/%d/cmdline" % p) and
+                              open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[0] != "Z"
+                              for p in pids) else 4)
+    """
+)
+
+
+def test_ctrl_c_stops_the_loop_and_every_worker():
+    # SIGINT to the whole process group, as a terminal sends it: the workers ignore it, the loop stops them.
+    elapsed = seconds_to_stop_on_ctrl_c(CTRL_C_SCRIPT, run_env(), group=True)
+    assert elapsed < 2.0, "took %.2f s" % elapsed
+
+
+EXIT_SCRIPT = SCRIPT_HEAD + textwrap.dedent(
+    """
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    feeder = tq.Feeder(q, Tagged(10**6, slow="all", slow_s=60), workers=2, epochs=None).start()
+    while feeder.stats().get("startup_s") is None:
+        time.sleep(0.02)
+    print(" ".join(map(str, feeder.stats()["pids"])), flush=True)
+    # and the interpreter exits without closing anything
+    """
+)
+
+
+def test_interpreter_exit_stops_every_worker():
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, env=run_env(),
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 2 and wait_gone(pids, 0.5) == []
+    assert time.monotonic() - started < 30
+
+
+KILLED_PARENT_SCRIPT = SCRIPT_HEAD + textwrap.dedent(
+    """
+    q = tq.Queue(SPEC, capacity=2, target=%r)
+    feeder = tq.Feeder(q, Tagged(10**6, jitter=0.01), workers=2, epochs=None).start()
+    q.get(timeout=60)
+    print("ready", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def descendants(root):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def shm_names():
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def killed_parent_leaves_nothing(target, env):
+    before = shm_names()
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_PARENT_SCRIPT % target], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line == "ready", proc.stderr.read()[-3000:] if proc.poll() is not None else line
+        left = descendants(proc.pid)
+        assert len(left) >= 2, "the workers run"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert wait_gone(left, 2.0) == [], "processes left behind"
+    finally:
+        proc.kill()
+    assert not [n for n in shm_names() - before if "theano_queue" in n], "shared memory left in /dev/shm"
+
+
+def test_a_killed_parent_leaves_no_process_and_no_shared_memory():
+    killed_parent_leaves_nothing("cpu", run_env())
+
+
+# ---- on the GPU ---------------------------------------------------------------------------------
+
+
+def gpu_env():
+    env = run_env()
+    env.pop("THEANO_GPU_IS_ALREADY_ACTIVE", None)
+    return env
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ordered", [True, False])
+def test_workers_feed_a_gpu_queue_bit_exact(ordered):
+    import theano
+
+    q = tq.Queue(SPEC, capacity=3)
+    assert q.on_gpu
+    x, y = q.dequeue()
+    f = theano.function([], [x, y, (x * 2).sum()])
+    assert "GpuDequeue" in [type(n.op).__name__ for n in f.maker.fgraph.toposort()]
+    with tq.Feeder(q, Tagged(203, jitter=0.0005), workers=3, shuffle=True, seed=2, epochs=2, ordered=ordered):
+        got = drain(f)
+    want = expected(203, epochs=2, shuffle=True, seed=2)
+    got = [g[:2] for g in got]
+    if ordered:
+        assert_same(got, want)
+    else:
+        by_key = {tuple(w[1]): w for w in want}
+        assert sorted(by_key) == sorted(tuple(g[1]) for g in got)
+        assert_same(got, [by_key[tuple(g[1])] for g in got])
+
+
+@pytest.mark.gpu
+def test_read_into_the_pinned_staging_of_a_gpu_queue():
+    import theano
+
+    from theano_queue import _engine
+
+    q = tq.Queue(InPlace.SPEC, capacity=2)
+    assert _engine.cuda_allocated()["pinned"] >= q._ring.staging_bytes, "the staging is page-locked"
+    f = theano.function([], q.dequeue())
+    with tq.Feeder(q, InPlace(50), workers=2):
+        got = drain(f)
+    for (x, where), (want_x, want_y) in zip(got, expected(50)):
+        assert np.array_equal(x, want_x) and np.array_equal(where[:, 0], want_y) and (where[:, 2] == 1).all()
+    assert len(got) == 7
+
+
+WORKERS_ON_A_GPU_SCRIPT = SCRIPT_HEAD + textwrap.dedent(
+    """
+    import theano  # device=cuda0: this process has a CUDA context ...
+    from worker_datasets import Environment
+    if __name__ == "__main__":
+        q = tq.Queue(Environment.SPEC, capacity=2)
+        assert q.on_gpu
+        f = theano.function([], q.dequeue())
+        with tq.Feeder(q, Environment(), workers=2):  # ... and its workers none
+            flags = [f() for _ in range(4)]
+        print("ok" if all(np.asarray(g).all() for g in flags) else "cuda in a worker: %s" % flags)
+    """
+).replace("import theano  #", "import numpy as np, theano  #")
+
+
+@pytest.mark.gpu
+def test_workers_never_initialise_cuda_when_the_parent_runs_on_a_gpu():
+    done = subprocess.run([sys.executable, "-c", WORKERS_ON_A_GPU_SCRIPT], capture_output=True, text=True,
+                          env=gpu_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok"), done.stdout
+
+
+@pytest.mark.gpu
+def test_a_killed_parent_with_a_gpu_queue_leaves_nothing():
+    killed_parent_leaves_nothing(None, gpu_env())

@@ -1,0 +1,192 @@
+"""Which samples go into which batch, epoch after epoch, and where a run stopped.
+
+Independent of how batches are produced (a thread, worker processes, slices of
+an array in RAM): a :class:`Sampler` maps a *position*, the number of a batch
+in the whole run, to the dataset indices of that batch; a :class:`Cursor`
+records which positions the consumer has taken, and the pair gives a small
+state dict to resume from.
+"""
+import numpy as np
+
+STATE_VERSION = 1
+
+# The settings a saved state must agree with: resuming with any other would
+# produce different batches.
+_CONFIG_KEYS = ("length", "batch_size", "shard", "shuffle", "seed", "drop_last")
+
+
+class Cursor:
+    """Positions done so far: every one below ``low``, and the sparse set ``above``.
+
+    ``above`` holds positions done out of order (``ordered=False``); it stays
+    as small as the number of batches in flight.
+    """
+
+    def __init__(self, low=0, above=()):
+        self.low = int(low)
+        self.above = {int(p) for p in above if p >= low}
+        self._advance()
+
+    def _advance(self):
+        while self.low in self.above:
+            self.above.discard(self.low)
+            self.low += 1
+
+    def add(self, position):
+        if position == self.low:
+            self.low += 1
+            self._advance()
+        elif position > self.low:
+            self.above.add(position)
+
+    def __contains__(self, position):
+        return position < self.low or position in self.above
+
+    def copy(self):
+        return Cursor(self.low, self.above)
+
+    def pending(self, total=None):
+        """Positions not done, in order, up to ``total`` (None: without end)."""
+        skip = set(self.above)
+        position = self.low
+        while total is None or position < total:
+            if position not in skip:
+                yield position
+            position += 1
+
+    def __repr__(self):
+        return "Cursor(%d, %s)" % (self.low, sorted(self.above))
+
+
+def _int(value, what, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError("%s must be an int >= %d, got %r" % (what, low, value))
+    return int(value)
+
+
+class Sampler:
+    """The batches of one rank: a permutation per epoch, a shard of it, cut into batches.
+
+    Position ``p`` is batch ``p % batches_per_epoch`` of epoch
+    ``p // batches_per_epoch``.  The batches are a function of the settings
+    and ``p`` alone, so any process can compute any batch, and a run resumed
+    from a saved position continues with the same batches.
+
+    * ``shuffle``: epoch ``e`` visits the dataset in a permutation drawn from
+      ``numpy.random.SeedSequence([seed, e])``; otherwise in index order.
+    * ``shard=(rank, world)``: as ``torch.utils.data.DistributedSampler``.
+      The epoch's order is padded by repeating its first indices up to a
+      multiple of ``world`` (or, with ``drop_last``, cut down to one), and
+      rank ``r`` takes every ``world``-th index starting at ``r``: the ranks'
+      shards are disjoint (but for the padding), equal-sized, and together
+      the whole epoch.
+    * ``drop_last``: also drops the epoch's last batch when it is short, as
+      ``DataLoader(drop_last=True)``; otherwise it is a partial batch.
+    * ``epochs``: the run's length; ``None`` for no end.
+    """
+
+    def __init__(self, length, batch_size, shuffle=False, seed=0, shard=(0, 1), drop_last=False, epochs=1):
+        self.length = _int(length, "the dataset's length", 0)
+        self.batch_size = _int(batch_size, "batch_size", 1)
+        self.seed = _int(seed, "seed", 0)
+        try:
+            rank, world = shard
+        except (TypeError, ValueError):
+            raise ValueError("shard must be (rank, world), got %r" % (shard,)) from None
+        self.world = _int(world, "shard's world size", 1)
+        self.rank = _int(rank, "shard's rank", 0)
+        if self.rank >= self.world:
+            raise ValueError("shard=(%d, %d): the rank must be below the world size" % (self.rank, self.world))
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.epochs = None if epochs is None else _int(epochs, "epochs", 0)
+        if self.drop_last and self.length % self.world:
+            self.per_rank = self.length // self.world
+        else:
+            self.per_rank = -(-self.length // self.world)
+        self.total_size = self.per_rank * self.world
+        if self.drop_last:
+            self.batches_per_epoch = self.per_rank // self.batch_size
+        else:
+            self.batches_per_epoch = -(-self.per_rank // self.batch_size)
+        if self.batches_per_epoch == 0:
+            self.total = 0
+        else:
+            self.total = None if self.epochs is None else self.epochs * self.batches_per_epoch
+        self._cached = (None, None)
+
+    @property
+    def config(self):
+        return {"length": self.length, "batch_size": self.batch_size, "shard": [self.rank, self.world],
+                "shuffle": self.shuffle, "seed": self.seed, "drop_last": self.drop_last}
+
+    def epoch_indices(self, epoch):
+        """This rank's dataset indices for ``epoch``, in order (int64)."""
+        if self._cached[0] == epoch:
+            return self._cached[1]
+        if self.shuffle:
+            order = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
+            order = order.permutation(self.length).astype(np.int64)
+        else:
+            order = np.arange(self.length, dtype=np.int64)
+        if self.total_size > self.length and self.length:
+            order = np.resize(order, self.total_size)  # pads by repeating from the start
+        order = order[: self.total_size]
+        mine = np.ascontiguousarray(order[self.rank : self.total_size : self.world])
+        self._cached = (epoch, mine)
+        return mine
+
+    def epoch_of(self, position):
+        return position // self.batches_per_epoch if self.batches_per_epoch else 0
+
+    def batch(self, position):
+        """Dataset indices of the batch at ``position`` (int64; shorter for a partial last batch)."""
+        if self.total is not None and not 0 <= position < self.total:
+            raise IndexError("position %d is outside the run's %d batches" % (position, self.total))
+        epoch, b = divmod(position, self.batches_per_epoch)
+        start, stop = b * self.batch_size, min((b + 1) * self.batch_size, self.per_rank)
+        if not self.shuffle:  # in index order: no need to hold the epoch's indices
+            return (self.rank + self.world * np.arange(start, stop, dtype=np.int64)) % self.length
+        return self.epoch_indices(epoch)[start:stop]
+
+    def pending(self, cursor):
+        """Positions of the run not yet done according to ``cursor``, in order."""
+        return cursor.pending(self.total)
+
+    # ---- resume ------------------------------------------------------------------
+
+    def state_dict(self, cursor):
+        """A small picklable dict: ``cursor`` and the settings it is valid for."""
+        state = {"version": STATE_VERSION, "kind": "map", "position": cursor.low, "done": sorted(cursor.above)}
+        if self.batches_per_epoch:
+            state["epoch"], state["batch"] = divmod(cursor.low, self.batches_per_epoch)
+        state.update(self.config)
+        return state
+
+    def cursor(self, state=None):
+        """The cursor a state dict saved; a fresh one for None.  ValueError if the state does not fit."""
+        if state is None:
+            return Cursor()
+        if not isinstance(state, dict) or state.get("kind") != "map":
+            raise ValueError("this state was not saved by a Feeder over a map-style dataset: %r" % (state,))
+        if state.get("version") != STATE_VERSION:
+            raise ValueError("state version %r; this theano_queue reads version %d" % (state.get("version"),
+                                                                                       STATE_VERSION))
+        config = self.config
+        wrong = ["%s=%r (saved: %r)" % (key, config[key], _listed(state.get(key))) for key in _CONFIG_KEYS
+                 if _listed(state.get(key)) != config[key]]
+        if wrong:
+            raise ValueError("the state was saved with other settings; resuming would give other batches: "
+                             + ", ".join(wrong))
+        return Cursor(state["position"], state.get("done", ()))
+
+
+def _listed(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def split_rows(rows, parts):
+    """``[start, stop)`` ranges that cut ``rows`` rows into at most ``parts`` nearly equal pieces."""
+    parts = max(1, min(parts, rows))
+    bounds = [rows * i // parts for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
