@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import theano_queue as tq  # noqa: E402
 from common import reading  # noqa: E402
 from pipelines import PIPELINES  # noqa: E402
-from theano_queue import _engine  # noqa: E402
+from theano_queue.probe import h2d_seconds  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -131,7 +131,7 @@ def large_samples(b):
     rows = []
     limit = None
     if b.on_gpu:
-        limit = batch * sample_bytes / _engine.cuda_h2d_seconds(b.context.ptr, batch * sample_bytes, 50) / 1e9
+        limit = batch * sample_bytes / h2d_seconds(batch * sample_bytes, 50) / 1e9
         rows.append({"what": "pinned host-to-device limit, %d MiB" % (batch * sample_bytes >> 20), "GB/s": limit})
     theirs = torch_rates(b, "frames", [workers], batch, seconds)
     measured = {}
