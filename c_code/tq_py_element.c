@@ -192,11 +192,108 @@ int read_component(RingObject *self, const char *who, int slot, int c, void *dst
     return code == TQ_OK ? 0 : raise_error(who, self, &err);
 }
 
+static PyObject *element_copy(RingObject *self, const char *who, int slot);
+
+/* ---- lending ------------------------------------------------------------------- */
+
+/* The base object of lent arrays: holds one lent block, and gives it back to
+ * the ring when the last array over it is gone. */
+typedef struct {
+    PyObject_HEAD
+    RingObject *ring;
+    int lease;
+} LeaseObject;
+
+static void Lease_dealloc(LeaseObject *self)
+{
+    /* A forked child's ring is the parent's (see Ring_dealloc): leave it. */
+    if (self->ring && self->ring->ring && self->ring->forks == fork_count)
+        tq_ring_give_back(self->ring->ring, self->lease);
+    Py_XDECREF(self->ring);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyTypeObject LeaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Lease", .tp_basicsize = sizeof(LeaseObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = (destructor)Lease_dealloc,
+    .tp_doc = "The memory of a dequeued element lent to its consumer; given back to the queue when freed.",
+};
+
+int lend_element(RingObject *self, int slot, PyObject **views)
+{
+    tq_error err;
+    int lease;
+    void *data;
+    if (tq_ring_lend(self->ring, slot, &lease, &data, &err) != TQ_OK)
+        return 0; /* nothing to lend, or a backend that cannot: the caller copies */
+    LeaseObject *owner = PyObject_New(LeaseObject, &LeaseType);
+    if (!owner) {
+        tq_ring_give_back(self->ring, lease);
+        return -1;
+    }
+    Py_INCREF(self);
+    owner->ring = self;
+    owner->lease = lease;
+    int c = 0;
+    for (; c < self->n; c++) {
+        npy_intp dims[NPY_MAXDIMS];
+        int ndim = element_shape(self, slot, c, dims);
+        Py_INCREF(self->descrs[c]);
+        views[c] = PyArray_NewFromDescr(&PyArray_Type, self->descrs[c], ndim, dims, NULL,
+                                        (char *)data + tq_ring_component_offset(self->ring, c), NPY_ARRAY_CARRAY,
+                                        NULL);
+        if (!views[c] || (Py_INCREF(owner), PyArray_SetBaseObject((PyArrayObject *)views[c], (PyObject *)owner) < 0)) {
+            Py_CLEAR(views[c]);
+            break;
+        }
+    }
+    Py_DECREF(owner); /* the views hold it now; without any, this gives the block back */
+    if (c == self->n)
+        return 1;
+    while (c-- > 0)
+        Py_CLEAR(views[c]);
+    return -1;
+}
+
+int is_lent(PyObject *array)
+{
+    PyObject *base = PyArray_Check(array) ? PyArray_BASE((PyArrayObject *)array) : NULL;
+    return base && Py_TYPE(base) == &LeaseType;
+}
+
+PyObject *take_element(RingObject *self, const char *who, double timeout_s)
+{
+    PyObject *views[TQ_MAX_COMPONENTS];
+    int slot;
+    if (wait_for_slot(self, 0, timeout_s, NULL, who, &slot))
+        return NULL;
+    int lent = lend_element(self, slot, views);
+    if (lent == 0)
+        return element_copy(self, who, slot);
+    tq_ring_release_get(self->ring, slot);
+    if (lent < 0)
+        return NULL;
+    PyObject *out = PyTuple_New(self->n);
+    for (int c = 0; c < self->n; c++) {
+        if (out)
+            PyTuple_SET_ITEM(out, c, views[c]);
+        else
+            Py_DECREF(views[c]);
+    }
+    return out;
+}
+
 PyObject *get_element(RingObject *self, const char *who, double timeout_s)
 {
     int slot;
     if (wait_for_slot(self, 0, timeout_s, NULL, who, &slot))
         return NULL;
+    return element_copy(self, who, slot);
+}
+
+/* New arrays holding a copy of the reserved element in slot, which it releases. */
+static PyObject *element_copy(RingObject *self, const char *who, int slot)
+{
     PyObject *out = PyTuple_New(self->n);
     for (int c = 0; out && c < self->n; c++) {
         npy_intp dims[NPY_MAXDIMS];

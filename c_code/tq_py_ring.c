@@ -215,6 +215,17 @@ static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds)
     return get_element(self, "Queue.get", t);
 }
 
+static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    double t;
+    if (ring_usable(self, "Dequeue") || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
+        parse_timeout(timeout, self->timeout, &t))
+        return NULL;
+    return take_element(self, "Dequeue", t);
+}
+
 /* ---- writing in place --------------------------------------------------------------- */
 
 static int check_slot(RingObject *self, int slot)
@@ -375,8 +386,8 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
         return NULL;
     tq_ring_stats(self->ring, &s);
     /* fill_integral: element-seconds up to clock_s, the time.monotonic() of the snapshot. */
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued, "dequeued",
-                         s.dequeued, "dropped", s.dropped, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued, "dequeued",
+                         s.dequeued, "dropped", s.dropped, "lent", s.lent, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
                          "producer_wait_s", s.producer_wait_s, "consumer_wait_s", s.consumer_wait_s, "size", s.size,
                          "capacity", s.capacity, "state", state_names[s.state], "backend", s.backend,
                          "fill_integral", s.fill_integral, "clock_s", s.clock_s);
@@ -565,6 +576,8 @@ static PyMethodDef Ring_methods[] = {
      "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set."},
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
+    {"take", (PyCFunction)(void (*)(void))Ring_take, METH_VARARGS | METH_KEYWORDS,
+     "take(timeout=None) -> tuple of arrays: like get, but lent from the slot where the ring can (a host ring)."},
     {"close", (PyCFunction)(void (*)(void))Ring_close, METH_VARARGS | METH_KEYWORDS,
      "close(cancel_pending=False): no more puts; consumers drain what is left (or nothing)."},
     {"fail", (PyCFunction)Ring_fail, METH_O, "fail(exc): consumers get FeederError (cause: exc) once drained."},

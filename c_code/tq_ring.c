@@ -533,6 +533,22 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     pthread_mutex_unlock(&ring->lock);
 }
 
+tq_code tq_ring_lend(tq_ring *ring, int slot, int *lease, void **data, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    if (!b->lend)
+        return tq_set_error(err, TQ_ESTATE, "its backend ('%s') lends no memory", b->name);
+    tq_code code = b->lend(b, slot, lease, data, err);
+    if (code == TQ_OK) {
+        pthread_mutex_lock(&ring->lock);
+        ring->stats.lent++;
+        pthread_mutex_unlock(&ring->lock);
+    }
+    return code;
+}
+
+void tq_ring_give_back(tq_ring *ring, int lease) { ring->backend->give_back(ring->backend, lease); }
+
 /* ---- registered host memory ------------------------------------------------- */
 
 tq_code tq_ring_register_host(tq_ring *ring, void *ptr, size_t bytes, tq_error *err)

@@ -40,6 +40,7 @@ typedef struct {
 
 typedef struct {
     uint64_t enqueued, dequeued, dropped;
+    uint64_t lent;  /* elements dequeued by lending their memory (tq_ring_lend) */
     uint64_t bytes_in, bytes_out;
     double producer_wait_s, consumer_wait_s;
     /* The integral of size over time (element-seconds) up to clock_s, the
@@ -93,6 +94,13 @@ tq_code tq_ring_read_to_host(tq_ring *ring, int slot, int component, void *dst, 
  * consumer's stream (a CUstream), without a host wait. */
 tq_code tq_ring_take_on_device(tq_ring *ring, int slot, void *stream, const uint64_t *dsts, tq_error *err);
 void tq_ring_release_get(tq_ring *ring, int slot);
+/* Host backends: lends a reserved element's memory to the consumer instead of
+ * copying it (see tq_backend.h, lend): component c lies at
+ * (char *)*data + tq_ring_component_offset(c) until tq_ring_give_back(lease).
+ * Release the slot as usual afterwards.  TQ_TIMEOUT when nothing is left to
+ * lend and TQ_ESTATE for a backend that cannot: copy instead. */
+tq_code tq_ring_lend(tq_ring *ring, int slot, int *lease, void **data, tq_error *err);
+void tq_ring_give_back(tq_ring *ring, int lease);
 
 /* Closing: producers get TQ_CLOSED at once; consumers drain what is READY (or,
  * with cancel, nothing) and then get TQ_CLOSED.  Writes in flight complete
