@@ -204,27 +204,22 @@ static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 
-static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds)
+/* get (copies) and take (lends where the ring can): the same arguments. */
+static PyObject *next_element(RingObject *self, PyObject *args, PyObject *kwds, int lend)
 {
     static char *kwlist[] = {"timeout", NULL};
+    const char *who = lend ? "Dequeue" : "Queue.get";
     PyObject *timeout = Py_None;
     double t;
-    if (ring_usable(self, "Queue.get") || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
+    if (ring_usable(self, who) || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
         parse_timeout(timeout, self->timeout, &t))
         return NULL;
-    return get_element(self, "Queue.get", t);
+    return lend ? take_element(self, who, t) : get_element(self, who, t);
 }
 
-static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds)
-{
-    static char *kwlist[] = {"timeout", NULL};
-    PyObject *timeout = Py_None;
-    double t;
-    if (ring_usable(self, "Dequeue") || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
-        parse_timeout(timeout, self->timeout, &t))
-        return NULL;
-    return take_element(self, "Dequeue", t);
-}
+static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 0); }
+
+static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 1); }
 
 /* ---- writing in place --------------------------------------------------------------- */
 
