@@ -77,6 +77,13 @@ int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *s
 int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims);
 /* Validates and puts one element; the queue's size after it, or -1. */
 Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop);
+/* Puts batches first .. first+count-1 of an array dataset: batch b is the
+ * rows indices[b*batch : (b+1)*batch] (fewer for the last) of sources, one
+ * array per component.  Waits for slots without limit; a raised stop ends it.
+ * The number of batches put (fewer than count when stopped or the indices
+ * ran out), or -1 with an exception. */
+Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
+                    int64_t first, int64_t count, const int *stop);
 /* The shape of component c of a reserved element: ndim, dims filled. */
 int element_shape(RingObject *self, int slot, int c, npy_intp *dims);
 /* Copies component c of a reserved element into host memory at dst. */

@@ -221,6 +221,21 @@ static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds) { re
 
 static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 1); }
 
+/* put_rows(sources, indices, batch, first, count, stop=None) -> batches put. */
+static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"sources", "indices", "batch", "first", "count", "stop", NULL};
+    PyObject *sources, *indices, *stop = Py_None;
+    long long batch, first, count;
+    const int *flag;
+    if (ring_usable(self, "Feeder") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|O", kwlist, &sources, &indices, &batch, &first, &count, &stop) ||
+        stop_flag(self, "Feeder", stop, &flag))
+        return NULL;
+    Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, flag);
+    return done < 0 ? NULL : PyLong_FromSsize_t(done);
+}
+
 /* ---- writing in place --------------------------------------------------------------- */
 
 static int check_slot(RingObject *self, int slot)
@@ -571,6 +586,9 @@ static PyMethodDef Ring_methods[] = {
      "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set."},
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
+    {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,
+     "put_rows(sources, indices, batch, first, count, stop=None) -> batches put: an array dataset's batches "
+     "first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively without the GIL."},
     {"take", (PyCFunction)(void (*)(void))Ring_take, METH_VARARGS | METH_KEYWORDS,
      "take(timeout=None) -> tuple of arrays: like get, but lent from the slot where the ring can (a host ring)."},
     {"close", (PyCFunction)(void (*)(void))Ring_close, METH_VARARGS | METH_KEYWORDS,

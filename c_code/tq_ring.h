@@ -22,6 +22,7 @@
 #define TQ_RING_H
 
 #include "tq_backend.h"
+#include "tq_gather.h"
 #include "tq_trace.h"
 
 #ifdef __cplusplus
@@ -82,6 +83,11 @@ tq_code tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, tq_erro
 tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uint64_t *srcs, const int64_t *rows,
                                 tq_error *err);
 void tq_ring_abort_put(tq_ring *ring, int slot);
+/* Puts the rows idx[0..rows) of each component's source array as one element
+ * (an array dataset's minibatch): gathers them into the slot, publishes it.
+ * srcs[c]: component c's rows (component_row_bytes each); the caller checked
+ * every index.  Fails like tq_ring_put_from_host. */
+tq_code tq_ring_put_rows(tq_ring *ring, int slot, const tq_rows *srcs, const int64_t *idx, int64_t rows, tq_error *err);
 
 /* Consumer side. */
 tq_code tq_ring_reserve_get(tq_ring *ring, double deadline, const int *stop, int *slot, tq_error *err);
