@@ -3,6 +3,7 @@
     make bench                         # on the machine at hand (GPU scenarios need Theano on a GPU)
     python bench/run.py --quick        # smaller sizes, for a smoke test
     python bench/run.py --only 11,12   # the worker-process scenarios (bench/workers_bench.py)
+    python bench/run.py --only 13,14,15,16   # in-memory datasets (bench/arrays_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -505,8 +506,34 @@ def large_samples(b):
     return workers_bench.large_samples(b)
 
 
+# ---- 13-16: in-memory datasets (bench/arrays_bench.py) --------------------------------
+
+import arrays_bench  # noqa: E402
+
+
+@scenario(13, "CPU target: a 64 MiB dequeue (lent) against theano.function given the array", needs_gpu=False)
+def cpu_handoff(b):
+    return arrays_bench.cpu_handoff(b)
+
+
+@scenario(14, "Host memory bandwidth, PCIe, and the bound they set on copied numpy batches", needs_gpu=False)
+def copy_bound(b):
+    return arrays_bench.copy_bound(b)
+
+
+@scenario(15, "Shuffled minibatches from an in-RAM array dataset (native gather)", needs_gpu=False)
+def array_dataset(b):
+    return arrays_bench.shuffled_minibatches(b)
+
+
+@scenario(16, "The Theano experts' idiom: the dataset in a shared variable, indexed by minibatch", needs_gpu=False)
+def experts_idiom(b):
+    return arrays_bench.experts_idiom(b)
+
+
 SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
-             cpu_target, observe_cost, cpu_heavy_pipeline, large_samples]
+             cpu_target, observe_cost, cpu_heavy_pipeline, large_samples, cpu_handoff, copy_bound, array_dataset,
+             experts_idiom]
 
 
 def machine_name():

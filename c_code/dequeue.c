@@ -3,9 +3,12 @@
 /*
  * Dequeue: takes the next element of a queue into the node's outputs.
  *
- * The wait happens in the engine with the GIL released; the copy out of the
- * slot reuses the outputs' arrays from the previous call when their shapes
- * still fit (the usual case: only a partial last batch differs).
+ * The wait happens in the engine with the GIL released.  A host queue lends
+ * the element's memory: the outputs are views of it, and the queue gets it
+ * back when the last of them is freed (doc/design.rst, "The CPU hand-off").
+ * Otherwise (a GPU queue read on the host, or every spare block lent) the
+ * element is copied, into the outputs' arrays of the previous call when their
+ * shapes still fit and they are ours.
  */
 
 /* A C-contiguous array of the given shape and type: *out itself when it
@@ -13,7 +16,8 @@
 static int tq_fit_output(PyArrayObject **out, int ndim, const npy_intp *dims, int typenum)
 {
     PyArrayObject *have = *out;
-    if (have && PyArray_NDIM(have) == ndim && PyArray_TYPE(have) == typenum && PyArray_ISCARRAY(have) &&
+    /* A lent array is never written: the caller of the function may hold it. */
+    if (have && !tq_api->is_lent((PyObject *)have) && PyArray_NDIM(have) == ndim && PyArray_TYPE(have) == typenum && PyArray_ISCARRAY(have) &&
         PyArray_CompareLists(PyArray_DIMS(have), dims, ndim))
         return 0;
     Py_XDECREF(have);
@@ -28,11 +32,23 @@ static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***ou
     if (!ring)
         return -1;
     int slot, rc = 0;
+    /* Last call's lent outputs first: when nothing else holds them, their
+     * block goes back to the queue before this call asks for another. */
+    for (int c = 0; c < n_outputs; c++)
+        if (*outputs[c] && tq_api->is_lent((PyObject *)*outputs[c]))
+            Py_CLEAR(*outputs[c]);
     if (tq_api->get_begin(ring, who, &slot) < 0) {
         Py_DECREF(ring);
         return -1;
     }
-    for (int c = 0; c < n_outputs && rc == 0; c++) {
+    PyObject *views[TQ_MAX_COMPONENTS];
+    int lent = tq_api->lend(ring, slot, views);
+    for (int c = 0; lent == 1 && c < n_outputs; c++) {
+        Py_XDECREF(*outputs[c]);
+        *outputs[c] = (PyArrayObject *)views[c];
+    }
+    rc = lent < 0 ? -1 : 0;
+    for (int c = 0; lent == 0 && c < n_outputs && rc == 0; c++) {
         npy_intp dims[NPY_MAXDIMS]; /* element_shape fills at most NPY_MAXDIMS */
         int ndim = tq_api->element_shape(ring, slot, c, (intptr_t *)dims);
         rc = tq_fit_output(outputs[c], ndim, dims, typenums[c]);

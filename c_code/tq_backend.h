@@ -5,7 +5,8 @@
  * above the ring.
  *
  * host (tq_host.c)   one block per slot, carved from one shared block (tq_shm.h);
- *                    producers write it, consumers read it.
+ *                    producers write it, consumers read it or borrow it
+ *                    (lend: the slot takes a spare block in its place).
  * cuda (tq_cuda.c)   staging per slot that producers write, carved from one
  *                    shared block page-locked with cuMemHostRegister, device
  *                    memory per slot that consumers read, an asynchronous copy
@@ -78,7 +79,19 @@ struct tq_backend {
      * the data last published for `slot` has arrived.  Only traces use it
      * (tq_trace.h, FILLED). */
     tq_code (*on_arrival)(tq_backend *self, int slot, void (*fn)(void *), void *arg, tq_error *err);
+    /* Optional (host memory only).  Lends the data of a READING slot to its
+     * consumer: the slot takes a free spare block as its staging, and the
+     * block that holds the element is the consumer's at *data until
+     * give_back(*lease).  TQ_TIMEOUT when every spare is lent: the consumer
+     * copies instead.  The slot can then be released at once: producers never
+     * wait for what a consumer holds. */
+    tq_code (*lend)(tq_backend *self, int slot, int *lease, void **data, tq_error *err);
+    void (*give_back)(tq_backend *self, int lease);
 };
+
+/* Spare blocks of a host ring, for lend: two cover a consumer that holds the
+ * previous element while it takes the next (`out = f()` in a loop). */
+#define TQ_HOST_SPARES 2
 
 /* The host backend; NULL (err set) when out of memory. */
 tq_backend *tq_host_backend_create(tq_error *err);

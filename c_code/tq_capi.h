@@ -14,7 +14,7 @@
 
 #include "tq_base.h" /* the engine's limits: TQ_MAX_COMPONENTS */
 
-#define TQ_CAPI_VERSION 3
+#define TQ_CAPI_VERSION 4
 
 typedef struct {
     int version;
@@ -34,6 +34,13 @@ typedef struct {
     int (*element_shape)(PyObject *ring, int slot, int c, intptr_t *dims);
     /* Copies component c into host memory (from the device for a GPU queue). */
     int (*copy_to_host)(PyObject *ring, const char *who, int slot, int c, void *dst);
+    /* Lends a reserved element's memory (a host queue): views[c] become new
+     * arrays over it, kept from producers until the last is freed.  1 when
+     * lent, 0 when it cannot be now (copy instead), -1 with an exception.
+     * The slot is still to be handed back with get_end. */
+    int (*lend)(PyObject *ring, int slot, PyObject **views);
+    /* 1 when array is one that lend made (never write into it: a user may hold it). */
+    int (*is_lent)(PyObject *array);
     /* Hands the slot back once everything is read from it (or queued to be). */
     void (*get_end)(PyObject *ring, int slot);
 

@@ -30,10 +30,10 @@ struct tq_copier {
     pthread_t *workers;
     int n_workers, started, closing;
 
-    /* The job: chunks [0, n_chunks) of src -> dst. */
-    char *dst;
-    const char *src;
-    size_t bytes, chunk, n_chunks;
+    /* The job: fn(arg, i) for every chunk i in [0, n_chunks). */
+    tq_chunk_fn fn;
+    void *arg;
+    size_t n_chunks;
     size_t next_chunk;       /* taken atomically */
     int tickets;             /* workers still wanted for the job: no more wake than it has chunks for */
     int active;              /* workers that took a ticket and are not done */
@@ -42,8 +42,10 @@ struct tq_copier {
 /* memcpy with streaming (non-temporal) stores: the destination is not read
  * into the cache before it is overwritten, which saves a third of the memory
  * traffic of a large copy, and the copy does not evict the cache. */
-static void stream_copy(char *dst, const char *src, size_t bytes)
+void tq_copy_stream(void *dst_, const void *src_, size_t bytes)
 {
+    char *dst = dst_;
+    const char *src = src_;
 #ifdef __SSE2__
     size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
     if (head > bytes)
@@ -63,15 +65,13 @@ static void stream_copy(char *dst, const char *src, size_t bytes)
     memcpy(dst, src, bytes);
 }
 
-static void copy_chunks(tq_copier *c)
+static void run_chunks(tq_copier *c)
 {
     for (;;) {
         size_t i = __atomic_fetch_add(&c->next_chunk, 1, __ATOMIC_RELAXED);
         if (i >= c->n_chunks)
             return;
-        size_t offset = i * c->chunk;
-        size_t len = c->bytes - offset < c->chunk ? c->bytes - offset : c->chunk;
-        stream_copy(c->dst + offset, c->src + offset, len);
+        c->fn(c->arg, i);
     }
 }
 
@@ -86,7 +86,7 @@ static void *worker(void *arg)
             break;
         c->tickets--;
         pthread_mutex_unlock(&c->lock);
-        copy_chunks(c);
+        run_chunks(c);
         pthread_mutex_lock(&c->lock);
         if (--c->active == 0)
             pthread_cond_signal(&c->done);
@@ -112,30 +112,25 @@ static tq_copier *copier_create(int threads)
     return c;
 }
 
-static void copier_copy(tq_copier *c, void *dst, const void *src, size_t bytes)
+static void copier_run(tq_copier *c, size_t n_chunks, tq_chunk_fn fn, void *arg)
 {
-    if (!c || !c->n_workers || bytes < PARALLEL_MIN_BYTES || pthread_mutex_trylock(&c->busy) != 0) {
-        if (bytes >= PARALLEL_MIN_BYTES)
-            stream_copy(dst, src, bytes);
-        else
-            memcpy(dst, src, bytes);
+    if (!c || !c->n_workers || n_chunks < 2 || pthread_mutex_trylock(&c->busy) != 0) {
+        for (size_t i = 0; i < n_chunks; i++)
+            fn(arg, i);
         return;
     }
     pthread_mutex_lock(&c->lock);
-    c->dst = dst;
-    c->src = src;
-    c->bytes = bytes;
-    size_t per_thread = (bytes / (size_t)(c->n_workers + 1) + 63) & ~(size_t)63;
-    c->chunk = per_thread > MIN_CHUNK_BYTES ? per_thread : MIN_CHUNK_BYTES;
-    c->n_chunks = (bytes + c->chunk - 1) / c->chunk;
+    c->fn = fn;
+    c->arg = arg;
+    c->n_chunks = n_chunks;
     c->next_chunk = 0;
-    /* The caller copies too: wake one worker less than there are chunks. */
-    c->tickets = c->active = (int)(c->n_chunks - 1 < (size_t)c->n_workers ? c->n_chunks - 1 : (size_t)c->n_workers);
+    /* The caller works too: wake one worker less than there are chunks. */
+    c->tickets = c->active = (int)(n_chunks - 1 < (size_t)c->n_workers ? n_chunks - 1 : (size_t)c->n_workers);
     for (int i = 0; i < c->tickets; i++)
         pthread_cond_signal(&c->work);
     pthread_mutex_unlock(&c->lock);
 
-    copy_chunks(c);
+    run_chunks(c);
 
     pthread_mutex_lock(&c->lock);
     while (c->active > 0)
@@ -207,15 +202,48 @@ static tq_copier *current_pool(void)
     return pool;
 }
 
+void tq_copy_parallel(size_t n_chunks, tq_chunk_fn fn, void *arg)
+{
+    if (n_chunks < 2) {
+        if (n_chunks)
+            fn(arg, 0);
+        return;
+    }
+    pthread_rwlock_rdlock(&pool_lock);
+    copier_run(current_pool(), n_chunks, fn, arg);
+    pthread_rwlock_unlock(&pool_lock);
+}
+
+size_t tq_copy_chunk_bytes(size_t bytes)
+{
+    if (bytes < PARALLEL_MIN_BYTES)
+        return bytes;
+    size_t per_thread = (bytes / (size_t)tq_copy_threads() + 63) & ~(size_t)63;
+    return per_thread > MIN_CHUNK_BYTES ? per_thread : MIN_CHUNK_BYTES;
+}
+
+typedef struct {
+    char *dst;
+    const char *src;
+    size_t bytes, chunk;
+} copy_job;
+
+static void copy_chunk(void *arg, size_t i)
+{
+    copy_job *job = arg;
+    size_t offset = i * job->chunk;
+    size_t len = job->bytes - offset < job->chunk ? job->bytes - offset : job->chunk;
+    tq_copy_stream(job->dst + offset, job->src + offset, len);
+}
+
 void tq_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes < PARALLEL_MIN_BYTES) {
         memcpy(dst, src, bytes);
         return;
     }
-    pthread_rwlock_rdlock(&pool_lock);
-    copier_copy(current_pool(), dst, src, bytes);
-    pthread_rwlock_unlock(&pool_lock);
+    copy_job job = {dst, src, bytes, tq_copy_chunk_bytes(bytes)};
+    tq_copy_parallel((bytes + job.chunk - 1) / job.chunk, copy_chunk, &job);
 }
 
 tq_code tq_copy_set_threads(int threads, tq_error *err)

@@ -211,7 +211,7 @@ static tq_code cuda_alloc_slots(tq_backend *self, int capacity, size_t slot_byte
     b->slot_bytes = slot_bytes;
     /* The staging of every slot lives in one shared block that worker
      * processes map; it is page-locked here, in this process only. */
-    if ((code = tq_shm_create_slots(&b->staging, capacity, slot_bytes, err)) != TQ_OK)
+    if ((code = tq_shm_create_slots(&b->staging, capacity, 0, slot_bytes, err)) != TQ_OK)
         return code;
     if ((code = enter(b, err)) != TQ_OK)
         return code;

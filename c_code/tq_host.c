@@ -10,12 +10,20 @@
 
 typedef struct {
     tq_backend base;
-    tq_shm staging; /* the slots themselves */
+    /* The slots themselves, then TQ_HOST_SPARES spare blocks: staging.slot[i]
+     * for i < capacity is slot i's, staging.slot[capacity + k] spare k's. */
+    tq_shm staging;
+    int capacity;
+    int lent[TQ_HOST_SPARES]; /* 1 while spare k's block is a consumer's (atomic) */
 } host_backend;
 
 static tq_code host_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, tq_error *err)
 {
-    return tq_shm_create_slots(&((host_backend *)self)->staging, capacity, slot_bytes, err);
+    host_backend *b = (host_backend *)self;
+    b->capacity = capacity;
+    /* The spares lie in the shared block too: once swapped into a slot, worker
+     * processes write them like any slot. */
+    return tq_shm_create_slots(&b->staging, capacity, TQ_HOST_SPARES, slot_bytes, err);
 }
 
 static void *host_slot(tq_backend *self, int slot) { return ((host_backend *)self)->staging.slot[slot]; }
@@ -40,6 +48,28 @@ static tq_code host_read_to_host(tq_backend *self, int slot, const tq_extent *ex
     return TQ_OK;
 }
 
+/* Only the holder of a READING slot calls lend, so the slot's entry is
+ * stable; a spare is claimed atomically, so two consumers never share one. */
+static tq_code host_lend(tq_backend *self, int slot, int *lease, void **data, tq_error *err)
+{
+    host_backend *b = (host_backend *)self;
+    for (int k = 0; k < TQ_HOST_SPARES; k++) {
+        int free_ = 0;
+        if (__atomic_compare_exchange_n(&b->lent[k], &free_, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            tq_shm_swap_slots(&b->staging, slot, b->capacity + k);
+            *lease = k;
+            *data = b->staging.slot[b->capacity + k];
+            return TQ_OK;
+        }
+    }
+    return tq_set_error(err, TQ_TIMEOUT, "every spare block is lent");
+}
+
+static void host_give_back(tq_backend *self, int lease)
+{
+    __atomic_store_n(&((host_backend *)self)->lent[lease], 0, __ATOMIC_RELEASE);
+}
+
 static const tq_shm *host_shared_staging(tq_backend *self) { return &((host_backend *)self)->staging; }
 
 static void host_swap_staging(tq_backend *self, int a, int b)
@@ -59,7 +89,7 @@ tq_backend *tq_host_backend_create(tq_error *err)
         .name = "host", .on_device = 0,
         .alloc_slots = host_alloc_slots, .write_ptr = host_slot, .before_write = host_before_write,
         .publish = host_publish, .read_to_host = host_read_to_host, .shared_staging = host_shared_staging,
-        .swap_staging = host_swap_staging, .destroy = host_destroy,
+        .swap_staging = host_swap_staging, .destroy = host_destroy, .lend = host_lend, .give_back = host_give_back,
     };
     host_backend *b = calloc(1, sizeof *b);
     if (!b) {

@@ -43,7 +43,7 @@ typedef struct {
     PyObject *weakrefs;
 } RingObject;
 
-extern PyTypeObject RingType, StopType;
+extern PyTypeObject RingType, StopType, LeaseType;
 /* How many fork()s led from the process that loaded the module to this one:
  * a Ring made under another count was made in another process.  Cheaper to
  * check on every call than getpid(), which is a system call. */
@@ -77,11 +77,27 @@ int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *s
 int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims);
 /* Validates and puts one element; the queue's size after it, or -1. */
 Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop);
+/* Puts batches first .. first+count-1 of an array dataset: batch b is the
+ * rows indices[b*batch : (b+1)*batch] (fewer for the last) of sources, one
+ * array per component.  Waits for slots without limit; a raised stop ends it.
+ * The number of batches put (fewer than count when stopped or the indices
+ * ran out), or -1 with an exception. */
+Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
+                    int64_t first, int64_t count, const int *stop);
 /* The shape of component c of a reserved element: ndim, dims filled. */
 int element_shape(RingObject *self, int slot, int c, npy_intp *dims);
 /* Copies component c of a reserved element into host memory at dst. */
 int read_component(RingObject *self, const char *who, int slot, int c, void *dst);
 /* A tuple of new arrays holding the next element, or NULL. */
 PyObject *get_element(RingObject *self, const char *who, double timeout_s);
+/* Lends a reserved element to the caller: fills views with n new arrays over
+ * its memory, whose base (a Lease) gives the memory back to the ring when the
+ * last of them is gone.  1 when lent (release the slot then), 0 when the
+ * ring cannot lend now (copy instead), -1 with an exception. */
+int lend_element(RingObject *self, int slot, PyObject **views);
+/* 1 when array is one lend_element made. */
+int is_lent(PyObject *array);
+/* Like get_element, but the arrays are lent when the ring can lend. */
+PyObject *take_element(RingObject *self, const char *who, double timeout_s);
 
 #endif /* TQ_PY_H */

@@ -46,6 +46,8 @@ static int capi_element_shape(PyObject *ring, int slot, int c, intptr_t *dims)
     return element_shape((RingObject *)ring, slot, c, (npy_intp *)dims);
 }
 
+static int capi_lend(PyObject *ring, int slot, PyObject **views) { return lend_element((RingObject *)ring, slot, views); }
+
 static void capi_get_end(PyObject *ring, int slot) { tq_ring_release_get(((RingObject *)ring)->ring, slot); }
 
 static Py_ssize_t capi_put(PyObject *ring, const char *who, PyObject *arrays)
@@ -109,7 +111,7 @@ static tq_capi_t capi = {
     .version = TQ_CAPI_VERSION, .resolve = capi_resolve,
     /* consumers */
     .get_begin = capi_get_begin, .element_shape = capi_element_shape, .copy_to_host = capi_copy_to_host,
-    .get_end = capi_get_end,
+    .get_end = capi_get_end, .lend = capi_lend, .is_lent = is_lent,
     /* producers */
     .put = capi_put, .check_shape = capi_check_shape, .put_begin = capi_put_begin, .put_abort = capi_put_abort,
     .set_size = capi_set_size,

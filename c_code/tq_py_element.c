@@ -168,6 +168,97 @@ done:
     return result;
 }
 
+/* ---- rows of arrays ------------------------------------------------------------ */
+
+/* Component c's rows in src, an array of the component's dtype whose shape
+ * is the component's but for its leading axis (n rows) and whose rows are
+ * C-contiguous; or -1 with TypeError/ValueError naming the component. */
+static int source_rows(RingObject *self, const char *who, int c, PyObject *src, npy_intp n, tq_rows *rows)
+{
+    PyArrayObject *arr = (PyArrayObject *)src;
+    const char *name = component_name(self, c);
+    if (!PyArray_Check(src) || !PyArray_EquivTypes(PyArray_DESCR(arr), self->descrs[c])) {
+        PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected an array of dtype %S, got %R", who,
+                     self->name, name, (PyObject *)self->descrs[c], PyArray_Check(src) ? (PyObject *)PyArray_DESCR(arr) : src);
+        return -1;
+    }
+    int ndim = PyArray_NDIM(arr);
+    int fits = self->ndims[c] >= 1 && ndim == self->ndims[c] && PyArray_DIM(arr, 0) == n;
+    npy_intp step = PyArray_ITEMSIZE(arr);
+    for (int d = ndim - 1; fits && d >= 1; d--) {
+        fits = PyArray_DIM(arr, d) == self->shapes[c][d] && (PyArray_DIM(arr, d) == 1 || PyArray_STRIDE(arr, d) == step);
+        step *= PyArray_DIM(arr, d);
+    }
+    if (!fits) {
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected %zd rows shaped like the component "
+                     "without its batch axis, each C-contiguous", who, self->name, name, (Py_ssize_t)n);
+        return -1;
+    }
+    rows->base = PyArray_DATA(arr);
+    rows->stride = ndim ? PyArray_STRIDE(arr, 0) : 0;
+    return 0;
+}
+
+Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
+                    int64_t first, int64_t count, const int *stop)
+{
+    tq_rows rows[TQ_MAX_COMPONENTS];
+    PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of arrays, one per component");
+    if (!seq)
+        return -1;
+    Py_ssize_t done = -1;
+    PyArrayObject *idx = NULL;
+    if (PySequence_Fast_GET_SIZE(seq) != self->n || batch < 1 || first < 0 || count < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d sources, batch >= 1, first and count >= 0", who,
+                     self->name, self->n);
+        goto done;
+    }
+    PyObject *head = PySequence_Fast_GET_ITEM(seq, 0);
+    npy_intp n = PyArray_Check(head) && PyArray_NDIM((PyArrayObject *)head) ? PyArray_DIM((PyArrayObject *)head, 0) : 0;
+    for (int c = 0; c < self->n; c++)
+        if (source_rows(self, who, c, PySequence_Fast_GET_ITEM(seq, c), n, &rows[c]))
+            goto done;
+    idx = (PyArrayObject *)PyArray_FROMANY(indices, NPY_INT64, 1, 1, NPY_ARRAY_CARRAY_RO);
+    if (!idx)
+        goto done;
+    const int64_t *ix = PyArray_DATA(idx);
+    int64_t n_idx = PyArray_DIM(idx, 0);
+    /* Every index once, here: the gather itself trusts them. */
+    for (int64_t i = 0; i < n_idx; i++)
+        if (ix[i] < 0 || ix[i] >= n) {
+            PyErr_Format(PyExc_IndexError, "%s: queue '%U': row index %lld is outside the sources' %zd rows", who,
+                         self->name, (long long)ix[i], (Py_ssize_t)n);
+            goto done;
+        }
+    for (done = 0; done < count; done++) {
+        int64_t lo = (first + done) * batch, hi = lo + batch < n_idx ? lo + batch : n_idx;
+        int slot;
+        tq_error err;
+        tq_code code;
+        if (lo >= n_idx)
+            break;
+        if (wait_for_slot(self, 1, -1.0, stop, who, &slot)) {
+            /* Stopped: say how many went in; anything else is an error. */
+            if (PyErr_ExceptionMatches(Stopped))
+                PyErr_Clear();
+            else
+                done = -1;
+            break;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        code = tq_ring_put_rows(self->ring, slot, rows, ix + lo, hi - lo, &err);
+        Py_END_ALLOW_THREADS
+        if (code != TQ_OK) {
+            done = raise_error(who, self, &err);
+            break;
+        }
+    }
+done:
+    Py_XDECREF(idx);
+    Py_DECREF(seq);
+    return done;
+}
+
 /* ---- get ---------------------------------------------------------------------- */
 
 int element_shape(RingObject *self, int slot, int c, npy_intp *dims)
@@ -192,11 +283,108 @@ int read_component(RingObject *self, const char *who, int slot, int c, void *dst
     return code == TQ_OK ? 0 : raise_error(who, self, &err);
 }
 
+static PyObject *element_copy(RingObject *self, const char *who, int slot);
+
+/* ---- lending ------------------------------------------------------------------- */
+
+/* The base object of lent arrays: holds one lent block, and gives it back to
+ * the ring when the last array over it is gone. */
+typedef struct {
+    PyObject_HEAD
+    RingObject *ring;
+    int lease;
+} LeaseObject;
+
+static void Lease_dealloc(LeaseObject *self)
+{
+    /* A forked child's ring is the parent's (see Ring_dealloc): leave it. */
+    if (self->ring && self->ring->ring && self->ring->forks == fork_count)
+        tq_ring_give_back(self->ring->ring, self->lease);
+    Py_XDECREF(self->ring);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyTypeObject LeaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Lease", .tp_basicsize = sizeof(LeaseObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = (destructor)Lease_dealloc,
+    .tp_doc = "The memory of a dequeued element lent to its consumer; given back to the queue when freed.",
+};
+
+int lend_element(RingObject *self, int slot, PyObject **views)
+{
+    tq_error err;
+    int lease;
+    void *data;
+    if (tq_ring_lend(self->ring, slot, &lease, &data, &err) != TQ_OK)
+        return 0; /* nothing to lend, or a backend that cannot: the caller copies */
+    LeaseObject *owner = PyObject_New(LeaseObject, &LeaseType);
+    if (!owner) {
+        tq_ring_give_back(self->ring, lease);
+        return -1;
+    }
+    Py_INCREF(self);
+    owner->ring = self;
+    owner->lease = lease;
+    int c = 0;
+    for (; c < self->n; c++) {
+        npy_intp dims[NPY_MAXDIMS];
+        int ndim = element_shape(self, slot, c, dims);
+        Py_INCREF(self->descrs[c]);
+        views[c] = PyArray_NewFromDescr(&PyArray_Type, self->descrs[c], ndim, dims, NULL,
+                                        (char *)data + tq_ring_component_offset(self->ring, c), NPY_ARRAY_CARRAY,
+                                        NULL);
+        if (!views[c] || (Py_INCREF(owner), PyArray_SetBaseObject((PyArrayObject *)views[c], (PyObject *)owner) < 0)) {
+            Py_CLEAR(views[c]);
+            break;
+        }
+    }
+    Py_DECREF(owner); /* the views hold it now; without any, this gives the block back */
+    if (c == self->n)
+        return 1;
+    while (c-- > 0)
+        Py_CLEAR(views[c]);
+    return -1;
+}
+
+int is_lent(PyObject *array)
+{
+    PyObject *base = PyArray_Check(array) ? PyArray_BASE((PyArrayObject *)array) : NULL;
+    return base && Py_TYPE(base) == &LeaseType;
+}
+
+PyObject *take_element(RingObject *self, const char *who, double timeout_s)
+{
+    PyObject *views[TQ_MAX_COMPONENTS];
+    int slot;
+    if (wait_for_slot(self, 0, timeout_s, NULL, who, &slot))
+        return NULL;
+    int lent = lend_element(self, slot, views);
+    if (lent == 0)
+        return element_copy(self, who, slot);
+    tq_ring_release_get(self->ring, slot);
+    if (lent < 0)
+        return NULL;
+    PyObject *out = PyTuple_New(self->n);
+    for (int c = 0; c < self->n; c++) {
+        if (out)
+            PyTuple_SET_ITEM(out, c, views[c]);
+        else
+            Py_DECREF(views[c]);
+    }
+    return out;
+}
+
 PyObject *get_element(RingObject *self, const char *who, double timeout_s)
 {
     int slot;
     if (wait_for_slot(self, 0, timeout_s, NULL, who, &slot))
         return NULL;
+    return element_copy(self, who, slot);
+}
+
+/* New arrays holding a copy of the reserved element in slot, which it releases. */
+static PyObject *element_copy(RingObject *self, const char *who, int slot)
+{
     PyObject *out = PyTuple_New(self->n);
     for (int c = 0; out && c < self->n; c++) {
         npy_intp dims[NPY_MAXDIMS];

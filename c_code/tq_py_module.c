@@ -194,7 +194,7 @@ PyMODINIT_FUNC PyInit__engine(void)
         PyErr_SetString(PyExc_ImportError, "theano_queue._engine: pthread_atfork failed");
         return NULL;
     }
-    if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0)
+    if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0 || PyType_Ready(&LeaseType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&engine_module);
     if (!m)

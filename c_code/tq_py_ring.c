@@ -204,15 +204,36 @@ static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 
-static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds)
+/* get (copies) and take (lends where the ring can): the same arguments. */
+static PyObject *next_element(RingObject *self, PyObject *args, PyObject *kwds, int lend)
 {
     static char *kwlist[] = {"timeout", NULL};
+    const char *who = lend ? "Dequeue" : "Queue.get";
     PyObject *timeout = Py_None;
     double t;
-    if (ring_usable(self, "Queue.get") || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
+    if (ring_usable(self, who) || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
         parse_timeout(timeout, self->timeout, &t))
         return NULL;
-    return get_element(self, "Queue.get", t);
+    return lend ? take_element(self, who, t) : get_element(self, who, t);
+}
+
+static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 0); }
+
+static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 1); }
+
+/* put_rows(sources, indices, batch, first, count, stop=None) -> batches put. */
+static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"sources", "indices", "batch", "first", "count", "stop", NULL};
+    PyObject *sources, *indices, *stop = Py_None;
+    long long batch, first, count;
+    const int *flag;
+    if (ring_usable(self, "Feeder") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|O", kwlist, &sources, &indices, &batch, &first, &count, &stop) ||
+        stop_flag(self, "Feeder", stop, &flag))
+        return NULL;
+    Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, flag);
+    return done < 0 ? NULL : PyLong_FromSsize_t(done);
 }
 
 /* ---- writing in place --------------------------------------------------------------- */
@@ -375,8 +396,8 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
         return NULL;
     tq_ring_stats(self->ring, &s);
     /* fill_integral: element-seconds up to clock_s, the time.monotonic() of the snapshot. */
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued, "dequeued",
-                         s.dequeued, "dropped", s.dropped, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued, "dequeued",
+                         s.dequeued, "dropped", s.dropped, "lent", s.lent, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
                          "producer_wait_s", s.producer_wait_s, "consumer_wait_s", s.consumer_wait_s, "size", s.size,
                          "capacity", s.capacity, "state", state_names[s.state], "backend", s.backend,
                          "fill_integral", s.fill_integral, "clock_s", s.clock_s);
@@ -565,6 +586,11 @@ static PyMethodDef Ring_methods[] = {
      "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set."},
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
+    {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,
+     "put_rows(sources, indices, batch, first, count, stop=None) -> batches put: an array dataset's batches "
+     "first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively without the GIL."},
+    {"take", (PyCFunction)(void (*)(void))Ring_take, METH_VARARGS | METH_KEYWORDS,
+     "take(timeout=None) -> tuple of arrays: like get, but lent from the slot where the ring can (a host ring)."},
     {"close", (PyCFunction)(void (*)(void))Ring_close, METH_VARARGS | METH_KEYWORDS,
      "close(cancel_pending=False): no more puts; consumers drain what is left (or nothing)."},
     {"fail", (PyCFunction)Ring_fail, METH_O, "fail(exc): consumers get FeederError (cause: exc) once drained."},

@@ -463,6 +463,28 @@ tq_code tq_ring_put_from_host(tq_ring *ring, int slot, const void *const *srcs, 
     return publish(ring, slot, rows, direct, err);
 }
 
+/* Where an array dataset's rows are gathered: the seam for a device backend
+ * that gathers from registered memory itself (on its copy stream, a kernel or
+ * cuMemcpyBatchAsync).  Today every backend gathers on the host, into the
+ * slot's staging (pinned shared staging on a GPU), and the DMA follows. */
+static void gather_into_slot(tq_ring *ring, int slot, int c, const tq_rows *src, const int64_t *idx, int64_t rows)
+{
+    tq_gather(tq_ring_write_ptr(ring, slot, c), src, ring->components[c].row_bytes, idx, rows);
+}
+
+tq_code tq_ring_put_rows(tq_ring *ring, int slot, const tq_rows *srcs, const int64_t *idx, int64_t rows, tq_error *err)
+{
+    int64_t counts[TQ_MAX_COMPONENTS];
+    tq_code code = tq_ring_begin_host_write(ring, slot, err);
+    if (code != TQ_OK)
+        return code;
+    for (int c = 0; c < ring->n_components; c++) {
+        gather_into_slot(ring, slot, c, &srcs[c], idx, rows);
+        counts[c] = rows;
+    }
+    return publish(ring, slot, counts, NULL, err);
+}
+
 /* The refusal of a call that only device backends serve. */
 static tq_code not_on_device(const tq_ring *ring, tq_error *err)
 {
@@ -532,6 +554,22 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     pthread_cond_broadcast(&ring->space);
     pthread_mutex_unlock(&ring->lock);
 }
+
+tq_code tq_ring_lend(tq_ring *ring, int slot, int *lease, void **data, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    if (!b->lend)
+        return tq_set_error(err, TQ_ESTATE, "its backend ('%s') lends no memory", b->name);
+    tq_code code = b->lend(b, slot, lease, data, err);
+    if (code == TQ_OK) {
+        pthread_mutex_lock(&ring->lock);
+        ring->stats.lent++;
+        pthread_mutex_unlock(&ring->lock);
+    }
+    return code;
+}
+
+void tq_ring_give_back(tq_ring *ring, int lease) { ring->backend->give_back(ring->backend, lease); }
 
 /* ---- registered host memory ------------------------------------------------- */
 

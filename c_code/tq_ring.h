@@ -22,6 +22,7 @@
 #define TQ_RING_H
 
 #include "tq_backend.h"
+#include "tq_gather.h"
 #include "tq_trace.h"
 
 #ifdef __cplusplus
@@ -40,6 +41,7 @@ typedef struct {
 
 typedef struct {
     uint64_t enqueued, dequeued, dropped;
+    uint64_t lent;  /* elements dequeued by lending their memory (tq_ring_lend) */
     uint64_t bytes_in, bytes_out;
     double producer_wait_s, consumer_wait_s;
     /* The integral of size over time (element-seconds) up to clock_s, the
@@ -81,6 +83,11 @@ tq_code tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, tq_erro
 tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uint64_t *srcs, const int64_t *rows,
                                 tq_error *err);
 void tq_ring_abort_put(tq_ring *ring, int slot);
+/* Puts the rows idx[0..rows) of each component's source array as one element
+ * (an array dataset's minibatch): gathers them into the slot, publishes it.
+ * srcs[c]: component c's rows (component_row_bytes each); the caller checked
+ * every index.  Fails like tq_ring_put_from_host. */
+tq_code tq_ring_put_rows(tq_ring *ring, int slot, const tq_rows *srcs, const int64_t *idx, int64_t rows, tq_error *err);
 
 /* Consumer side. */
 tq_code tq_ring_reserve_get(tq_ring *ring, double deadline, const int *stop, int *slot, tq_error *err);
@@ -93,6 +100,13 @@ tq_code tq_ring_read_to_host(tq_ring *ring, int slot, int component, void *dst, 
  * consumer's stream (a CUstream), without a host wait. */
 tq_code tq_ring_take_on_device(tq_ring *ring, int slot, void *stream, const uint64_t *dsts, tq_error *err);
 void tq_ring_release_get(tq_ring *ring, int slot);
+/* Host backends: lends a reserved element's memory to the consumer instead of
+ * copying it (see tq_backend.h, lend): component c lies at
+ * (char *)*data + tq_ring_component_offset(c) until tq_ring_give_back(lease).
+ * Release the slot as usual afterwards.  TQ_TIMEOUT when nothing is left to
+ * lend and TQ_ESTATE for a backend that cannot: copy instead. */
+tq_code tq_ring_lend(tq_ring *ring, int slot, int *lease, void **data, tq_error *err);
+void tq_ring_give_back(tq_ring *ring, int lease);
 
 /* Closing: producers get TQ_CLOSED at once; consumers drain what is READY (or,
  * with cancel, nothing) and then get TQ_CLOSED.  Writes in flight complete

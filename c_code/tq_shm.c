@@ -96,24 +96,28 @@ static tq_code map_block(tq_shm *shm, size_t bytes, tq_error *err)
     return TQ_OK;
 }
 
-tq_code tq_shm_create_slots(tq_shm *shm, int capacity, size_t slot_bytes, tq_error *err)
+tq_code tq_shm_create_slots(tq_shm *shm, int capacity, int spares, size_t slot_bytes, tq_error *err)
 {
     tq_error why;
+    int slots = capacity + spares;
     size_t stride = page_round(slot_bytes);
     memset(shm, 0, sizeof *shm);
     shm->fd = -1;
-    if (capacity < 1 || !stride || stride > SIZE_MAX / (size_t)capacity)
+    if (capacity < 1 || spares < 0 || !stride || stride > SIZE_MAX / (size_t)slots)
         tq_set_error(&why, TQ_ENOMEM, "more bytes than memory has");
-    else if (!(shm->slot = calloc((size_t)capacity, sizeof *shm->slot)))
+    else if (!(shm->slot = calloc((size_t)slots, sizeof *shm->slot)))
         tq_set_error(&why, TQ_ENOMEM, "no room for their table");
-    else if (map_block(shm, stride * (size_t)capacity, &why) == TQ_OK) {
-        shm->n_slots = capacity;
-        for (int i = 0; i < capacity; i++)
+    else if (map_block(shm, stride * (size_t)slots, &why) == TQ_OK) {
+        shm->n_slots = slots;
+        for (int i = 0; i < slots; i++)
             shm->slot[i] = (char *)shm->base + (size_t)i * stride;
         return TQ_OK;
     }
     free(shm->slot);
     shm->slot = NULL;
+    if (spares)
+        return tq_set_error(err, TQ_ENOMEM, "out of host memory for %d slots and %d spare blocks of %zu bytes (%s)",
+                            capacity, spares, slot_bytes, why.message);
     return tq_set_error(err, TQ_ENOMEM, "out of host memory for %d slots of %zu bytes of staging (%s)", capacity,
                         slot_bytes, why.message);
 }

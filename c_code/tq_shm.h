@@ -27,9 +27,10 @@ typedef struct {
     void **slot;   /* slot i's staging, page-aligned inside the block */
 } tq_shm;
 
-/* Maps one zeroed block for `capacity` slots of `slot_bytes`, each starting
- * on a page.  TQ_ENOMEM (err set) when it cannot. */
-tq_code tq_shm_create_slots(tq_shm *shm, int capacity, size_t slot_bytes, tq_error *err);
+/* Maps one zeroed block for `capacity` slots and `spares` spare blocks (slot
+ * entries capacity.. after them) of `slot_bytes`, each starting on a page.
+ * TQ_ENOMEM (err set) when it cannot. */
+tq_code tq_shm_create_slots(tq_shm *shm, int capacity, int spares, size_t slot_bytes, tq_error *err);
 /* Exchanges the staging of slots a and b. */
 void tq_shm_swap_slots(tq_shm *shm, int a, int b);
 /* Unmaps and closes; does nothing on a zeroed or already destroyed tq_shm. */

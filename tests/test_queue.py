@@ -312,7 +312,7 @@ def test_stats_count_waits():
     q.get(timeout=5)
     stats = q.stats()
     assert stats["consumer_wait_s"] >= 0.1
-    assert set(stats) == {"enqueued", "dequeued", "dropped", "bytes_in", "bytes_out", "producer_wait_s",
+    assert set(stats) == {"enqueued", "dequeued", "dropped", "lent", "bytes_in", "bytes_out", "producer_wait_s",
                           "consumer_wait_s", "size", "capacity", "state", "backend", "fill_integral", "clock_s"}
 
 

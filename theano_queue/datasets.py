@@ -7,6 +7,9 @@
   ``dataset[i]`` returns.  The same code runs in the feeder's thread and in
   worker processes.
 * :func:`stream` runs an iterable for a number of epochs, from a resume point.
+* :func:`array_sources` tells an array dataset (a tuple or dict of arrays,
+  one per component) and checks it; :class:`ArrayProducer` feeds it by
+  native gathers.
 * :class:`InlineMapProducer` and :class:`IterableProgress` are the producers
   of a Feeder without workers; ``theano_queue.workers`` has the one with.
 """
@@ -327,6 +330,104 @@ class InlineMapProducer:
                 "batches_per_epoch": self.sampler.batches_per_epoch}
 
 
+def array_sources(dataset, components, where):
+    """The arrays of an array dataset in component order, checked; None when ``dataset`` is not one.
+
+    An array dataset is a tuple (or a dict keyed by component name) of numpy
+    arrays (``np.memmap`` included), one per component; a list is a list of
+    batches.  The checks are put's: the dtype must be the component's or cast
+    to it safely (that component is then converted once, a copy of it in
+    memory), each row shaped like the component without its batch axis; every
+    array has the same number of rows.
+    """
+    names = [c.name for c in components]
+    if isinstance(dataset, dict):
+        if not dataset or not all(isinstance(v, np.ndarray) for v in dataset.values()):
+            return None
+        if sorted(dataset) != sorted(names):
+            raise ValueError("%s: an array dataset given as a dict needs one array per component, keyed %s; got %s"
+                             % (where, names, sorted(dataset)))
+        arrays = [dataset[name] for name in names]
+    elif isinstance(dataset, tuple) and dataset and all(isinstance(v, np.ndarray) for v in dataset):
+        if len(dataset) != len(components):
+            raise ValueError("%s: an array dataset needs one array per component (%s), got %d arrays"
+                             % (where, ", ".join(names), len(dataset)))
+        arrays = list(dataset)
+    else:
+        return None
+    checked = []
+    for component, array in zip(components, arrays):
+        name = "%s: component %r" % (where, component.name)
+        if not component.shape:
+            raise ValueError("%s has no batch axis: an array dataset gives every component rows" % name)
+        if array.dtype != component.dtype:
+            if not np.can_cast(array.dtype, component.dtype, "safe"):
+                raise TypeError("%s: expected dtype %s, got %s, which does not cast safely to it"
+                                % (name, component.dtype, array.dtype))
+            array = array.astype(component.dtype)  # once; documented: a copy of the component
+        if array.ndim != len(component.shape) or array.shape[1:] != tuple(component.shape[1:]):
+            raise ValueError("%s: expected rows of shape %s (the component's without its batch axis), got an array "
+                             "of shape %s" % (name, tuple(component.shape[1:]), array.shape))
+        if array.ndim > 1 and not array[:1].flags.c_contiguous:
+            array = np.ascontiguousarray(array)  # the gather copies whole rows
+        checked.append(array)
+    lengths = {len(a) for a in checked}
+    if len(lengths) != 1:
+        raise ValueError("%s: the arrays of an array dataset share their leading axis; got %s" % (
+            where, ", ".join("%s: %d rows" % (c.name, len(a)) for c, a in zip(components, checked))))
+    return checked
+
+
+class ArrayProducer(InlineMapProducer):
+    """An array dataset fed by native gathers: one engine call per run of batches, no Python per batch.
+
+    The sampler gives each epoch's index array; ``Ring.put_rows`` gathers the
+    rows of every batch of a run straight into the slots' staging (without the
+    GIL, on the copy pool's threads) and publishes them.
+    """
+
+    #: Batches per engine call at most: bounds how stale ``produced`` is between calls.
+    RUN = 256
+
+    def __init__(self, feeder, queue, arrays, sampler, cursor):
+        super().__init__(feeder, queue, None, sampler, cursor)  # its state, stats and start; not its writer
+        self.arrays = arrays
+
+    def runs(self):
+        """(first position, count) of the batches to put, in order: consecutive, within one epoch each."""
+        sampler, cursor = self.sampler, self.start_cursor
+        per_epoch, skip = sampler.batches_per_epoch, sorted(cursor.above)
+        position = cursor.low
+        while per_epoch and (sampler.total is None or position < sampler.total):
+            while skip and skip[0] < position:
+                skip.pop(0)
+            if skip and skip[0] == position:
+                position += 1
+                continue
+            end = (position // per_epoch + 1) * per_epoch
+            end = min(end, position + self.RUN, *(skip[:1] or [end]), *([sampler.total] if sampler.total else []))
+            yield position, end - position
+            position = end
+
+    def run(self, stop):
+        """Produce until done (True) or stopped (False)."""
+        sampler, ring = self.sampler, self.queue._ring
+        per_epoch = sampler.batches_per_epoch
+        for position, count in self.runs():
+            epoch, first = divmod(position, per_epoch)
+            indices = sampler.epoch_indices(epoch)
+            with self.progress.lock:  # before the puts: consumers may take them at once
+                self.progress.log.extend(range(position, position + count))
+            began, waited = time.perf_counter(), ring.stats()["producer_wait_s"]
+            put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop)
+            self.busy += time.perf_counter() - began - (ring.stats()["producer_wait_s"] - waited)
+            self.samples += int(min(len(indices), (first + put) * sampler.batch_size) - first * sampler.batch_size)
+            self.feeder.produced += put
+            if put < count:
+                return False
+        return True
+
+
 class IterableProgress:
     """state_dict() and stats() of a Feeder over an iterable without workers (the Feeder's own loop puts)."""
 
@@ -375,7 +476,8 @@ def producer(feeder, queue, dataset, *, workers, shuffle, seed, shard, epochs, d
             raise TypeError("%s: a fill function runs in the feeder's thread alone; workers, shuffle, shard, "
                             "drop_last, epochs and state need a dataset" % where)
         return None
-    if is_map_style(dataset):
+    arrays = array_sources(dataset, queue.components, where)
+    if arrays is not None or is_map_style(dataset):
         flat = [c.name for c in queue.components if not c.shape]
         if flat:
             raise ValueError("%s: a map-style dataset gives one sample per row, but component(s) %s have no batch "
@@ -388,10 +490,17 @@ def producer(feeder, queue, dataset, *, workers, shuffle, seed, shard, epochs, d
         from .sampler import Sampler
 
         try:
-            sampler = Sampler(len(dataset), sizes.pop(), shuffle, seed, shard, drop_last, epochs)
+            sampler = Sampler(len(arrays[0]) if arrays else len(dataset), sizes.pop(), shuffle, seed, shard,
+                              drop_last, epochs)
             cursor = sampler.cursor(state)
         except ValueError as exc:
             raise ValueError("%s: %s" % (where, exc)) from None
+        if arrays is not None:
+            if workers:
+                raise TypeError("%s: an array dataset is gathered by native threads in this process (the copy pool, "
+                                "theano_queue._engine.set_copy_threads); worker processes would only copy the same rows again: leave "
+                                "workers=0" % where)
+            return ArrayProducer(feeder, queue, arrays, sampler, cursor)
         if workers == 0:
             return InlineMapProducer(feeder, queue, dataset, sampler, cursor)
         from .workers import WorkerProducer

@@ -28,6 +28,14 @@ class Feeder:
       With ``workers=N`` each worker runs its own iterator, which splits
       itself with :func:`theano_queue.worker_info`; elements are taken from
       the workers in turn.
+    * or an **array dataset**: a tuple (in component order) or a dict (keyed
+      by component name) of arrays in memory, ``np.memmap`` included, one
+      per component, sharing their leading axis (the samples).  Rows are
+      gathered into the slots by native threads, without the GIL and
+      without Python per batch; the arguments below (shuffle, seed, shard,
+      epochs, drop_last, state) mean what they mean for a map-style
+      dataset.  ``workers`` must stay 0.  (A *list* is still a list of
+      batches.)
     * or a **map-style** dataset: ``__len__`` and ``__getitem__`` (and not a
       list, tuple, dict or array), where ``dataset[i]`` is *one sample*: a
       tuple or dict of arrays shaped like the components without their
@@ -47,7 +55,7 @@ class Feeder:
     workers' timing; ``ordered=False`` lets whichever batch is done first go
     first.
 
-    A map-style dataset's batches: ``shuffle`` gives a permutation per epoch
+    A map-style or array dataset's batches: ``shuffle`` gives a permutation per epoch
     drawn from ``seed`` and the epoch number, ``shard=(rank, world)`` this
     rank's part of every epoch as ``DistributedSampler`` does, ``drop_last``
     drops the padding of uneven shards and the epoch's last, partial batch.
@@ -215,7 +223,7 @@ class Feeder:
 
     @property
     def batches_per_epoch(self):
-        """Elements per epoch of a map-style dataset (None for an iterable)."""
+        """Elements per epoch of a map-style or array dataset (None for an iterable)."""
         sampler = getattr(self._producer, "sampler", None)
         return sampler.batches_per_epoch if sampler is not None else None
 
@@ -223,11 +231,11 @@ class Feeder:
     def planned_elements(self):
         """Elements the whole run puts, where that is known before it runs (else None).
 
-        A list or tuple of batches, or a map-style dataset, times ``epochs``.
+        A list or tuple of batches, or a map-style or array dataset, times ``epochs``.
         """
         if self.epochs is None:
             return None
-        if isinstance(self.dataset, (list, tuple)):
+        if isinstance(self.dataset, (list, tuple)) and self.batches_per_epoch is None:
             return len(self.dataset) * self.epochs
         per_epoch = self.batches_per_epoch
         return None if per_epoch is None else per_epoch * self.epochs

@@ -153,6 +153,10 @@ class QueueCOp(COp):
 class Dequeue(QueueCOp):
     """Takes the next element of a queue: one output per component.
 
+    On a host queue the outputs are the element's own memory, lent to the
+    graph: the queue reuses it only once no array over it is left (see
+    doc/design.rst, "The CPU hand-off").
+
     Blocks (without the GIL) until an element is there; raises QueueClosed
     once the queue is closed and drained, QueueTimeout after the queue's
     timeout, FeederError when the feeder's source failed.
@@ -165,7 +169,7 @@ class Dequeue(QueueCOp):
 
     def perform(self, node, inputs, outputs, params=None):
         ring = resolve_token(inputs[0], str(self))
-        for storage, array in zip(outputs, ring.get()):
+        for storage, array in zip(outputs, ring.take()):
             storage[0] = array
 
     def c_code(self, node, name, inputs, outputs, sub):

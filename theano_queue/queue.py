@@ -262,7 +262,8 @@ class Queue:
         """Counters since creation, as a dict.
 
         ``enqueued``, ``dequeued``, ``dropped`` (cancelled by close, or lost to
-        a failed copy), ``bytes_in`` and ``bytes_out``, ``producer_wait_s`` (time producers
+        a failed copy), ``lent`` (dequeued by a CPU queue's Dequeue without a
+        copy, see :ref:`cpu-hand-off`), ``bytes_in`` and ``bytes_out``, ``producer_wait_s`` (time producers
         waited for a free slot), ``consumer_wait_s`` (time consumers waited for
         data: the number that says the model waited for its input), ``size``,
         ``capacity``, ``state`` and ``backend``; ``fill_integral``, the
