@@ -126,7 +126,7 @@ def shuffled_minibatches(b):
             steps = max(8, min(b.steps_for(nbytes), 400 if b.quick else 4000))
             transfer = reading(theano.function([], x.reshape((batch, cols))[0, 0]))
             row = {"what": "%s, batch %d" % (name, batch), "MiB": nbytes / MiB}
-            with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, close_when_done=False):
+            with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False):
                 transfer_s = best_of(lambda: time_steps(transfer, steps), 2)
             q.close(cancel_pending=True)
             q.reopen()
@@ -142,7 +142,7 @@ def shuffled_minibatches(b):
                 rng = np.random.default_rng(1)
                 loss_r, updates_r = mlp_train_step(resident_x, resident_y, cols, 1024, 10, rng)
                 resident = reading(theano.function([], loss_r, updates=updates_r))
-                with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, close_when_done=False):
+                with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False):
                     fed_s = best_of(lambda: time_steps(fed, steps // 2 or 4), 2)
                 q.close(cancel_pending=True)
                 resident_s = best_of(lambda: time_steps(resident, steps // 2 or 4), 2)
@@ -181,7 +181,7 @@ def experts_idiom(b):
     x, y = q.dequeue()
     loss_q, updates_q = mlp_train_step(x, y, cols, 1024, 10, np.random.default_rng(1))
     fed = reading(theano.function([], loss_q, updates=updates_q))
-    with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, close_when_done=False):
+    with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False):
         fed_s = best_of(lambda: time_steps(fed, steps), 2)
     q.close(cancel_pending=True)
     table = [{"what": "shared-variable idiom, shuffled by index", "ms": 1e3 * idiom_s},
