@@ -69,6 +69,8 @@ def build_mlp(x, n_in, n_hidden, n_out, rng):
 
 
 def sgd_momentum(cost, params, learning_rate, momentum=0.9):
+    # Python floats would make the updates float64 under Theano's default floatX.
+    learning_rate, momentum = np.float32(learning_rate), np.float32(momentum)
     updates = []
     for param, grad in zip(params, T.grad(cost, params)):
         velocity = theano.shared(np.zeros_like(param.get_value()))
