@@ -238,10 +238,12 @@ static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
 
 /* ---- writing in place --------------------------------------------------------------- */
 
-static int check_slot(RingObject *self, int slot)
+/* Commit and abort take only a slot that a producer reserved and has not yet
+ * committed: any other would hand a slot that readers may hold to producers. */
+static int check_reserved(RingObject *self, const char *who, int slot)
 {
-    if (slot < 0 || slot >= tq_ring_capacity(self->ring)) {
-        PyErr_Format(PyExc_ValueError, "queue '%U': no slot %d", self->name, slot);
+    if (!tq_ring_is_reserved_for_writing(self->ring, slot)) {
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U': slot %d is not reserved for writing", who, self->name, slot);
         return -1;
     }
     return 0;
@@ -303,7 +305,8 @@ static PyObject *Ring_commit(RingObject *self, PyObject *args)
     int64_t rows[TQ_MAX_COMPONENTS];
     tq_error err;
     tq_code code;
-    if (ring_usable(self, "Queue.writer") || !PyArg_ParseTuple(args, "iO", &slot, &rows_obj) || check_slot(self, slot))
+    if (ring_usable(self, "Queue.writer") || !PyArg_ParseTuple(args, "iO", &slot, &rows_obj) ||
+        check_reserved(self, "Queue.writer", slot))
         return NULL;
     PyObject *seq = PySequence_Fast(rows_obj, "rows must be a sequence, one count per component");
     if (!seq)
@@ -333,7 +336,8 @@ static PyObject *Ring_commit(RingObject *self, PyObject *args)
 static PyObject *Ring_abort(RingObject *self, PyObject *args)
 {
     int slot;
-    if (ring_usable(self, "Queue.writer") || !PyArg_ParseTuple(args, "i", &slot) || check_slot(self, slot))
+    if (ring_usable(self, "Queue.writer") || !PyArg_ParseTuple(args, "i", &slot) ||
+        check_reserved(self, "Queue.writer", slot))
         return NULL;
     tq_ring_abort_put(self->ring, slot);
     Py_RETURN_NONE;

@@ -510,8 +510,19 @@ tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uin
 void tq_ring_abort_put(tq_ring *ring, int slot)
 {
     pthread_mutex_lock(&ring->lock);
-    drop_slot(ring, slot, 0);
+    if (ring->slot_state[slot] == SLOT_WRITING) /* never a slot that readers may hold */
+        drop_slot(ring, slot, 0);
     pthread_mutex_unlock(&ring->lock);
+}
+
+int tq_ring_is_reserved_for_writing(tq_ring *ring, int slot)
+{
+    if (slot < 0 || slot >= ring->capacity)
+        return 0;
+    pthread_mutex_lock(&ring->lock);
+    int writing = ring->slot_state[slot] == SLOT_WRITING;
+    pthread_mutex_unlock(&ring->lock);
+    return writing;
 }
 
 /* ---- consumers --------------------------------------------------------------- */

@@ -83,6 +83,8 @@ tq_code tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, tq_erro
 tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uint64_t *srcs, const int64_t *rows,
                                 tq_error *err);
 void tq_ring_abort_put(tq_ring *ring, int slot);
+/* 1 when slot is reserved by a producer and not yet committed or given up. */
+int tq_ring_is_reserved_for_writing(tq_ring *ring, int slot);
 /* Puts the rows idx[0..rows) of each component's source array as one element
  * (an array dataset's minibatch): gathers them into the slot, publishes it.
  * srcs[c]: component c's rows (component_row_bytes each); the caller checked

@@ -450,3 +450,16 @@ def test_deleting_the_queue_wakes_a_thread_blocked_on_it():
     consumer.join(5)
     assert not consumer.is_alive(), "the consumer is still blocked on a queue nobody can feed"
     assert outcome and "queue 'dropped': closed" in outcome[0]
+
+
+def test_commit_and_abort_take_only_a_slot_reserved_for_writing():
+    q = tq.Queue(XY, capacity=2, target="cpu", name="slots")
+    q.put(*xy(1))
+    ready = 0  # the slot of the element just put: readers may take it
+    with pytest.raises(ValueError, match="Queue.writer: queue 'slots': slot 0 is not reserved for writing"):
+        q._ring.abort(ready)
+    with pytest.raises(ValueError, match="not reserved for writing"):
+        q._ring.commit(ready, [4, 4])
+    with pytest.raises(ValueError, match="slot 7 is not reserved"):
+        q._ring.abort(7)
+    assert q.size() == 1 and q.get()[0][0, 0] == 1

@@ -511,6 +511,10 @@ class WorkerProducer:
             w.process.join(max(0.0, deadline - time.monotonic()))
         self.kill_workers()
         for w in self.workers:
+            if w.sender is not None:
+                # Its child is gone, so a send still under way ends with a broken pipe;
+                # closing the pipe under it could close a descriptor reused meanwhile.
+                w.sender.join(_TERM_WAIT_S)
             w.conn.close()
         _live.discard(self)
 
