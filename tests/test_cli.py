@@ -57,10 +57,25 @@ def test_info_without_a_cuda_driver():
     assert "CUDA driver: none; GPUs: none (no CUDA driver: /nonexistent/libcuda.so.1 could not be loaded" in out
 
 
-def test_info_sets_a_blas_flag_when_theano_flags_lack_one():
-    done = run("info", "--json", env=dict(NO_DRIVER, THEANO_FLAGS="floatX=float32"))
+def test_info_keeps_the_venvs_blas_flag():
+    done = run("info", env=dict(NO_DRIVER, THEANO_FLAGS="floatX=float32"))
     assert done.returncode == 0, done.stderr
-    assert '"note": "THEANO_FLAGS had no blas.ldflags' in done.stdout
+    assert "blas.ldflags=-lopenblas" in done.stdout and "set to empty" not in done.stdout
+
+
+def test_a_blas_flag_is_set_only_where_no_theano_setting_names_one(tmp_path, monkeypatch):
+    from theano_queue import cli
+
+    bare, configured = tmp_path / "bare.rc", tmp_path / "configured.rc"
+    bare.write_text("[global]\nfloatX = float32\n")
+    configured.write_text("[blas]\nldflags = -lblas\n")
+    monkeypatch.setenv("THEANO_FLAGS", "floatX=float32")
+    monkeypatch.setenv("THEANORC", str(bare))
+    assert "set to empty" in cli.theano_environment()
+    assert os.environ["THEANO_FLAGS"] == "floatX=float32,blas.ldflags="
+    monkeypatch.setenv("THEANO_FLAGS", "floatX=float32")
+    monkeypatch.setenv("THEANORC", os.pathsep.join([str(bare), str(configured)]))
+    assert cli.theano_environment() is None and os.environ["THEANO_FLAGS"] == "floatX=float32"
 
 
 def test_info_with_a_gpu(fake_cuda):

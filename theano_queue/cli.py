@@ -6,6 +6,7 @@ stderr when it cannot run here (no CUDA driver, no GPU, not a checkout), and
 2 on a usage error.
 """
 import argparse
+import configparser
 import json
 import os
 import platform
@@ -42,12 +43,29 @@ def theano_environment():
     """Makes THEANO_FLAGS name a BLAS before Theano is imported; returns a note when it had to.
 
     Theano 1.0.5's BLAS probe crashes on numpy 1.23 when ``blas.ldflags`` is
-    not set (empty is enough)."""
+    not set (empty is enough).  The venv of scripts/install-deps.sh sets it in
+    a config file; a user may too: only where nothing does is it set here."""
+    if blas_ldflags_configured():
+        return None
+    flags = os.environ.get("THEANO_FLAGS", "")
+    os.environ["THEANO_FLAGS"] = ",".join(f for f in (flags, "blas.ldflags=") if f)
+    return "no Theano setting names blas.ldflags: set to empty for this command (Theano's BLAS probe fails without it)"
+
+
+def blas_ldflags_configured():
+    """True when THEANO_FLAGS or one of Theano's config files (THEANORC) sets blas.ldflags."""
     flags = os.environ.get("THEANO_FLAGS", "")
     if "blas.ldflags" in flags or "blas__ldflags" in flags:
-        return None
-    os.environ["THEANO_FLAGS"] = ",".join(f for f in (flags, "blas.ldflags=") if f)
-    return "THEANO_FLAGS had no blas.ldflags: set to empty for this command (Theano's BLAS probe fails without it)"
+        return True
+    for path in os.environ.get("THEANORC", "~/.theanorc").split(os.pathsep):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(os.path.expanduser(path))
+        except configparser.Error:
+            continue
+        if parser.has_option("blas", "ldflags"):
+            return True
+    return False
 
 
 # ---- info -------------------------------------------------------------------------------
