@@ -75,3 +75,15 @@ def seconds_to_stop_on_ctrl_c(script, env, group=False):
         proc.kill()
     assert proc.returncode == 3, proc.stderr.read()[-3000:]
     return elapsed
+
+
+def stop_wakes_a_feeder_waiting_for_space(q, feeder):
+    """Starts feeder on q (capacity 1), lets it block on the full queue, stops it: True when it ended at once."""
+    feeder.start()
+    while q.size() < 1:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the feeder waits for space
+    start = time.monotonic()
+    feeder.stop()
+    assert feeder.join(timeout=1)
+    return time.monotonic() - start < 0.04

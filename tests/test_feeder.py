@@ -7,6 +7,7 @@ import pytest
 import theano
 
 import theano_queue as tq
+from helpers import stop_wakes_a_feeder_waiting_for_space
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 
@@ -106,14 +107,7 @@ def test_stop_wakes_a_feeder_blocked_on_a_full_queue():
 
 def test_stop_wakes_the_feeder_at_once():
     q = tq.Queue(XY, capacity=1, target="cpu")
-    feeder = tq.Feeder(q, batches(100)).start()
-    while q.size() < 1:
-        time.sleep(0.01)
-    time.sleep(0.1)  # the feeder waits for space
-    start = time.monotonic()
-    feeder.stop()
-    assert feeder.join(timeout=1)
-    assert time.monotonic() - start < 0.04, "woken, not polled"
+    assert stop_wakes_a_feeder_waiting_for_space(q, tq.Feeder(q, batches(100))), "woken, not polled"
 
 
 def test_the_queues_timeout_does_not_bound_the_feeders_wait_for_space():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
-from helpers import seconds_to_stop_on_ctrl_c
+from helpers import seconds_to_stop_on_ctrl_c, stop_wakes_a_feeder_waiting_for_space
 from theano_queue.sampler import Sampler
 from worker_datasets import ROWS, SPEC, Environment, Heavy, InPlace, Shards, Tagged, expected_batch
 
@@ -342,14 +342,8 @@ def test_a_slot_goes_back_only_when_no_worker_writes_it_any_more():
 
 def test_stop_wakes_a_map_style_feeder_waiting_for_space_at_once():
     q = tq.Queue(SPEC, capacity=1, target="cpu")
-    feeder = tq.Feeder(q, Tagged(100), close_when_done=False).start()
-    while q.size() < 1:
-        time.sleep(0.01)
-    time.sleep(0.1)  # the feeder waits for space
-    start = time.monotonic()
-    feeder.stop()
-    assert feeder.join(timeout=1)
-    assert time.monotonic() - start < 0.04, "woken, not polled"
+    feeder = tq.Feeder(q, Tagged(100), close_when_done=False)
+    assert stop_wakes_a_feeder_waiting_for_space(q, feeder), "woken, not polled"
 
 
 @pytest.mark.parametrize("workers", [0, 2])
