@@ -2,6 +2,10 @@
 import importlib.util
 import os
 
+import pytest
+
+pytest.importorskip("sklearn", reason="the demo's digits come from scikit-learn")
+
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "train_digits.py")
 
 
