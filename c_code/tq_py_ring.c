@@ -204,6 +204,46 @@ static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 
+/* put_device(sources, timeout=None, stop=None) -> size: see put_device_element. */
+static PyObject *Ring_put_device(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"sources", "timeout", "stop", NULL};
+    PyObject *sources, *timeout = Py_None, *stop = Py_None;
+    const int *flag;
+    double t;
+    if (ring_usable(self, "Queue.put") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &sources, &timeout, &stop) ||
+        parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.put", stop, &flag))
+        return NULL;
+    Py_ssize_t size = put_device_element(self, "Queue.put", sources, t, flag);
+    return size < 0 ? NULL : PyLong_FromSsize_t(size);
+}
+
+/* take_device(dsts, stream, timeout=None) -> rows per component. */
+static PyObject *Ring_take_device(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"dsts", "stream", "timeout", NULL};
+    PyObject *dsts, *stream, *timeout = Py_None;
+    double t;
+    if (ring_usable(self, "Queue.get") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &dsts, &stream, &timeout) ||
+        parse_timeout(timeout, self->timeout, &t))
+        return NULL;
+    void *s = PyLong_AsVoidPtr(stream);
+    if (!s && PyErr_Occurred())
+        return NULL;
+    return take_device_element(self, "Queue.get", dsts, s, t);
+}
+
+static PyObject *Ring_get_copy_stream(RingObject *self, void *unused)
+{
+    (void)unused;
+    if (ring_usable(self, "Ring.copy_stream"))
+        return NULL;
+    void *s = tq_ring_copy_stream(self->ring);
+    return s ? PyLong_FromVoidPtr(s) : Py_NewRef(Py_None);
+}
+
 /* get (copies) and take (lends where the ring can): the same arguments. */
 static PyObject *next_element(RingObject *self, PyObject *args, PyObject *kwds, int lend)
 {
@@ -588,6 +628,11 @@ static PyMethodDef Ring_methods[] = {
     {"put", (PyCFunction)(void (*)(void))Ring_put, METH_VARARGS | METH_KEYWORDS,
      "put(arrays, timeout=None, stop=None) -> size: validate and put one element, waiting for a free slot\n"
      "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set."},
+    {"put_device", (PyCFunction)(void (*)(void))Ring_put_device, METH_VARARGS | METH_KEYWORDS,
+     "put_device(sources, timeout=None, stop=None) -> size: put one element of device arrays, each\n"
+     "(ptr, shape, strides or None, dtype, stream or None), copied device to device on the copy stream."},
+    {"take_device", (PyCFunction)(void (*)(void))Ring_take_device, METH_VARARGS | METH_KEYWORDS,
+     "take_device(dsts, stream, timeout=None) -> rows: copy the next element into device addresses on a stream."},
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
     {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,
@@ -624,6 +669,8 @@ static PyMethodDef Ring_methods[] = {
 static PyGetSetDef Ring_getset[] = {
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
+    {"copy_stream", (getter)Ring_get_copy_stream, NULL,
+     "The CUstream device puts copy on (an int), None for a host ring.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout,
      "Seconds a wait lasts when its call gives no timeout; None for no limit.", NULL},
     {"staging_bytes", (getter)Ring_get_staging_bytes, NULL, "Size of the shared staging block (see staging_fd).",
