@@ -87,11 +87,11 @@ static int check_memory(RingObject *self, const char *who, int c, tq_device_src 
     case TQ_MEM_UNKNOWN:
     case TQ_MEM_HOST:
         PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U', component '%U': expected device memory of GPU %d, got %s at 0x%llx; "
+                     "%s: queue '%U', component '%U': expected device memory of GPU %d, got %s at %p; "
                      "put host data as a numpy array",
                      who, self->name, component_label(self, c), device,
                      src->where.kind == TQ_MEM_HOST ? "page-locked host memory" : "an address the CUDA driver does not know",
-                     (unsigned long long)src->ptr);
+                     (void *)(uintptr_t)src->ptr);
         return -1;
     default:
         break;

@@ -30,11 +30,22 @@ static int parse_timeout(PyObject *obj, double fallback, double *out)
     return 0;
 }
 
-/* Host memory for gpu_context None, else the device of a libgpuarray context
- * given as its address (pygpu's GpuContext.ptr). */
-static tq_backend *make_backend(PyObject *gpu_context, tq_error *err)
+/* Host memory for gpu_context and cu_context None, else the device of a
+ * libgpuarray context given as its address (pygpu's GpuContext.ptr), or of a
+ * CUcontext given as its handle (front ends without libgpuarray, and the
+ * tests' stand-in driver). */
+static tq_backend *make_backend(PyObject *gpu_context, PyObject *cu_context_obj, tq_error *err)
 {
     void *cu_context = NULL;
+    if (cu_context_obj != Py_None) {
+        cu_context = PyLong_AsVoidPtr(cu_context_obj);
+        if (!cu_context) {
+            PyErr_Clear();
+            tq_set_error(err, TQ_EINVAL, "cu_context must be a CUcontext handle (a nonzero int)");
+            return NULL;
+        }
+        return tq_cuda_backend_create(cu_context, err);
+    }
     if (gpu_context == Py_None)
         return tq_host_backend_create(err);
     if (cu_context_of(gpu_context, &cu_context, err) != TQ_OK)
@@ -66,8 +77,8 @@ static int parse_component(RingObject *self, int c, PyObject *spec, tq_component
 
 static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"name", "components", "capacity", "timeout", "gpu_context", NULL};
-    PyObject *name, *components, *timeout = Py_None, *gpu_context = Py_None;
+    static char *kwlist[] = {"name", "components", "capacity", "timeout", "gpu_context", "cu_context", NULL};
+    PyObject *name, *components, *timeout = Py_None, *gpu_context = Py_None, *cu_context = Py_None;
     int capacity, rc = -1;
     tq_component comps[TQ_MAX_COMPONENTS];
     tq_error err;
@@ -76,8 +87,8 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Ring is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UOi|OO", kwlist, &name, &components, &capacity, &timeout,
-                                     &gpu_context))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UOi|OOO", kwlist, &name, &components, &capacity, &timeout,
+                                     &gpu_context, &cu_context))
         return -1;
     if (parse_timeout(timeout, -1.0, &self->timeout))
         return -1;
@@ -107,7 +118,7 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         if (parse_component(self, c, PySequence_Fast_GET_ITEM(seq, c), &comps[c]))
             goto done;
 
-    tq_backend *backend = make_backend(gpu_context, &err);
+    tq_backend *backend = make_backend(gpu_context, cu_context, &err);
     if (!backend) {
         raise_error(NULL, self, &err);
         goto done;
@@ -686,7 +697,7 @@ PyTypeObject RingType = {
     .tp_basicsize = sizeof(RingObject),
     .tp_dealloc = (destructor)Ring_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Ring(name, components, capacity, timeout=None, gpu_context=None): the engine's ring of slots.",
+    .tp_doc = "Ring(name, components, capacity, timeout=None, gpu_context=None, cu_context=None): the engine's ring of slots.",
     .tp_weaklistoffset = offsetof(RingObject, weakrefs),
     .tp_methods = Ring_methods,
     .tp_getset = Ring_getset,
