@@ -326,3 +326,16 @@ def test_pycuda_reads_a_device_get(pycuda):
     pycuda.driver.Context.synchronize()  # the data is ready on libgpuarray's stream (cai["stream"])
     view = pycuda.gpuarray.GPUArray(cai["shape"], np.int32, gpudata=cai["data"][0])
     assert view.get().tolist() == list(range(16))
+
+
+def test_the_pycuda_augmentation_example_trains(pycuda):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, "examples", "gpu_augment.py"), "--steps", "300"],
+                          capture_output=True, text=True, timeout=600, cwd=root, env=dict(os.environ, PYTHONPATH=root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = [line for line in done.stdout.splitlines() if line.startswith("step  300")]
+    assert last and float(last[0].split()[-1]) > 0.8, done.stdout

@@ -182,3 +182,11 @@ def test_device_gets_and_puts_are_refused_by_host_queues():
     with pytest.raises(TypeError, match="not both; components 'y' are host data"):
         Queue([("x", "float32", (2,)), ("y", "float32", (2,))], target="cpu").put(Device(), [1.0, 2.0])
     assert q.size() == 0
+
+
+def test_the_pycuda_example_says_what_it_needs_and_exits():
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gpu_augment.py"), "--steps", "2"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=dict(os.environ, THEANO_FLAGS="device=cpu,floatX=float32", PYTHONPATH=ROOT))
+    assert done.returncode == 1
+    assert "gpu_augment: Theano does not run on a GPU here; run with THEANO_FLAGS=device=cuda0" in done.stderr
