@@ -15,7 +15,7 @@ static PyObject *component_label(RingObject *self, int c) { return PyTuple_GET_I
 
 /* Merges a source's axes: axes of length 1 go, and an axis whose stride steps
  * over the whole of the next one joins it.  Outermost first in src.  An
- * empty array keeps no axes (nothing to copy). */
+ * empty array keeps no axes (nothing to copy); one item keeps one axis of 1. */
 static void merge_axes(int ndim, const npy_intp *dims, const npy_intp *strides, tq_device_src *src, int *too_many)
 {
     int64_t shape[NPY_MAXDIMS], step[NPY_MAXDIMS]; /* innermost first */
@@ -34,6 +34,10 @@ static void merge_axes(int ndim, const npy_intp *dims, const npy_intp *strides, 
             shape[n] = dims[d];
             step[n++] = strides[d];
         }
+    }
+    if (n == 0) { /* one item (a scalar, or every axis of length 1): one contiguous run */
+        shape[0] = 1;
+        step[n++] = (int64_t)src->itemsize;
     }
     /* The kernel may add one axis of its own (an item of several units). */
     if (n > TQ_DEVICE_MAX_DIMS - 1) {

@@ -56,14 +56,18 @@ def test_contiguous_and_strided_layouts_arrive_bit_exact(fake):
     """)
 
 
-def test_a_partial_batch_and_an_empty_one(fake):
+def test_a_partial_batch_an_empty_one_a_single_row_and_a_scalar(fake):
     run(fake, """
-        ring, comps = gpu_ring([("x", "uint8", (5, 3))])
+        ring, comps = gpu_ring([("x", "uint8", (5, 3)), ("s", "float64", ())], capacity=4)
         x = device_copy(np.arange(30, dtype=np.uint8).reshape(10, 3))
-        put(ring, comps, [CAI(x[1:4])])
-        put(ring, comps, [CAI(x[:0])])
-        assert ring.get()[0].tolist() == x[1:4].tolist()
-        assert ring.get()[0].shape == (0, 3)
+        s = device_copy(np.array([2.5, -1.0]))
+        put(ring, comps, [CAI(x[1:4]), CAI(s[0, ...])])
+        put(ring, comps, [CAI(x[:0]), CAI(s[1, ...])])
+        put(ring, comps, [CAI(x[7:8, ::-1]), CAI(s[0, ...])])
+        got = [ring.get() for _ in range(3)]
+        assert got[0][0].tolist() == x[1:4].tolist() and got[0][1] == 2.5
+        assert got[1][0].shape == (0, 3) and got[1][1] == -1.0
+        assert got[2][0].tolist() == x[7:8, ::-1].tolist()
     """)
 
 
