@@ -33,11 +33,11 @@ class NoStream:
 def copy_gbps(b, src, dst, copies):
     """A plain device-to-device copy of src into dst (libgpuarray's, on Theano's stream)."""
     def measure():
-        dst[...] = src
+        dst[:] = src
         dst.sync()
         started = time.perf_counter()
         for _ in range(copies):
-            dst[...] = src
+            dst[:] = src
         dst.sync()
         return (time.perf_counter() - started) / copies
     return src.size * src.itemsize / best_of(measure) / 1e9
