@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ENGINE_SOURCES = ["c_code/tq_base.c", "c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_cuda.c", "c_code/tq_copy.c",
                   "c_code/tq_gather.c", "c_code/tq_trace.c", "c_code/tq_shm.c",
                   "c_code/tq_py_module.c", "c_code/tq_py_ring.c", "c_code/tq_py_element.c",
-                  "c_code/tq_py_capi.c"]
+                  "c_code/tq_py_capi.c", "c_code/tq_py_device.c"]
 
 
 # Ray Data as a source (examples/ray_feed.py); never a dependency of the core package.
@@ -50,6 +50,8 @@ setup(
         "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", *RAY],
         "demo": ["scikit-learn>=1.2"],
         "ray": RAY,
+        # A producer of device arrays (examples/gpu_augment.py); builds against a CUDA toolkit.
+        "pycuda": ["pycuda>=2022.1"],
         "doc": ["sphinx>=6", "matplotlib>=3.7,<3.9", "contourpy<1.3"],
     },
     ext_modules=[

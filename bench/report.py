@@ -98,6 +98,10 @@ def chart(run, path):
 def render(run):
     parts = [INTRO, "Measured on %s, %s, Theano device ``%s``, %d host copy threads, with::\n\n   %s\n\n"
              % (run["machine"], run["date"], run["device"], run["copy_threads"], run["command"])]
+    for extra in run.get("merged", []):  # scenarios re-run later (bench/run.py --only N --merge)
+        parts.append("Scenarios %s measured on %s, %s, with::\n\n   %s\n\n"
+                     % (", ".join(fmt(n) for n in extra["scenarios"]), extra["machine"], extra["date"],
+                        extra["command"]))
     chart_path = os.path.join(DOC, "_static", "benchmarks.png")
     if chart(run, chart_path):
         parts.append(".. image:: _static/benchmarks.png\n   :alt: bandwidth through the queue and the balanced "

@@ -4,6 +4,7 @@
     python bench/run.py --quick        # smaller sizes, for a smoke test
     python bench/run.py --only 11,12   # the worker-process scenarios (bench/workers_bench.py)
     python bench/run.py --only 13,14,15,16   # in-memory datasets (bench/arrays_bench.py)
+    python bench/run.py --only 17        # device-array puts (bench/device_put_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -531,9 +532,19 @@ def experts_idiom(b):
     return arrays_bench.experts_idiom(b)
 
 
+# ---- 17: device arrays put from host code (bench/device_put_bench.py) ---------------------
+
+
+@scenario(17, "Device-array producer: puts from GPU memory against the device-to-device copy rate")
+def device_producer(b):
+    import device_put_bench
+
+    return device_put_bench.device_producer(b)
+
+
 SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
              cpu_target, observe_cost, cpu_heavy_pipeline, large_samples, cpu_handoff, copy_bound, array_dataset,
-             experts_idiom]
+             experts_idiom, device_producer]
 
 
 def machine_name():
@@ -552,6 +563,18 @@ def machine_name():
     return "%s (%d cores), %s" % (cpu, os.cpu_count(), ", ".join(gpus) or "no GPU")
 
 
+def merged(path, run):
+    """The results in path with this run's scenarios in place of theirs (and added), in scenario order."""
+    with open(path) as f:
+        old = json.load(f)
+    fresh = {s["number"]: s for s in run["scenarios"]}
+    kept = [s for s in old["scenarios"] if s["number"] not in fresh]
+    old["scenarios"] = sorted(kept + list(fresh.values()), key=lambda s: float(s["number"]))
+    old.setdefault("merged", []).append({"command": run["command"], "date": run["date"], "machine": run["machine"],
+                                         "scenarios": sorted(fresh)})
+    return old
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test, not figures")
@@ -559,6 +582,8 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(ROOT, "doc", "bench", "results.json"))
     parser.add_argument("--torch-python", default="python3", help="a Python with PyTorch, for scenario 6")
     parser.add_argument("--no-report", action="store_true", help="write the JSON only")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other scenarios of the existing results file (with --only)")
     args = parser.parse_args(argv)
     only = {float(n) for n in args.only.split(",") if n}
 
@@ -584,6 +609,8 @@ def main(argv=None):
         print("[%s] %s: %s" % (fn.number, fn.title, entry.get("headline") or entry.get("skipped")
                                or entry.get("error")), flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    if args.merge and os.path.exists(args.out):
+        run = merged(args.out, run)
     with open(args.out, "w") as f:
         json.dump(run, f, indent=1)
     print("wrote", args.out)

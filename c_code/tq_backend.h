@@ -30,6 +30,38 @@ extern "C" {
 
 typedef struct tq_backend tq_backend;
 
+/* Axes a strided device source may have once its contiguous axes are merged. */
+#define TQ_DEVICE_MAX_DIMS 8
+
+/* Where a device address lives, as the driver says (tq_backend.probe_device). */
+typedef enum { TQ_MEM_UNKNOWN = 0, TQ_MEM_HOST, TQ_MEM_DEVICE, TQ_MEM_MANAGED } tq_mem_kind;
+
+typedef struct {
+    tq_mem_kind kind;
+    int device;          /* the GPU's ordinal (device and managed memory) */
+    void *context;       /* the CUcontext it was allocated in (NULL: none the driver names) */
+    int same_context;    /* 1 when that is the ring's context (or none is named) */
+} tq_device_ptr;
+
+/* One component of an element a producer holds in device memory: element
+ * (0, ..., 0) at ptr, shape and byte strides after merging (ndim 0 to
+ * TQ_DEVICE_MAX_DIMS, any sign), and how its producer orders its writes:
+ *   stream != NULL: they are queued on that CUstream (in `context`; 0x1 and
+ *       0x2 are the legacy and per-thread default streams): the copy waits
+ *       for it on the GPU, and the stream then waits for the copy to have
+ *       read the array (no host wait);
+ *   stream == NULL: they are done; the put waits on the host until the copy
+ *       has read the array, so that the caller may reuse it at once. */
+typedef struct {
+    uint64_t ptr;
+    int ndim;
+    int64_t shape[TQ_DEVICE_MAX_DIMS];
+    int64_t strides[TQ_DEVICE_MAX_DIMS];
+    size_t itemsize;
+    void *stream;
+    tq_device_ptr where; /* from probe_device */
+} tq_device_src;
+
 struct tq_backend {
     const char *name;
     /* 1 when consumers read device memory (through take), 0 for host memory. */
@@ -65,6 +97,18 @@ struct tq_backend {
      * extents[i] of the slot on it, and records that the slot is filled. */
     tq_code (*put_from_device)(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
                                const uint64_t *srcs, tq_error *err);
+    /* Optional.  Where device address ptr lives; the ring's own GPU in *device. */
+    tq_code (*probe_device)(tq_backend *self, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err);
+    /* Optional.  A host thread's put of device arrays (see tq_device_src):
+     * copies srcs[i] into extents[i] of the slot on the backend's copy
+     * stream, ordered after each producer's stream and after the slot's last
+     * reader, records that the slot is filled, and orders the producers'
+     * streams (or the host) after the copy. */
+    tq_code (*put_device_arrays)(tq_backend *self, int slot, const tq_extent *extents, int n,
+                                 const tq_device_src *srcs, tq_error *err);
+    /* Optional.  The CUstream put_device_arrays copies on, for producers that
+     * order themselves before it (DLPack's __dlpack__(stream=...)). */
+    void *(*copy_stream)(tq_backend *self);
     /* Optional.  The shared block that holds every slot's staging, for
      * producers in other processes: write_ptr(slot) lies inside it. */
     const tq_shm *(*shared_staging)(tq_backend *self);

@@ -8,6 +8,7 @@
  *   tq_py_ring.c     the Ring and Stop types
  *   tq_py_element.c  element checks, put and get, and the waits
  *   tq_py_capi.c     the table of functions for the Ops (tq_capi.h)
+ *   tq_py_device.c   device arrays: checked puts, device gets, DLPack, pygpu
  */
 #ifndef TQ_PY_H
 #define TQ_PY_H
@@ -43,7 +44,7 @@ typedef struct {
     PyObject *weakrefs;
 } RingObject;
 
-extern PyTypeObject RingType, StopType, LeaseType;
+extern PyTypeObject RingType, StopType, LeaseType, DLPackOwnerType;
 /* How many fork()s led from the process that loaded the module to this one:
  * a Ring made under another count was made in another process.  Cheaper to
  * check on every call than getpid(), which is a system call. */
@@ -99,5 +100,19 @@ int lend_element(RingObject *self, int slot, PyObject **views);
 int is_lent(PyObject *array);
 /* Like get_element, but the arrays are lent when the ring can lend. */
 PyObject *take_element(RingObject *self, const char *who, double timeout_s);
+
+/* ---- tq_py_device.c ---- */
+/* Checks and puts one element of device arrays: sources holds one
+ * (ptr, shape, strides or None, dtype, stream or None) per component.  The
+ * queue's size after it, or -1. */
+Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sources, double timeout_s, const int *stop);
+/* Takes the next element into device addresses dsts (full-size buffers) on
+ * a consumer's CUstream: a tuple of its rows per component, or NULL. */
+PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts, void *stream, double timeout_s);
+/* Module functions: dlpack_source, gpudata_address, gpudata_order, gpu_context_stream. */
+PyObject *dlpack_source(PyObject *module, PyObject *capsule);
+PyObject *gpudata_address(PyObject *module, PyObject *arg);
+PyObject *gpudata_order(PyObject *module, PyObject *args);
+PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
 
 #endif /* TQ_PY_H */

@@ -163,6 +163,13 @@ static PyMethodDef engine_functions[] = {
      "cuda_allocated() -> {'device': bytes, 'pinned': bytes} held by all GPU queues now."},
     {"cuda_mem_info", cuda_mem_info, METH_O,
      "cuda_mem_info(gpu_context_ptr) -> (free, total) bytes of that context's device."},
+    {"dlpack_source", dlpack_source, METH_O,
+     "dlpack_source(capsule) -> (owner, ptr, shape, byte strides or None, typestr, device_type, device_id)."},
+    {"gpudata_address", gpudata_address, METH_O, "gpudata_address(gpudata) -> a libgpuarray buffer's device address."},
+    {"gpudata_order", gpudata_order, METH_VARARGS,
+     "gpudata_order(gpudata, write, after): libgpuarray's cuda_wait (after False) or cuda_record (after True)."},
+    {"gpu_context_stream", gpu_context_stream, METH_O,
+     "gpu_context_stream(gpu_context_ptr) -> the CUstream a libgpuarray context computes on."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -194,7 +201,8 @@ PyMODINIT_FUNC PyInit__engine(void)
         PyErr_SetString(PyExc_ImportError, "theano_queue._engine: pthread_atfork failed");
         return NULL;
     }
-    if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0 || PyType_Ready(&LeaseType) < 0)
+    if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0 || PyType_Ready(&LeaseType) < 0 ||
+        PyType_Ready(&DLPackOwnerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&engine_module);
     if (!m)

@@ -30,11 +30,22 @@ static int parse_timeout(PyObject *obj, double fallback, double *out)
     return 0;
 }
 
-/* Host memory for gpu_context None, else the device of a libgpuarray context
- * given as its address (pygpu's GpuContext.ptr). */
-static tq_backend *make_backend(PyObject *gpu_context, tq_error *err)
+/* Host memory for gpu_context and cu_context None, else the device of a
+ * libgpuarray context given as its address (pygpu's GpuContext.ptr), or of a
+ * CUcontext given as its handle (front ends without libgpuarray, and the
+ * tests' stand-in driver). */
+static tq_backend *make_backend(PyObject *gpu_context, PyObject *cu_context_obj, tq_error *err)
 {
     void *cu_context = NULL;
+    if (cu_context_obj != Py_None) {
+        cu_context = PyLong_AsVoidPtr(cu_context_obj);
+        if (!cu_context) {
+            PyErr_Clear();
+            tq_set_error(err, TQ_EINVAL, "cu_context must be a CUcontext handle (a nonzero int)");
+            return NULL;
+        }
+        return tq_cuda_backend_create(cu_context, err);
+    }
     if (gpu_context == Py_None)
         return tq_host_backend_create(err);
     if (cu_context_of(gpu_context, &cu_context, err) != TQ_OK)
@@ -66,8 +77,8 @@ static int parse_component(RingObject *self, int c, PyObject *spec, tq_component
 
 static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"name", "components", "capacity", "timeout", "gpu_context", NULL};
-    PyObject *name, *components, *timeout = Py_None, *gpu_context = Py_None;
+    static char *kwlist[] = {"name", "components", "capacity", "timeout", "gpu_context", "cu_context", NULL};
+    PyObject *name, *components, *timeout = Py_None, *gpu_context = Py_None, *cu_context = Py_None;
     int capacity, rc = -1;
     tq_component comps[TQ_MAX_COMPONENTS];
     tq_error err;
@@ -76,8 +87,8 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Ring is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UOi|OO", kwlist, &name, &components, &capacity, &timeout,
-                                     &gpu_context))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UOi|OOO", kwlist, &name, &components, &capacity, &timeout,
+                                     &gpu_context, &cu_context))
         return -1;
     if (parse_timeout(timeout, -1.0, &self->timeout))
         return -1;
@@ -107,7 +118,7 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         if (parse_component(self, c, PySequence_Fast_GET_ITEM(seq, c), &comps[c]))
             goto done;
 
-    tq_backend *backend = make_backend(gpu_context, &err);
+    tq_backend *backend = make_backend(gpu_context, cu_context, &err);
     if (!backend) {
         raise_error(NULL, self, &err);
         goto done;
@@ -202,6 +213,46 @@ static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     Py_ssize_t size = put_element(self, "Queue.put", arrays, t, flag);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
+}
+
+/* put_device(sources, timeout=None, stop=None) -> size: see put_device_element. */
+static PyObject *Ring_put_device(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"sources", "timeout", "stop", NULL};
+    PyObject *sources, *timeout = Py_None, *stop = Py_None;
+    const int *flag;
+    double t;
+    if (ring_usable(self, "Queue.put") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &sources, &timeout, &stop) ||
+        parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.put", stop, &flag))
+        return NULL;
+    Py_ssize_t size = put_device_element(self, "Queue.put", sources, t, flag);
+    return size < 0 ? NULL : PyLong_FromSsize_t(size);
+}
+
+/* take_device(dsts, stream, timeout=None) -> rows per component. */
+static PyObject *Ring_take_device(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"dsts", "stream", "timeout", NULL};
+    PyObject *dsts, *stream, *timeout = Py_None;
+    double t;
+    if (ring_usable(self, "Queue.get") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &dsts, &stream, &timeout) ||
+        parse_timeout(timeout, self->timeout, &t))
+        return NULL;
+    void *s = PyLong_AsVoidPtr(stream);
+    if (!s && PyErr_Occurred())
+        return NULL;
+    return take_device_element(self, "Queue.get", dsts, s, t);
+}
+
+static PyObject *Ring_get_copy_stream(RingObject *self, void *unused)
+{
+    (void)unused;
+    if (ring_usable(self, "Ring.copy_stream"))
+        return NULL;
+    void *s = tq_ring_copy_stream(self->ring);
+    return s ? PyLong_FromVoidPtr(s) : Py_NewRef(Py_None);
 }
 
 /* get (copies) and take (lends where the ring can): the same arguments. */
@@ -588,6 +639,11 @@ static PyMethodDef Ring_methods[] = {
     {"put", (PyCFunction)(void (*)(void))Ring_put, METH_VARARGS | METH_KEYWORDS,
      "put(arrays, timeout=None, stop=None) -> size: validate and put one element, waiting for a free slot\n"
      "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set."},
+    {"put_device", (PyCFunction)(void (*)(void))Ring_put_device, METH_VARARGS | METH_KEYWORDS,
+     "put_device(sources, timeout=None, stop=None) -> size: put one element of device arrays, each\n"
+     "(ptr, shape, strides or None, dtype, stream or None), copied device to device on the copy stream."},
+    {"take_device", (PyCFunction)(void (*)(void))Ring_take_device, METH_VARARGS | METH_KEYWORDS,
+     "take_device(dsts, stream, timeout=None) -> rows: copy the next element into device addresses on a stream."},
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
     {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,
@@ -624,6 +680,8 @@ static PyMethodDef Ring_methods[] = {
 static PyGetSetDef Ring_getset[] = {
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
+    {"copy_stream", (getter)Ring_get_copy_stream, NULL,
+     "The CUstream device puts copy on (an int), None for a host ring.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout,
      "Seconds a wait lasts when its call gives no timeout; None for no limit.", NULL},
     {"staging_bytes", (getter)Ring_get_staging_bytes, NULL, "Size of the shared staging block (see staging_fd).",
@@ -639,7 +697,7 @@ PyTypeObject RingType = {
     .tp_basicsize = sizeof(RingObject),
     .tp_dealloc = (destructor)Ring_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Ring(name, components, capacity, timeout=None, gpu_context=None): the engine's ring of slots.",
+    .tp_doc = "Ring(name, components, capacity, timeout=None, gpu_context=None, cu_context=None): the engine's ring of slots.",
     .tp_weaklistoffset = offsetof(RingObject, weakrefs),
     .tp_methods = Ring_methods,
     .tp_getset = Ring_getset,

@@ -507,6 +507,32 @@ tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uin
     return finish_put(ring, slot, rows, err);
 }
 
+tq_code tq_ring_probe_device(tq_ring *ring, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    return b->probe_device ? b->probe_device(b, ptr, out, device, err) : not_on_device(ring, err);
+}
+
+void *tq_ring_copy_stream(tq_ring *ring)
+{
+    tq_backend *b = ring->backend;
+    return b->copy_stream ? b->copy_stream(b) : NULL;
+}
+
+tq_code tq_ring_put_device_arrays(tq_ring *ring, int slot, const tq_device_src *srcs, const int64_t *rows,
+                                  tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    tq_extent extents[TQ_MAX_COMPONENTS];
+    component_extents(ring, rows, extents);
+    tq_code code = b->put_device_arrays ? b->put_device_arrays(b, slot, extents, ring->n_components, srcs, err)
+                                        : not_on_device(ring, err);
+    if (code != TQ_OK)
+        return put_failed(ring, slot, code);
+    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
+    return finish_put(ring, slot, rows, err);
+}
+
 void tq_ring_abort_put(tq_ring *ring, int slot)
 {
     pthread_mutex_lock(&ring->lock);

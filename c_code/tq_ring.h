@@ -82,6 +82,17 @@ tq_code tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, tq_erro
 /* srcs: device addresses of each component; stream: a CUstream. */
 tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uint64_t *srcs, const int64_t *rows,
                                 tq_error *err);
+/* Device backends: where device address ptr lives (checked by a face before
+ * it reserves a slot), and the ring's own GPU in *device. */
+tq_code tq_ring_probe_device(tq_ring *ring, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err);
+/* A host thread's put of arrays in device memory (tq_device_src, one per
+ * component, rows[c] rows each; probed): copied on the backend's copy stream
+ * after their producers' streams, which then wait for the copy (or the call
+ * waits, for a source without a stream).  A failure drops the slot. */
+tq_code tq_ring_put_device_arrays(tq_ring *ring, int slot, const tq_device_src *srcs, const int64_t *rows,
+                                  tq_error *err);
+/* The CUstream tq_ring_put_device_arrays copies on (NULL for a host ring). */
+void *tq_ring_copy_stream(tq_ring *ring);
 void tq_ring_abort_put(tq_ring *ring, int slot);
 /* 1 when slot is reserved by a producer and not yet committed or given up. */
 int tq_ring_is_reserved_for_writing(tq_ring *ring, int slot);

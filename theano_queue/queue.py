@@ -5,9 +5,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from . import device as _device
 from . import target as _target
 from .errors import QueueError
-from .spec import check_queue_name, element_arrays, element_in_order, parse_components
+from .spec import as_component_value, check_queue_name, element_in_order, parse_components
 
 _names = itertools.count()
 
@@ -120,7 +121,7 @@ class Queue:
 
     # ---- host side ----------------------------------------------------------------
 
-    def put(self, *element, timeout=None):
+    def put(self, *element, timeout=None, stream=None):
         """Put one element, waiting up to ``timeout`` seconds for a free slot.
 
         ``q.put(x, y)``, ``q.put((x, y))`` or ``q.put({"x": x, "y": y})``.
@@ -128,19 +129,58 @@ class Queue:
         limit.  Returns the queue's size after the put.  Raises
         TypeError/ValueError on an element that does not fit (nothing is put),
         QueueClosed once closed, QueueTimeout when no slot came free in time.
+
+        On a GPU queue the arrays may also be **device arrays**: objects with
+        ``__cuda_array_interface__`` (pycuda, CuPy, Numba, torch), CUDA
+        ``__dlpack__`` producers, or pygpu ``GpuArray`` (every component of
+        an element alike).  They are copied device to device on the queue's
+        copy stream, after the stream their writes are queued on: the array's
+        own (``__cuda_array_interface__`` v3 ``stream``), else ``stream``
+        (a CUstream handle, or a pycuda/CuPy/torch stream object), and that
+        stream then waits on the GPU for the copy before it can overwrite the
+        array.  With no stream known (pycuda's arrays say ``stream: None``:
+        their data is ready), the put waits on the host until the copy has
+        read the array, so the caller may reuse it at once.  The dtype must
+        be the component's (device arrays are not cast) and the array must be
+        on the queue's GPU.
         """
-        return self._put(element, timeout)
+        return self._put(element, timeout, stream=stream)
 
-    def _put(self, element, timeout, stop=None):
+    def _put(self, element, timeout, stop=None, stream=None):
         """put(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
-        return self._ring.put(element_arrays(self.components, self._element(element), self.name), timeout, stop)
+        values = element_in_order(self.components, self._element(element), self.name)
+        on_device = [_device.is_device_array(v) for v in values]
+        if any(on_device):
+            if not all(on_device):
+                host = [c.name for c, d in zip(self.components, on_device) if not d]
+                raise TypeError(
+                    "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
+                    "components %s are host data" % (self.name, ", ".join(map(repr, host)))
+                )
+            return _device.put(self._ring, self.components, values, self.name, timeout, stop, stream)
+        if stream is not None:
+            raise ValueError("Queue.put: queue %r: stream is for device arrays; these are host data" % self.name)
+        arrays = [as_component_value(c, v, self.name) for c, v in zip(self.components, values)]
+        return self._ring.put(arrays, timeout, stop)
 
-    def get(self, timeout=None):
-        """Take the next element on the host: a tuple of numpy arrays, one per component.
+    def get(self, timeout=None, device=False):
+        """Take the next element: a tuple of numpy arrays, one per component.
 
         For inspection and for code outside Theano graphs; graphs use
         :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.
+
+        With ``device=True`` (GPU queues) the element stays on the GPU: a
+        tuple of :class:`~theano_queue.device.DeviceArray`, each a pygpu
+        ``GpuArray`` in the queue's context (``.gpuarray``) that exposes
+        ``__cuda_array_interface__`` v3, so that CuPy, Numba, pycuda or torch
+        read it without a trip through the host.
         """
+        if device:
+            if not self.on_gpu:
+                raise QueueError("Queue.get: queue %r lives in host memory; device=True is for GPU queues" % self.name)
+            from theano.gpuarray.type import get_context
+
+            return _device.get(self._ring, self.components, get_context(self._target.context_name), timeout)
         return self._ring.get(timeout)
 
     def writer(self, timeout=None):

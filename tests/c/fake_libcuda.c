@@ -1,14 +1,26 @@
 /* A stand-in for libcuda.so.1 with the driver functions theano_queue.probe
- * calls, on host memory, so that the probe and the CLI's GPU paths run (and
- * their resource handling is checked) on a machine without a GPU.  Built as
- * libcuda.so.1 by tests/test_cli.py and found through LD_LIBRARY_PATH.
+ * and the engine's CUDA backend (c_code/tq_cuda.c) call, on host memory, so
+ * that the probe, the CLI's GPU paths and the backend's device puts run (and
+ * their resource handling is checked) on a machine without a GPU.  Built by
+ * tests/fake_cuda.py and named by THEANO_QUEUE_LIBCUDA.
+ *
+ * Work runs at once, in the calling thread: streams and events only count.
+ * Contexts are handles: 0x1000 + n is device n's primary context, 0x2000 + n
+ * another context on device n.  "Device" memory is host memory that
+ * cuPointerGetAttribute knows (its context and device); the strided-copy
+ * kernel of tq_cuda.c is emulated by cuLaunchKernel.
  *
  *   FAKE_CUDA_DEVICES=n     devices (default 1; 0 makes cuInit fail with
  *                           CUDA_ERROR_NO_DEVICE, as a driver without a GPU does)
  *   FAKE_CUDA_FAIL=cuName   that call fails with CUDA_ERROR_OUT_OF_MEMORY
  *   FAKE_CUDA_REPORT=path   at exit, writes "retained pushed host device streams"
  *                           still held: all zero when the caller released all
+ *   FAKE_CUDA_LOG=path      appends one line per stream-ordering call:
+ *                           "record <stream>", "wait <stream>", "copy", "kernel",
+ *                           "sync" (cuEventSynchronize), with the copy stream and
+ *                           the producers' streams as numbers
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,10 +157,20 @@ CUresult cuDevicePrimaryCtxRelease_v2(int device)
     return OK;
 }
 
+/* Each thread's stack of current contexts. */
+static __thread void *ctx_stack[64];
+static __thread int ctx_depth;
+
+static void *current_ctx(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+
+static int device_of(void *ctx) { return (int)((uintptr_t)ctx & 0xff); }
+
 CUresult cuCtxPushCurrent_v2(void *ctx)
 {
     ENTER("cuCtxPushCurrent_v2");
-    (void)ctx;
+    if (ctx_depth == 64)
+        return ERR_INVALID_VALUE;
+    ctx_stack[ctx_depth++] = ctx;
     pushed++;
     return OK;
 }
@@ -156,15 +178,24 @@ CUresult cuCtxPushCurrent_v2(void *ctx)
 CUresult cuCtxPopCurrent_v2(void **ctx)
 {
     if (ctx)
-        *ctx = NULL;
+        *ctx = current_ctx();
+    if (ctx_depth)
+        ctx_depth--;
     pushed--;
+    return OK;
+}
+
+CUresult cuCtxGetCurrent(void **ctx)
+{
+    ENTER("cuCtxGetCurrent");
+    *ctx = current_ctx();
     return OK;
 }
 
 CUresult cuCtxGetDevice(int *device)
 {
     ENTER("cuCtxGetDevice");
-    *device = 0;
+    *device = current_ctx() ? device_of(current_ctx()) : 0;
     return OK;
 }
 
@@ -192,19 +223,211 @@ CUresult cuMemFreeHost(void *p)
     return OK;
 }
 
+/* What cuPointerGetAttribute knows: device allocations (with the context
+ * current when they were made) and registered host memory (context NULL). */
+#define MAX_RANGES 4096
+static struct {
+    char *start;
+    size_t bytes;
+    void *ctx;
+    int host;
+} ranges[MAX_RANGES];
+
+static void add_range(void *start, size_t bytes, void *ctx, int host)
+{
+    for (int i = 0; i < MAX_RANGES; i++)
+        if (!ranges[i].start) {
+            ranges[i].start = start;
+            ranges[i].bytes = bytes;
+            ranges[i].ctx = ctx;
+            ranges[i].host = host;
+            return;
+        }
+}
+
+static void drop_range(const void *start)
+{
+    for (int i = 0; i < MAX_RANGES; i++)
+        if (ranges[i].start == start)
+            ranges[i].start = NULL;
+}
+
+static int find_range(const char *p)
+{
+    for (int i = 0; i < MAX_RANGES; i++)
+        if (ranges[i].start && p >= ranges[i].start && p < ranges[i].start + ranges[i].bytes)
+            return i;
+    return -1;
+}
+
 CUresult cuMemAlloc_v2(unsigned long long *p, size_t bytes)
 {
     ENTER("cuMemAlloc_v2");
-    void *mem = malloc(bytes);
+    void *mem = malloc(bytes ? bytes : 1);
     *p = (unsigned long long)(size_t)mem;
     device_allocs += mem != NULL;
+    if (mem)
+        add_range(mem, bytes ? bytes : 1, current_ctx() ? current_ctx() : (void *)0x1000, 0);
     return mem ? OK : ERR_OUT_OF_MEMORY;
 }
 
 CUresult cuMemFree_v2(unsigned long long p)
 {
+    drop_range((void *)(size_t)p);
     free((void *)(size_t)p);
     device_allocs--;
+    return OK;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
+{
+    ENTER("cuMemHostRegister_v2");
+    (void)flags;
+    add_range(p, bytes, NULL, 1);
+    return OK;
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    drop_range(p);
+    return OK;
+}
+
+/* attributes: 1 context, 2 memory type, 8 is managed, 9 device ordinal */
+CUresult cuPointerGetAttribute(void *out, int attribute, unsigned long long ptr)
+{
+    ENTER("cuPointerGetAttribute");
+    int i = find_range((const char *)(size_t)ptr);
+    if (i < 0)
+        return ERR_INVALID_VALUE; /* as the driver says of pageable host memory */
+    switch (attribute) {
+    case 1: *(void **)out = ranges[i].ctx; return ranges[i].host ? ERR_INVALID_VALUE : OK;
+    case 2: *(unsigned int *)out = ranges[i].host ? 1 : 2; return OK;
+    case 8: *(unsigned int *)out = 0; return OK;
+    case 9: *(int *)out = ranges[i].host ? 0 : device_of(ranges[i].ctx); return OK;
+    default: return ERR_INVALID_VALUE;
+    }
+}
+
+static void log_line(const char *what, const void *stream)
+{
+    const char *path = getenv("FAKE_CUDA_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) {
+        if (stream)
+            fprintf(f, "%s %llu\n", what, (unsigned long long)(uintptr_t)stream);
+        else
+            fprintf(f, "%s\n", what);
+        fclose(f);
+    }
+}
+
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags)
+{
+    ENTER("cuStreamWaitEvent");
+    (void)event, (void)flags;
+    log_line("wait", stream);
+    return OK;
+}
+
+CUresult cuEventCreate(void **event, unsigned int flags)
+{
+    ENTER("cuEventCreate");
+    (void)flags;
+    *event = malloc(1);
+    return OK;
+}
+
+CUresult cuEventDestroy_v2(void *event)
+{
+    free(event);
+    return OK;
+}
+
+CUresult cuEventRecord(void *event, void *stream)
+{
+    ENTER("cuEventRecord");
+    (void)event;
+    log_line("record", stream);
+    return OK;
+}
+
+CUresult cuEventSynchronize(void *event)
+{
+    ENTER("cuEventSynchronize");
+    (void)event;
+    log_line("sync", NULL);
+    return OK;
+}
+
+CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t bytes, void *stream)
+{
+    ENTER("cuMemcpyDtoDAsync_v2");
+    log_line("copy", stream);
+    memcpy((void *)(size_t)dst, (const void *)(size_t)src, bytes);
+    return OK;
+}
+
+CUresult cuMemcpyPeerAsync(unsigned long long dst, void *dst_ctx, unsigned long long src, void *src_ctx, size_t bytes,
+                           void *stream)
+{
+    ENTER("cuMemcpyPeerAsync");
+    (void)dst_ctx, (void)src_ctx;
+    log_line("peer", stream);
+    memcpy((void *)(size_t)dst, (const void *)(size_t)src, bytes);
+    return OK;
+}
+
+/* ---- the strided-copy kernel (c_code/tq_strided.cu), emulated ---- */
+
+struct strided_desc {
+    long long shape[8], strides[8], n;
+    int ndim, unit;
+};
+
+CUresult cuModuleLoadData(void **module, const void *image)
+{
+    ENTER("cuModuleLoadData");
+    if (!strstr((const char *)image, ".entry tq_strided_copy"))
+        return ERR_INVALID_VALUE;
+    *module = malloc(1);
+    return OK;
+}
+
+CUresult cuModuleGetFunction(void **fn, void *module, const char *name)
+{
+    ENTER("cuModuleGetFunction");
+    if (strcmp(name, "tq_strided_copy"))
+        return ERR_INVALID_VALUE;
+    *fn = module;
+    return OK;
+}
+
+CUresult cuModuleUnload(void *module)
+{
+    free(module);
+    return OK;
+}
+
+CUresult cuLaunchKernel(void *fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+                        unsigned int bz, unsigned int shared, void *stream, void **params, void **extra)
+{
+    ENTER("cuLaunchKernel");
+    (void)fn, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)extra;
+    const char *src = *(const char **)params[0];
+    char *dst = *(char **)params[1];
+    const struct strided_desc *d = params[2];
+    log_line("kernel", stream);
+    for (long long i = 0; i < d->n; i++) {
+        long long rest = i, offset = 0;
+        for (int k = d->ndim - 1; k >= 0; k--) {
+            offset += (rest % d->shape[k]) * d->strides[k];
+            rest /= d->shape[k];
+        }
+        if ((uintptr_t)(src + offset) % (unsigned)d->unit)
+            return 716; /* CUDA_ERROR_MISALIGNED_ADDRESS */
+        memcpy(dst + i * d->unit, src + offset, (size_t)d->unit);
+    }
     return OK;
 }
 
@@ -212,7 +435,7 @@ CUresult cuStreamCreate(void **stream, unsigned int flags)
 {
     ENTER("cuStreamCreate");
     (void)flags;
-    *stream = malloc(1);
+    *stream = malloc(16); /* never 0x1 or 0x2, the default streams' handles */
     streams++;
     return OK;
 }

@@ -1,0 +1,196 @@
+"""Device-array puts through the CUDA backend against the stand-in driver
+(tests/c/fake_libcuda.c, whose "device memory" is host memory it knows): the
+protocols' parsing, the strided layouts, the stream ordering, the checks and
+the clean-up, on a machine without a GPU.  tests/test_device_arrays.py runs
+the same on the GPU."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from fake_cuda import NOTHING_HELD, ROOT, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(fake, body, **env):
+    """Runs body after `from fake_device import *` in a process that loads the stand-in; its stdout."""
+    script = ("from fake_device import *\nfrom theano_queue import _engine\nimport numpy as np, pytest\n"
+              + textwrap.dedent(body) + "\nfree_device_memory()\n")
+    environment = dict(os.environ, **fake, PYTHONPATH=os.pathsep.join([ROOT, TESTS]), **env)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert held(fake) == NOTHING_HELD
+    return done.stdout
+
+
+@pytest.fixture
+def fake(fake_cuda, tmp_path):  # noqa: F811
+    return dict(fake_cuda, FAKE_CUDA_LOG=str(tmp_path / "calls"))
+
+
+def test_contiguous_and_strided_layouts_arrive_bit_exact(fake):
+    run(fake, """
+        ring, comps = gpu_ring([("x", "float32", (4, 6)), ("y", "int16", (4,)), ("z", "complex128", (4, 2))])
+        base = np.arange(8 * 6 * 2, dtype=np.float32).reshape(8, 6, 2)
+        x_dev = device_copy(base)
+        y_dev = device_copy(np.arange(12, dtype=np.int16))
+        z_dev = device_copy((np.arange(32) + 1j * np.arange(32)).reshape(4, 8))
+        layouts = [
+            (x_dev[:4, :, 0], y_dev[:4], z_dev[:, :2]),              # inner stride 8 bytes, strided rows
+            (x_dev[::2, :, 1], y_dev[::3], z_dev[:, ::4]),            # every axis strided
+            (x_dev[7:3:-1, ::-1, 0], y_dev[::-3], z_dev[::-1, 1::-1]),  # negative strides, the innermost too
+            (device_copy(np.ascontiguousarray(x_dev[:4, :, 0])), y_dev[4:8], device_copy(z_dev[:, :2].copy())),
+        ]
+        for x, y, z in layouts:
+            put(ring, comps, [CAI(x, stream=1), CAI(y), CAI(z)])
+            gx, gy, gz = ring.get()
+            assert gx.tobytes() == np.ascontiguousarray(x).tobytes()
+            assert gy.tobytes() == np.ascontiguousarray(y).tobytes()
+            assert gz.tobytes() == np.ascontiguousarray(z).tobytes()
+        calls = log()
+        assert calls.count("kernel %s" % calls[1].split()[1]) >= 7  # the strided ones went through the kernel
+        assert ring.stats()["enqueued"] == 4 and ring.stats()["dropped"] == 0
+    """)
+
+
+def test_a_partial_batch_an_empty_one_a_single_row_and_a_scalar(fake):
+    run(fake, """
+        ring, comps = gpu_ring([("x", "uint8", (5, 3)), ("s", "float64", ())], capacity=4)
+        x = device_copy(np.arange(30, dtype=np.uint8).reshape(10, 3))
+        s = device_copy(np.array([2.5, -1.0]))
+        put(ring, comps, [CAI(x[1:4]), CAI(s[0, ...])])
+        put(ring, comps, [CAI(x[:0]), CAI(s[1, ...])])
+        put(ring, comps, [CAI(x[7:8, ::-1]), CAI(s[0, ...])])
+        got = [ring.get() for _ in range(3)]
+        assert got[0][0].tolist() == x[1:4].tolist() and got[0][1] == 2.5
+        assert got[1][0].shape == (0, 3) and got[1][1] == -1.0
+        assert got[2][0].tolist() == x[7:8, ::-1].tolist()
+    """)
+
+
+def test_the_copy_is_ordered_after_the_producers_stream_and_the_stream_after_the_copy(fake):
+    run(fake, """
+        ring, comps = gpu_ring([("x", "float32", (2, 3))])
+        copy = ring.copy_stream
+        x = device_copy(np.ones((2, 3), np.float32))
+        log()
+        put(ring, comps, [CAI(x, stream=777)])
+        # record on the producer's stream, the copy stream waits for it and
+        # for the slot's last reader, copies, records filled; then the
+        # producer's stream waits for that: no host wait.
+        assert log() == ["record 777", "wait %d" % copy, "wait %d" % copy, "copy %d" % copy, "record %d" % copy,
+                         "wait 777"]
+        ring.get()
+        log()
+        put(ring, comps, [CAI(x, stream=None)])  # pycuda's "data is ready": the put waits for the copy
+        assert log() == ["wait %d" % copy, "copy %d" % copy, "record %d" % copy, "sync"]
+        ring.get()
+        log()
+        put(ring, comps, [CAI(x, stream=None)], stream=555)  # the put's stream= for arrays that carry none
+        assert log()[0] == "record 555" and log() == []
+        ring.get()
+        put(ring, comps, [CAI(x, stream=2, version=2)], stream=None)  # before v3 there is no stream field
+        assert log()[-1] == "sync"
+    """)
+
+
+def test_dlpack_producers_are_given_the_copy_stream(fake):
+    run(fake, """
+        ring, comps = gpu_ring([("x", "int32", (3, 4))])
+        x = device_copy(np.arange(24, dtype=np.int32).reshape(6, 4))
+        producer = CudaDLPack(x[::2, ::-1])
+        put(ring, comps, [producer])
+        assert producer.streams == [ring.copy_stream]
+        assert ring.get()[0].tolist() == x[::2, ::-1].tolist()
+        owner, ptr, shape, strides, typestr, kind, ordinal = _engine.dlpack_source(x[1:, 1::2].__dlpack__())
+        assert (ptr, shape, strides, typestr, kind) == (x[1:, 1::2].ctypes.data, (5, 2), (16, 8), "i4", 1)
+        del owner  # the producer's deleter runs
+        with pytest.raises(TypeError, match="CUDA host"):
+            put(ring, comps, [CudaDLPack(x[:3], device_type=3)])
+        with pytest.raises(TypeError, match="capsule"):
+            _engine.dlpack_source(object())
+    """)
+
+
+def test_bad_input_is_refused_clearly_and_costs_the_queue_nothing(fake):
+    run(fake, """
+        ring, comps = gpu_ring([("x", "float32", (4, 3))], name="train")
+        good = device_copy(np.zeros((4, 3), np.float32))
+        cases = [
+            (CAI(device_copy(np.zeros((4, 3), np.float64))), TypeError,
+             "Queue.put: queue 'train', component 'x': expected dtype float32, got a device array of float64"),
+            (CAI(device_copy(np.zeros((4, 4), np.float32))), ValueError, "expected shape \\\\(<=4, 3\\\\), got \\\\(4, 4\\\\)"),
+            (CAI(device_copy(np.zeros((4, 3), np.float32), context=0x1001)), ValueError,
+             "component 'x': the array is on GPU 1, the queue on GPU 0"),
+            (CAI(np.zeros((4, 3), np.float32)), ValueError, "expected device memory of GPU 0, got an address the CUDA"),
+            (CAI(device_copy(np.zeros((4, 6), np.float32), context=OTHER_CONTEXT)[:, ::2]), ValueError,
+             "strided array from another CUDA context"),
+            (CAI(good, stream=0), ValueError, "stream 0 is ambiguous"),
+        ]
+        for value, error, message in cases:
+            with pytest.raises(error, match=message):
+                put(ring, comps, [value])
+        with pytest.raises(TypeError, match="stream must be None, a CUstream handle"):
+            put(ring, comps, [CAI(good)], stream="default")
+        s = ring.stats()
+        assert (s["enqueued"], s["dropped"], s["size"]) == (0, 0, 0)
+        put(ring, comps, [CAI(good)])
+        assert ring.size() == 1
+    """, FAKE_CUDA_DEVICES="2")
+
+
+def test_another_context_on_the_same_gpu_is_copied_between_contexts(fake):
+    run(fake, """
+        ring, comps = gpu_ring([("x", "float32", (4, 3))])
+        x = device_copy(np.arange(12, dtype=np.float32).reshape(4, 3), context=OTHER_CONTEXT)
+        log()
+        put(ring, comps, [CAI(x)])
+        assert any(line.startswith("peer") for line in log())
+        assert ring.get()[0].tolist() == x.tolist()
+    """)
+
+
+@pytest.mark.parametrize("failing", ["cuMemcpyDtoDAsync_v2", "cuLaunchKernel", "cuEventRecord"])
+def test_a_failed_copy_drops_its_slot_and_the_queue_goes_on(fake, failing):
+    run(fake, """
+        import os
+        from theano_queue.errors import CudaError
+        ring, comps = gpu_ring([("x", "float32", (4, 3))])
+        x = device_copy(np.arange(24, dtype=np.float32).reshape(8, 3))
+        os.environ["FAKE_CUDA_FAIL"] = "%s"
+        with pytest.raises(CudaError, match="%s"):
+            put(ring, comps, [CAI(x[:4] if "Launch" not in "%s" else x[::2], stream=9)])
+        del os.environ["FAKE_CUDA_FAIL"]
+        s = ring.stats()
+        assert (s["enqueued"], s["dropped"], s["size"]) == (0, 1, 0)
+        put(ring, comps, [CAI(x[4:])])
+        assert ring.get()[0].tolist() == x[4:].tolist()
+    """ % (failing, failing[:-3] if failing.endswith("_v2") else failing, failing))
+
+
+def test_device_gets_and_puts_are_refused_by_host_queues():
+    from theano_queue import Queue, QueueError
+
+    q = Queue([("x", "float32", (2,))], target="cpu", name="host")
+    with pytest.raises(QueueError, match="queue 'host' lives in host memory; device=True is for GPU queues"):
+        q.get(device=True)
+
+    class Device:
+        __cuda_array_interface__ = {"shape": (2,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+    with pytest.raises(QueueError, match="lives in host memory; put device arrays into a GPU queue"):
+        q.put(Device())
+    with pytest.raises(TypeError, match="not both; components 'y' are host data"):
+        Queue([("x", "float32", (2,)), ("y", "float32", (2,))], target="cpu").put(Device(), [1.0, 2.0])
+    assert q.size() == 0
+
+
+def test_the_pycuda_example_says_what_it_needs_and_exits():
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gpu_augment.py"), "--steps", "2"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=dict(os.environ, THEANO_FLAGS="device=cpu,floatX=float32", PYTHONPATH=ROOT))
+    assert done.returncode == 1
+    assert "gpu_augment: Theano does not run on a GPU here; run with THEANO_FLAGS=device=cuda0" in done.stderr

@@ -1,0 +1,200 @@
+"""Device arrays in and out of GPU queues.
+
+A put accepts, per component, any of:
+
+* an object with ``__cuda_array_interface__`` (v2 or v3: pycuda, CuPy, Numba,
+  torch), its strides and, for v3, its ``stream`` honoured;
+* an object with ``__dlpack__`` whose ``__dlpack_device__`` is a CUDA device
+  (or CUDA managed memory);
+* a pygpu ``GpuArray``.
+
+Each becomes the plain description the engine takes, ``(ptr, shape, strides,
+dtype, stream)``, plus what must stay alive until the copy has read it; the
+engine (``c_code/tq_py_device.c``, ``tq_cuda.c``) checks it and copies it
+device to device.  ``q.get(device=True)`` goes the other way and returns
+:class:`DeviceArray` objects.
+"""
+import numpy as np
+
+from . import _engine
+
+# DLPack device types (dlpack.h).
+DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
+DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm",
+            11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
+
+
+def _pygpu_array_type():
+    try:
+        from pygpu.gpuarray import GpuArray
+    except ImportError:
+        return None
+    return GpuArray
+
+
+def is_device_array(value):
+    """True for what a device put takes: CUDA Array Interface, CUDA DLPack, pygpu."""
+    if isinstance(value, np.ndarray):
+        return False
+    if hasattr(value, "__cuda_array_interface__"):
+        return True
+    gpuarray = _pygpu_array_type()
+    if gpuarray is not None and isinstance(value, gpuarray):
+        return True
+    return hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__") and _dlpack_device(value)[0] != DL_CPU
+
+
+def _dlpack_device(value):
+    try:
+        return tuple(value.__dlpack_device__())
+    except Exception:  # a broken producer: let the put report it
+        return (-1, -1)
+
+
+def stream_handle(stream, where):
+    """A CUstream handle (int) from ``stream``: None, an int, or a library's stream object.
+
+    pycuda's ``Stream`` (``.handle``), CuPy's (``.ptr``), torch's
+    (``.cuda_stream``) and Numba's (``.handle.value``) are understood.
+    """
+    if stream is None or isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+        return None if stream is None else int(stream)
+    for attribute in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attribute, None)
+        value = getattr(value, "value", value)  # a ctypes handle
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return int(value)
+    raise TypeError(
+        "%s: stream must be None, a CUstream handle (int) or a stream object of pycuda, CuPy or torch, got %r"
+        % (where, stream)
+    )
+
+
+class DeviceSource:
+    """One component of a device put: the engine's description and what keeps the memory alive."""
+
+    __slots__ = ("description", "keep", "gpudata")
+
+    def __init__(self, description, keep=None, gpudata=None):
+        self.description = description  # (ptr, shape, strides or None, dtype, stream or None)
+        self.keep = keep  # the producer's object (or a DLPack owner) until the copy has read it
+        self.gpudata = gpudata  # a pygpu buffer, ordered by libgpuarray's events
+
+
+def device_source(value, component, queue_name, stream, copy_stream):
+    """The :class:`DeviceSource` of one component's value, or a TypeError saying what came."""
+    where = "Queue.put: queue %r, component %r" % (queue_name, component.name)
+    if hasattr(value, "__cuda_array_interface__"):
+        return _from_cai(value, where, stream)
+    gpuarray = _pygpu_array_type()
+    if gpuarray is not None and isinstance(value, gpuarray):
+        return _from_pygpu(value)
+    return _from_dlpack(value, where, copy_stream)
+
+
+def _from_cai(value, where, stream):
+    cai = value.__cuda_array_interface__
+    try:
+        shape, typestr, (ptr, _readonly) = tuple(cai["shape"]), cai["typestr"], cai["data"]
+    except (KeyError, TypeError, ValueError):
+        raise TypeError("%s: a __cuda_array_interface__ without shape, typestr and data: %r" % (where, cai)) from None
+    if cai.get("mask") is not None:
+        raise TypeError("%s: a masked device array (__cuda_array_interface__ 'mask'); put the data unmasked" % where)
+    strides = cai.get("strides")
+    # v3's stream: None says the data is ready; an int is the stream its writes
+    # are queued on.  Before v3 there is no stream: the put's own, if any.
+    own = cai.get("stream") if cai.get("version", 0) >= 3 else None
+    if own is not None and not isinstance(own, int):
+        raise TypeError("%s: __cuda_array_interface__ 'stream' must be None or an int, got %r" % (where, own))
+    return DeviceSource((ptr or 0, shape, None if strides is None else tuple(strides), np.dtype(typestr),
+                         own if own is not None else stream), keep=value)
+
+
+def _from_pygpu(array):
+    # libgpuarray computes on its context's stream; with
+    # gpuarray.single_stream=False it also orders by buffer (cuda_wait below).
+    ptr = _engine.gpudata_address(array.gpudata) + array.offset
+    stream = _engine.gpu_context_stream(array.context.ptr)
+    return DeviceSource((ptr, array.shape, array.strides, array.dtype, stream), keep=array, gpudata=array.gpudata)
+
+
+def _from_dlpack(value, where, copy_stream):
+    device_type, device_id = _dlpack_device(value)
+    if device_type not in (DL_CUDA, DL_CUDA_MANAGED):
+        raise TypeError(
+            "%s: a DLPack array on a %s device (type %d); a GPU queue takes CUDA device memory, and host data as a "
+            "numpy array" % (where, DL_NAMES.get(device_type, "unknown"), device_type)
+        )
+    # DLPack's consumer protocol: the producer orders its work before the
+    # stream we name, the one the copy runs on.
+    capsule = value.__dlpack__(stream=copy_stream)
+    owner, ptr, shape, strides, typestr, _type, _id = _engine.dlpack_source(capsule)
+    return DeviceSource((ptr, shape, strides, np.dtype(typestr), None), keep=owner)
+
+
+def put(ring, components, values, queue_name, timeout, stop, stream):
+    """A device put of one element: values in component order, every one a device array."""
+    where = "Queue.put: queue %r" % queue_name
+    handle = stream_handle(stream, where)
+    sources = [device_source(v, c, queue_name, handle, ring.copy_stream) for c, v in zip(components, values)]
+    for source in sources:
+        if source.gpudata is not None:
+            _engine.gpudata_order(source.gpudata, False, False)
+    try:
+        return ring.put_device([s.description for s in sources], timeout, stop)
+    finally:
+        # The copy was ordered before any later write on the buffer's stream.
+        for source in sources:
+            if source.gpudata is not None:
+                _engine.gpudata_order(source.gpudata, False, True)
+
+
+class DeviceArray:
+    """An element's component on the GPU, as ``q.get(device=True)`` returns it.
+
+    ``gpuarray`` is a pygpu ``GpuArray`` in the queue's context (Theano's);
+    ``__cuda_array_interface__`` (v3) lets CuPy, Numba, pycuda or torch read
+    it without a copy.  Its ``stream`` is the one the data is ready on:
+    libgpuarray's, on which the element was copied out of the queue.
+    """
+
+    def __init__(self, gpuarray, stream):
+        self.gpuarray = gpuarray
+        self.stream = stream
+
+    shape = property(lambda self: tuple(self.gpuarray.shape))
+    dtype = property(lambda self: np.dtype(self.gpuarray.dtype))
+
+    @property
+    def __cuda_array_interface__(self):
+        a = self.gpuarray
+        return {
+            "shape": tuple(a.shape),
+            "typestr": np.dtype(a.dtype).str,
+            "data": (_engine.gpudata_address(a.gpudata) + a.offset, False),
+            "strides": None if a.flags.c_contiguous else tuple(a.strides),
+            "version": 3,
+            "stream": self.stream,
+        }
+
+    def get(self):
+        """A numpy copy on the host (waits for the data)."""
+        return np.asarray(self.gpuarray)
+
+    def __repr__(self):
+        return "<DeviceArray %s %s>" % (self.dtype, self.shape)
+
+
+def get(ring, components, context, timeout):
+    """The next element as :class:`DeviceArray` objects in ``context`` (a pygpu GpuContext)."""
+    import pygpu
+
+    arrays = [pygpu.empty(c.shape, dtype=c.dtype, context=context) for c in components]
+    for a in arrays:
+        _engine.gpudata_order(a.gpudata, True, False)
+    stream = _engine.gpu_context_stream(context.ptr)
+    addresses = [_engine.gpudata_address(a.gpudata) + a.offset for a in arrays]
+    rows = ring.take_device(addresses, stream, timeout)
+    for a in arrays:
+        _engine.gpudata_order(a.gpudata, True, True)
+    return tuple(DeviceArray(a[:r] if c.shape else a, stream) for a, c, r in zip(arrays, components, rows))
