@@ -109,10 +109,8 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
 /* Takes the next element into device addresses dsts (full-size buffers) on
  * a consumer's CUstream: a tuple of its rows per component, or NULL. */
 PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts, void *stream, double timeout_s);
-/* Module functions: dlpack_source, gpudata_address, gpudata_order, gpu_context_stream. */
+/* Module functions: dlpack_source, gpu_context_stream. */
 PyObject *dlpack_source(PyObject *module, PyObject *capsule);
-PyObject *gpudata_address(PyObject *module, PyObject *arg);
-PyObject *gpudata_order(PyObject *module, PyObject *args);
 PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
 
 #endif /* TQ_PY_H */

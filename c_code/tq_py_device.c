@@ -392,40 +392,6 @@ static void *address_arg(PyObject *obj, const char *what)
     return p;
 }
 
-/* gpudata_address(gpudata) -> the device address of a libgpuarray buffer
- * (pygpu's GpuArray.gpudata): its first field, as Theano's
- * PyGpuArray_DEV_DATA reads it. */
-PyObject *gpudata_address(PyObject *module, PyObject *arg)
-{
-    (void)module;
-    void *gpudata = address_arg(arg, "gpudata");
-    return gpudata ? PyLong_FromUnsignedLongLong(*(unsigned long long *)gpudata) : NULL;
-}
-
-/* gpudata_order(gpudata, write, after): with after False, makes the buffer's
- * context stream wait for what its last users did (cuda_wait); with after
- * True, records this use of it on that stream (cuda_record).  For
- * gpuarray.single_stream=False, where libgpuarray orders by buffer. */
-PyObject *gpudata_order(PyObject *module, PyObject *args)
-{
-    (void)module;
-    PyObject *obj;
-    int write, after;
-    if (!PyArg_ParseTuple(args, "Opp", &obj, &write, &after))
-        return NULL;
-    void *gpudata = address_arg(obj, "gpudata");
-    int (*fn)(void *, int) = gpudata ? (int (*)(void *, int))gpuarray_extension(after ? "cuda_record" : "cuda_wait")
-                                     : NULL;
-    if (!fn)
-        return NULL;
-    /* GPUARRAY_CUDA_WAIT_READ and _WRITE (gpuarray/extension.h) */
-    if (fn(gpudata, write ? 0x20000 : 0x10000) != 0) {
-        PyErr_Format(CudaError, "libgpuarray's %s failed", after ? "cuda_record" : "cuda_wait");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 /* gpu_context_stream(gpu_context_ptr) -> the CUstream of a libgpuarray
  * context (pygpu's GpuContext.ptr), on which Theano computes. */
 PyObject *gpu_context_stream(PyObject *module, PyObject *arg)

@@ -42,7 +42,7 @@ class PygpuCAI:
         self.__cuda_array_interface__ = {
             "shape": tuple(array.shape),
             "typestr": np.dtype(array.dtype).str,
-            "data": (_engine.gpudata_address(array.gpudata) + array.offset, False),
+            "data": (array.gpudata, False),
             "strides": tuple(array.strides) if strides == "own" else strides,
             "version": 3,
             "stream": stream,
@@ -206,7 +206,7 @@ def test_libgpuarray_uses_the_primary_context_so_primary_context_producers_share
     g = on_gpu(np.zeros(4, np.float32))
     from theano_queue import _engine
 
-    assert driver.pointer_context(_engine.gpudata_address(g.gpudata)) == driver.primary.value
+    assert driver.pointer_context(g.gpudata) == driver.primary.value
     q = tq.Queue([("x", "float64", (3, 4))], capacity=2)
     host = np.arange(24, dtype=np.float64).reshape(6, 4)
     ptr = driver.upload(host)

@@ -73,12 +73,11 @@ def stream_handle(stream, where):
 class DeviceSource:
     """One component of a device put: the engine's description and what keeps the memory alive."""
 
-    __slots__ = ("description", "keep", "gpudata")
+    __slots__ = ("description", "keep")
 
-    def __init__(self, description, keep=None, gpudata=None):
+    def __init__(self, description, keep=None):
         self.description = description  # (ptr, shape, strides or None, dtype, stream or None)
         self.keep = keep  # the producer's object (or a DLPack owner) until the copy has read it
-        self.gpudata = gpudata  # a pygpu buffer, ordered by libgpuarray's events
 
 
 def device_source(value, component, queue_name, stream, copy_stream):
@@ -110,12 +109,17 @@ def _from_cai(value, where, stream):
                          own if own is not None else stream), keep=value)
 
 
+def pygpu_address(array):
+    """The device address of a pygpu GpuArray's first item (pygpu's ``gpudata`` adds the offset)."""
+    return array.gpudata
+
+
 def _from_pygpu(array):
-    # libgpuarray computes on its context's stream; with
-    # gpuarray.single_stream=False it also orders by buffer (cuda_wait below).
-    ptr = _engine.gpudata_address(array.gpudata) + array.offset
+    # libgpuarray computes on one stream per context (Theano's default,
+    # gpuarray.single_stream=True): ordering after it orders after every
+    # write into the array.
     stream = _engine.gpu_context_stream(array.context.ptr)
-    return DeviceSource((ptr, array.shape, array.strides, array.dtype, stream), keep=array, gpudata=array.gpudata)
+    return DeviceSource((pygpu_address(array), array.shape, array.strides, array.dtype, stream), keep=array)
 
 
 def _from_dlpack(value, where, copy_stream):
@@ -137,16 +141,7 @@ def put(ring, components, values, queue_name, timeout, stop, stream):
     where = "Queue.put: queue %r" % queue_name
     handle = stream_handle(stream, where)
     sources = [device_source(v, c, queue_name, handle, ring.copy_stream) for c, v in zip(components, values)]
-    for source in sources:
-        if source.gpudata is not None:
-            _engine.gpudata_order(source.gpudata, False, False)
-    try:
-        return ring.put_device([s.description for s in sources], timeout, stop)
-    finally:
-        # The copy was ordered before any later write on the buffer's stream.
-        for source in sources:
-            if source.gpudata is not None:
-                _engine.gpudata_order(source.gpudata, False, True)
+    return ring.put_device([s.description for s in sources], timeout, stop)
 
 
 class DeviceArray:
@@ -171,7 +166,7 @@ class DeviceArray:
         return {
             "shape": tuple(a.shape),
             "typestr": np.dtype(a.dtype).str,
-            "data": (_engine.gpudata_address(a.gpudata) + a.offset, False),
+            "data": (pygpu_address(a), False),
             "strides": None if a.flags.c_contiguous else tuple(a.strides),
             "version": 3,
             "stream": self.stream,
@@ -190,11 +185,6 @@ def get(ring, components, context, timeout):
     import pygpu
 
     arrays = [pygpu.empty(c.shape, dtype=c.dtype, context=context) for c in components]
-    for a in arrays:
-        _engine.gpudata_order(a.gpudata, True, False)
     stream = _engine.gpu_context_stream(context.ptr)
-    addresses = [_engine.gpudata_address(a.gpudata) + a.offset for a in arrays]
-    rows = ring.take_device(addresses, stream, timeout)
-    for a in arrays:
-        _engine.gpudata_order(a.gpudata, True, True)
+    rows = ring.take_device([pygpu_address(a) for a in arrays], stream, timeout)
     return tuple(DeviceArray(a[:r] if c.shape else a, stream) for a, c, r in zip(arrays, components, rows))
