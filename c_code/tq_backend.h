@@ -22,6 +22,7 @@
 #define TQ_BACKEND_H
 
 #include "tq_base.h"
+#include "tq_gather.h"
 #include "tq_shm.h"
 
 #ifdef __cplusplus
@@ -131,6 +132,27 @@ struct tq_backend {
      * wait for what a consumer holds. */
     tq_code (*lend)(tq_backend *self, int slot, int *lease, void **data, tq_error *err);
     void (*give_back)(tq_backend *self, int lease);
+
+    /* Optional (device backends that gather an array dataset's rows
+     * themselves, doc/design.rst "The GPU gather").  attach_rows makes the
+     * host ranges [ptrs[i], ptrs[i] + bytes[i]) sources the device reads rows
+     * from (page-locked and mapped; read_only[i] for memory that cannot be
+     * written) and readies `mechanism` (TQ_GATHER_AUTO: the backend's
+     * choice); *used says which.  On failure nothing is left attached and err
+     * says why: the rows are then gathered on the host.  detach_rows waits
+     * for the gathers in flight and undoes every attach. */
+    tq_code (*attach_rows)(tq_backend *self, const void *const *ptrs, const size_t *bytes, const int *read_only,
+                           int n, tq_gather_mechanism mechanism, tq_gather_mechanism *used, tq_error *err);
+    tq_code (*detach_rows)(tq_backend *self, tq_error *err);
+    /* Optional.  1 when [lo, hi) lies in attached memory. */
+    int (*gathers_rows)(tq_backend *self, const char *lo, const char *hi);
+    /* Optional.  publish for an element of n components, each the rows
+     * idx[0..rows) of parts[c].src: those in attached memory are gathered by
+     * the device into the slot on the copy stream, the others on the host
+     * into the staging first.  Ordered as publish's copies; called after
+     * before_write. */
+    tq_code (*publish_rows)(tq_backend *self, int slot, const tq_row_part *parts, int n, const int64_t *idx,
+                            int64_t rows, tq_error *err);
 };
 
 /* Spare blocks of a host ring, for lend: two cover a consumer that holds the

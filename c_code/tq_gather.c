@@ -48,3 +48,27 @@ void tq_gather(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *i
     gather_job job = {dst, src, row_bytes, idx, n, per_chunk > 0 ? per_chunk : 1, chunk < total};
     tq_copy_parallel((size_t)((n + job.rows_per_chunk - 1) / job.rows_per_chunk), gather_chunk, &job);
 }
+
+const char *tq_gather_mechanism_name(tq_gather_mechanism mechanism)
+{
+    switch (mechanism) {
+    case TQ_GATHER_HOST: return "host";
+    case TQ_GATHER_KERNEL: return "kernel";
+    case TQ_GATHER_BATCH: return "batch";
+    default: return "auto";
+    }
+}
+
+void tq_rows_span(const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n, const char **lo,
+                  const char **hi)
+{
+    int64_t first = idx[0], last = idx[0];
+    for (int64_t r = 1; r < n; r++) {
+        first = idx[r] < first ? idx[r] : first;
+        last = idx[r] > last ? idx[r] : last;
+    }
+    /* A negative stride (a reversed view) puts the last row lowest. */
+    const char *a = (const char *)src->base + first * src->stride, *b = (const char *)src->base + last * src->stride;
+    *lo = a < b ? a : b;
+    *hi = (a < b ? b : a) + row_bytes;
+}

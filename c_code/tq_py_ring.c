@@ -563,6 +563,99 @@ static PyObject *Ring_register_host(RingObject *self, PyObject *array) { return 
 
 static PyObject *Ring_unregister_host(RingObject *self, PyObject *array) { return register_array(self, array, 1); }
 
+/* ---- the device gather of array datasets ------------------------------------------------ */
+
+/* The bytes an array's elements lie in, whatever its strides: [*lo, *lo + *bytes). */
+static void array_span(PyArrayObject *arr, char **lo, size_t *bytes)
+{
+    char *start = PyArray_DATA(arr), *end = start + PyArray_ITEMSIZE(arr);
+    if (PyArray_SIZE(arr) == 0) {
+        *lo = start;
+        *bytes = 0;
+        return;
+    }
+    for (int d = 0; d < PyArray_NDIM(arr); d++) {
+        npy_intp reach = (PyArray_DIM(arr, d) - 1) * PyArray_STRIDE(arr, d);
+        if (reach < 0)
+            start += reach;
+        else
+            end += reach;
+    }
+    *lo = start;
+    *bytes = (size_t)(end - start);
+}
+
+/* gather_on_device(sources, mechanism="auto") -> the mechanism used. */
+static PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"sources", "mechanism", NULL};
+    static const char *const names[] = {"host", "kernel", "batch", "auto"};
+    const char *who = "Feeder", *wanted = "auto";
+    PyObject *sources;
+    const void *ptrs[TQ_MAX_COMPONENTS];
+    size_t bytes[TQ_MAX_COMPONENTS];
+    int read_only[TQ_MAX_COMPONENTS], mechanism = -1;
+    tq_gather_mechanism used;
+    tq_error err;
+    tq_code code;
+    if (ring_usable(self, who) || !PyArg_ParseTupleAndKeywords(args, kwds, "O|s", kwlist, &sources, &wanted))
+        return NULL;
+    for (int m = 0; m < 4; m++)
+        if (strcmp(wanted, names[m]) == 0)
+            mechanism = m;
+    if (mechanism < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected a gather mechanism of 'auto', 'kernel', 'batch' or "
+                     "'host', got '%s'", who, self->name, wanted);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of arrays, one per component");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > TQ_MAX_COMPONENTS) {
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected 1 to %d source arrays, got %zd", who, self->name,
+                     TQ_MAX_COMPONENTS, n);
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyArray_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "%s: queue '%U': expected numpy arrays as sources, got %R", who, self->name,
+                         item);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        char *lo;
+        array_span((PyArrayObject *)item, &lo, &bytes[i]);
+        ptrs[i] = lo;
+        read_only[i] = !PyArray_ISWRITEABLE((PyArrayObject *)item);
+    }
+    Py_BEGIN_ALLOW_THREADS /* page-locking a large dataset takes seconds */
+    code = tq_ring_gather_on_device(self->ring, ptrs, bytes, read_only, (int)n, (tq_gather_mechanism)mechanism, &used,
+                                    &err);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(seq);
+    if (code != TQ_OK)
+        return raise_error(who, self, &err), NULL;
+    return PyUnicode_FromString(tq_gather_mechanism_name(used));
+}
+
+static PyObject *Ring_gather_on_host(RingObject *self, PyObject *unused)
+{
+    (void)unused;
+    tq_error err;
+    tq_code code;
+    if (ring_usable(self, "Feeder"))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS /* waits for the gathers in flight */
+    code = tq_ring_gather_on_host(self->ring, &err);
+    Py_END_ALLOW_THREADS
+    if (code != TQ_OK)
+        return raise_error("Feeder", self, &err), NULL;
+    Py_RETURN_NONE;
+}
+
 /* ---- shared staging, for worker processes ----------------------------------------------- */
 
 /* staging_fd() -> a new descriptor (close-on-exec, the caller's to close) of
@@ -664,6 +757,11 @@ static PyMethodDef Ring_methods[] = {
     {"register_host", (PyCFunction)Ring_register_host, METH_O,
      "register_host(array): page-lock it; puts of its slices then skip the staging copy."},
     {"unregister_host", (PyCFunction)Ring_unregister_host, METH_O, "unregister_host(array): undo register_host."},
+    {"gather_on_device", (PyCFunction)(void (*)(void))Ring_gather_on_device, METH_VARARGS | METH_KEYWORDS,
+     "gather_on_device(sources, mechanism='auto') -> 'kernel', 'batch' or 'host': a device ring gathers put_rows' "
+     "rows from these arrays itself (page-locked and mapped here); raises why it cannot."},
+    {"gather_on_host", (PyCFunction)Ring_gather_on_host, METH_NOARGS,
+     "gather_on_host(): undo gather_on_device, once the gathers in flight are done."},
     {"trace_start", (PyCFunction)Ring_trace_start, METH_O,
      "trace_start(n): record the timeline of the next n elements reserved (see TRACE_EVENTS)."},
     {"trace_stop", (PyCFunction)Ring_trace_stop, METH_NOARGS,

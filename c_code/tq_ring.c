@@ -463,23 +463,53 @@ tq_code tq_ring_put_from_host(tq_ring *ring, int slot, const void *const *srcs, 
     return publish(ring, slot, rows, direct, err);
 }
 
-/* Where an array dataset's rows are gathered: the seam for a device backend
- * that gathers from registered memory itself (on its copy stream, a kernel or
- * cuMemcpyBatchAsync).  Today every backend gathers on the host, into the
- * slot's staging (pinned shared staging on a GPU), and the DMA follows. */
-static void gather_into_slot(tq_ring *ring, int slot, int c, const tq_rows *src, const int64_t *idx, int64_t rows)
+/* Whether the backend gathers this element's rows itself: it does when it
+ * has attached the memory of any of its components (tq_ring_gather_on_device);
+ * publish_rows then gathers the others on the host. */
+static int device_gathers(tq_ring *ring, const tq_rows *srcs, const int64_t *idx, int64_t rows)
 {
-    tq_gather(tq_ring_write_ptr(ring, slot, c), src, ring->components[c].row_bytes, idx, rows);
+    tq_backend *b = ring->backend;
+    if (!b->gathers_rows || !b->publish_rows || rows < 1)
+        return 0;
+    for (int c = 0; c < ring->n_components; c++) {
+        const char *lo, *hi;
+        tq_rows_span(&srcs[c], ring->components[c].row_bytes, idx, rows, &lo, &hi);
+        if (b->gathers_rows(b, lo, hi))
+            return 1;
+    }
+    return 0;
 }
 
+static tq_code publish_gathered(tq_ring *ring, int slot, const tq_rows *srcs, const int64_t *idx, int64_t rows,
+                                tq_error *err)
+{
+    tq_row_part parts[TQ_MAX_COMPONENTS];
+    int64_t counts[TQ_MAX_COMPONENTS];
+    for (int c = 0; c < ring->n_components; c++) {
+        parts[c] = (tq_row_part){srcs[c], ring->components[c].row_bytes, ring->offsets[c]};
+        counts[c] = rows;
+    }
+    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
+    tq_code code = ring->backend->publish_rows(ring->backend, slot, parts, ring->n_components, idx, rows, err);
+    if (code != TQ_OK)
+        return put_failed(ring, slot, code);
+    TRACE_HOOK(ring, tq_trace_published, ring->backend, slot);
+    return finish_put(ring, slot, counts, err);
+}
+
+/* An array dataset's rows: gathered by the device from attached memory where
+ * the backend can (publish_rows), else by the copy pool into the slot's
+ * staging (pinned shared staging on a GPU), and the DMA follows. */
 tq_code tq_ring_put_rows(tq_ring *ring, int slot, const tq_rows *srcs, const int64_t *idx, int64_t rows, tq_error *err)
 {
     int64_t counts[TQ_MAX_COMPONENTS];
     tq_code code = tq_ring_begin_host_write(ring, slot, err);
     if (code != TQ_OK)
         return code;
+    if (device_gathers(ring, srcs, idx, rows))
+        return publish_gathered(ring, slot, srcs, idx, rows, err);
     for (int c = 0; c < ring->n_components; c++) {
-        gather_into_slot(ring, slot, c, &srcs[c], idx, rows);
+        tq_gather(tq_ring_write_ptr(ring, slot, c), &srcs[c], ring->components[c].row_bytes, idx, rows);
         counts[c] = rows;
     }
     return publish(ring, slot, counts, NULL, err);
@@ -620,6 +650,26 @@ tq_code tq_ring_unregister_host(tq_ring *ring, void *ptr, tq_error *err)
 {
     tq_backend *b = ring->backend;
     return b->unregister_host ? b->unregister_host(b, ptr, err) : not_on_device(ring, err);
+}
+
+/* ---- the device gather --------------------------------------------------------- */
+
+tq_code tq_ring_gather_on_device(tq_ring *ring, const void *const *ptrs, const size_t *bytes, const int *read_only,
+                                 int n, tq_gather_mechanism mechanism, tq_gather_mechanism *used, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    *used = TQ_GATHER_HOST;
+    if (!b->attach_rows)
+        return tq_set_error(err, TQ_ESTATE, "its backend ('%s') gathers rows on the host only", b->name);
+    if (mechanism == TQ_GATHER_HOST)
+        return TQ_OK;
+    return b->attach_rows(b, ptrs, bytes, read_only, n, mechanism, used, err);
+}
+
+tq_code tq_ring_gather_on_host(tq_ring *ring, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    return b->detach_rows ? b->detach_rows(b, err) : TQ_OK;
 }
 
 /* ---- shared staging ------------------------------------------------------------ */

@@ -15,16 +15,27 @@
 """
 import collections
 import collections.abc
+import logging
 import math
+import os
 import threading
 import time
 import traceback
 
 import numpy as np
 
-from .errors import FeederError, Stopped
+from .errors import FeederError, QueueError, Stopped
 from .sampler import STATE_VERSION
 from .spec import element_arrays
+
+logger = logging.getLogger("theano_queue")
+
+#: For benchmarks only: who gathers an array dataset's rows on a GPU queue.
+#: "auto" (the default when unset) lets the engine choose; "kernel", "batch"
+#: and "host" force one, so that bench/arrays_bench.py can compare them in one
+#: run.  Not an interface for users: the default is the measured choice.
+GATHER_ENV = "THEANO_QUEUE_GATHER"
+GATHER_MECHANISMS = ("auto", "kernel", "batch", "host")
 
 _NOT_MAP_STYLE = (list, tuple, dict, np.ndarray, str, bytes, bytearray, memoryview, range)
 
@@ -392,6 +403,31 @@ class ArrayProducer(InlineMapProducer):
     def __init__(self, feeder, queue, arrays, sampler, cursor):
         super().__init__(feeder, queue, None, sampler, cursor)  # its state, stats and start; not its writer
         self.arrays = arrays
+        self.where = "Feeder(%s)" % queue.name
+        self.mechanism = requested_gather(self.where)
+        #: Who gathers the rows while it runs: "host", or on a GPU queue "kernel" or "batch".
+        self.gather = "host"
+
+    def gather_on_device(self):
+        """Let the GPU gather the rows itself where it can: the mechanism used ("host" where it cannot).
+
+        The arrays are page-locked and mapped for it until :meth:`run` ends.
+        Where that is refused (no NVRTC, a driver without cuMemcpyBatchAsync,
+        a dataset too large to page-lock, memory that cannot be), one log
+        line says so and why, and the rows are gathered on the host.
+        """
+        if not self.queue._target.on_gpu or self.mechanism == "host":
+            return "host"
+        try:
+            return self.queue._ring.gather_on_device(self.arrays, self.mechanism)
+        except (QueueError, MemoryError) as exc:  # CudaError is a QueueError
+            logger.warning("%s: the rows are gathered on the host, not by the GPU: %s", self.where, exc)
+            return "host"
+
+    def stats(self):
+        stats = super().stats()
+        stats["gather"] = self.gather
+        return stats
 
     def runs(self):
         """(first position, count) of the batches to put, in order: consecutive, within one epoch each."""
@@ -411,6 +447,14 @@ class ArrayProducer(InlineMapProducer):
 
     def run(self, stop):
         """Produce until done (True) or stopped (False)."""
+        self.gather = self.gather_on_device()
+        try:
+            return self.put_runs(stop)
+        finally:
+            if self.gather != "host":
+                self.queue._ring.gather_on_host()  # waits for the gathers in flight, unpins
+
+    def put_runs(self, stop):
         sampler, ring = self.sampler, self.queue._ring
         per_epoch = sampler.batches_per_epoch
         for position, count in self.runs():
@@ -426,6 +470,14 @@ class ArrayProducer(InlineMapProducer):
             if put < count:
                 return False
         return True
+
+
+def requested_gather(where):
+    """The gather mechanism THEANO_QUEUE_GATHER asks for ("auto" when unset), checked."""
+    value = os.environ.get(GATHER_ENV) or "auto"
+    if value not in GATHER_MECHANISMS:
+        raise ValueError("%s: %s must be one of %s, got %r" % (where, GATHER_ENV, ", ".join(GATHER_MECHANISMS), value))
+    return value
 
 
 class IterableProgress:

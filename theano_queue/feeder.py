@@ -215,7 +215,9 @@ class Feeder:
         pipeline runs flat out: when the queue's ``stats()["consumer_wait_s"]``
         (the model waiting for data) grows as well, more workers help.  Well
         below 1, with the queue's ``producer_wait_s`` growing, the model is the
-        bottleneck.  Also ``elements``, ``samples`` and ``samples_per_s``.
+        bottleneck.  Also ``elements``, ``samples`` and ``samples_per_s``;
+        for an array dataset ``gather``, who gathers its rows: ``"host"``, or
+        on a GPU queue the GPU's ``"kernel"`` or ``"batch"`` copy.
         """
         if self._producer is None:
             return {"workers": 0, "elements": self.produced}

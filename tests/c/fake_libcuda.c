@@ -1,20 +1,24 @@
 /* A stand-in for libcuda.so.1 with the driver functions theano_queue.probe
  * and the engine's CUDA backend (c_code/tq_cuda.c) call, on host memory, so
- * that the probe, the CLI's GPU paths and the backend's device puts run (and
- * their resource handling is checked) on a machine without a GPU.  Built by
- * tests/fake_cuda.py and named by THEANO_QUEUE_LIBCUDA.
+ * that the probe, the CLI's GPU paths, the backend's device puts and its
+ * device gather run (and their resource handling is checked) on a machine
+ * without a GPU.  Built as libcuda.so.1 by tests/fake_cuda.py and found
+ * through THEANO_QUEUE_LIBCUDA (the probe) or LD_LIBRARY_PATH (the engine).
  *
  * Work runs at once, in the calling thread: streams and events only count.
  * Contexts are handles: 0x1000 + n is device n's primary context, 0x2000 + n
  * another context on device n.  "Device" memory is host memory that
- * cuPointerGetAttribute knows (its context and device); the strided-copy
- * kernel of tq_cuda.c is emulated by cuLaunchKernel.
+ * cuPointerGetAttribute knows (its context and device); the kernels of
+ * tq_cuda.c (strided copy, gather) are emulated by cuLaunchKernel.
  *
  *   FAKE_CUDA_DEVICES=n     devices (default 1; 0 makes cuInit fail with
  *                           CUDA_ERROR_NO_DEVICE, as a driver without a GPU does)
  *   FAKE_CUDA_FAIL=cuName   that call fails with CUDA_ERROR_OUT_OF_MEMORY
- *   FAKE_CUDA_REPORT=path   at exit, writes "retained pushed host device streams"
- *                           still held: all zero when the caller released all
+ *   FAKE_CUDA_REGISTER_LIMIT=bytes  cuMemHostRegister of more fails with
+ *                           CUDA_ERROR_OUT_OF_MEMORY (too large to page-lock)
+ *   FAKE_CUDA_REPORT=path   at exit, writes "retained pushed host device streams
+ *                           registered modules" still held: all zero when the
+ *                           caller released all
  *   FAKE_CUDA_LOG=path      appends one line per stream-ordering call:
  *                           "record <stream>", "wait <stream>", "copy", "kernel",
  *                           "sync" (cuEventSynchronize), with the copy stream and
@@ -31,8 +35,15 @@ typedef int CUresult;
 #define ERR_NOT_INITIALIZED 3
 #define ERR_INVALID_VALUE 1
 #define ERR_NO_DEVICE 100
+#define ERR_NOT_SUPPORTED 801
+#define ERR_MISALIGNED_ADDRESS 716
 
-static int initialised, retained, pushed, host_allocs, device_allocs, streams;
+static int initialised, retained, pushed, host_allocs, device_allocs, streams, registered, modules, gathers;
+
+/* For tests/c/test_gather.c: ranges registered now, and kernels and batch
+ * copies run so far (device gathers). */
+int fake_cuda_registered(void) { return registered; }
+int fake_cuda_gathers(void) { return gathers; }
 
 static int devices(void)
 {
@@ -59,7 +70,7 @@ static void report(void)
     const char *path = getenv("FAKE_CUDA_REPORT");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
-        fprintf(f, "%d %d %d %d %d\n", retained, pushed, host_allocs, device_allocs, streams);
+        fprintf(f, "%d %d %d %d %d %d %d\n", retained, pushed, host_allocs, device_allocs, streams, registered, modules);
         fclose(f);
     }
 }
@@ -83,8 +94,11 @@ CUresult cuDriverGetVersion(int *version)
 
 CUresult cuGetErrorName(CUresult rc, const char **name)
 {
-    *name = rc == ERR_NO_DEVICE ? "CUDA_ERROR_NO_DEVICE" : rc == ERR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
-                                                                                    : "CUDA_ERROR_FAKE";
+    *name = rc == ERR_NO_DEVICE                ? "CUDA_ERROR_NO_DEVICE"
+            : rc == ERR_OUT_OF_MEMORY          ? "CUDA_ERROR_OUT_OF_MEMORY"
+            : rc == ERR_MISALIGNED_ADDRESS     ? "CUDA_ERROR_MISALIGNED_ADDRESS"
+            : rc == ERR_NOT_SUPPORTED          ? "CUDA_ERROR_NOT_SUPPORTED"
+                                               : "CUDA_ERROR_FAKE";
     return OK;
 }
 
@@ -469,3 +483,163 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, v
     memcpy(dst, (const void *)(size_t)src, bytes);
     return OK;
 }
+
+/* ---- what the engine's CUDA backend calls (c_code/tq_cuda.c) ---------------------- */
+
+CUresult cuCtxGetCurrent(void **ctx)
+{
+    ENTER("cuCtxGetCurrent");
+    *ctx = (void *)(size_t)0x1000;
+    return OK;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
+{
+    const char *limit = getenv("FAKE_CUDA_REGISTER_LIMIT");
+    ENTER("cuMemHostRegister_v2");
+    (void)p;
+    (void)flags;
+    if (limit && bytes > (size_t)atoll(limit))
+        return ERR_OUT_OF_MEMORY;
+    registered++;
+    return OK;
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    (void)p;
+    registered--;
+    return OK;
+}
+
+/* Unified addressing: the device reads host memory at its own address. */
+CUresult cuMemHostGetDevicePointer_v2(unsigned long long *d, void *p, unsigned int flags)
+{
+    ENTER("cuMemHostGetDevicePointer_v2");
+    (void)flags;
+    *d = (unsigned long long)(size_t)p;
+    return OK;
+}
+
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags)
+{
+    ENTER("cuStreamWaitEvent");
+    (void)stream, (void)event, (void)flags;
+    return OK;
+}
+
+CUresult cuEventCreate(void **event, unsigned int flags)
+{
+    ENTER("cuEventCreate");
+    (void)flags;
+    *event = malloc(1);
+    return OK;
+}
+
+CUresult cuEventDestroy_v2(void *event)
+{
+    free(event);
+    return OK;
+}
+
+CUresult cuEventRecord(void *event, void *stream)
+{
+    ENTER("cuEventRecord");
+    (void)event, (void)stream;
+    return OK;
+}
+
+CUresult cuEventSynchronize(void *event)
+{
+    ENTER("cuEventSynchronize");
+    (void)event;
+    return OK;
+}
+
+CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t bytes, void *stream)
+{
+    ENTER("cuMemcpyDtoDAsync_v2");
+    (void)stream;
+    memcpy((void *)(size_t)dst, (const void *)(size_t)src, bytes);
+    return OK;
+}
+
+/* A module is the PTX it was given; a function, the word size of the gather
+ * kernel it names (tq_gather_w16 ... tq_gather_w1). */
+CUresult cuModuleLoadData(void **module, const void *ptx)
+{
+    ENTER("cuModuleLoadData");
+    if (!strstr(ptx, "tq_gather_w16"))
+        return ERR_INVALID_VALUE;
+    *module = malloc(1);
+    modules++;
+    return OK;
+}
+
+CUresult cuModuleUnload(void *module)
+{
+    free(module);
+    modules--;
+    return OK;
+}
+
+static size_t words[] = {16, 8, 4, 2, 1};
+
+CUresult cuModuleGetFunction(void **function, void *module, const char *name)
+{
+    ENTER("cuModuleGetFunction");
+    (void)module;
+    for (int i = 0; i < 5; i++) {
+        char expected[32];
+        snprintf(expected, sizeof expected, "tq_gather_w%zu", words[i]);
+        if (strcmp(name, expected) == 0) {
+            *function = &words[i];
+            return OK;
+        }
+    }
+    return ERR_INVALID_VALUE;
+}
+
+/* The gather kernel, on the host: the parameters of c_code/tq_cuda.c's
+ * kernel, and every word it reads or writes aligned to its size, as a GPU
+ * requires (CUDA_ERROR_MISALIGNED_ADDRESS otherwise). */
+CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params, void **extra)
+{
+    ENTER("cuLaunchKernel");
+    (void)stream, (void)extra, (void)shared;
+    if (!gx || !gy || !gz || !bx || !by || !bz)
+        return ERR_INVALID_VALUE;
+    size_t word = *(size_t *)function;
+    char *dst = *(char **)params[0];
+    const char *src = *(const char **)params[1];
+    long long stride = *(long long *)params[2];
+    unsigned long long n_words = *(unsigned long long *)params[3];
+    const long long *idx = *(const long long **)params[4];
+    long long rows = *(long long *)params[5];
+    for (long long r = 0; r < rows; r++) {
+        const char *from = src + idx[r] * stride;
+        char *to = dst + (size_t)r * n_words * word;
+        if ((size_t)from % word || (size_t)to % word)
+            return ERR_MISALIGNED_ADDRESS;
+        memcpy(to, from, n_words * word);
+    }
+    gathers++;
+    return OK;
+}
+
+/* Built with -DFAKE_CUDA_BEFORE_12_8: a driver older than the batch copy. */
+#ifndef FAKE_CUDA_BEFORE_12_8
+CUresult cuMemcpyBatchAsync_v2(unsigned long long *dsts, unsigned long long *srcs, size_t *sizes, size_t count,
+                               void *attrs, size_t *attrs_idxs, size_t n_attrs, void *stream)
+{
+    ENTER("cuMemcpyBatchAsync_v2");
+    (void)stream;
+    if (!attrs || n_attrs != 1 || attrs_idxs[0] != 0 || *(int *)attrs != 1 /* in stream order */)
+        return ERR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++)
+        memcpy((void *)(size_t)dsts[i], (const void *)(size_t)srcs[i], sizes[i]);
+    gathers++;
+    return OK;
+}
+#endif
