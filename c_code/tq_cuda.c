@@ -882,8 +882,13 @@ static tq_code use_pages(char *start, char *end, int read_only, pinned_pages **o
         code = tq_set_error(err, TQ_ENOMEM, "out of host memory for the list of pinned pages");
         goto done;
     }
+    /* Never CU_MEMHOSTREGISTER_READ_ONLY, even for a read-only dataset: the
+     * whole pages are registered, and the memory that shares the first and
+     * last page (a numpy array that a device-to-host copy fills, say) must
+     * stay writable by the GPU. */
+    (void)read_only;
     unsigned int flags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
-    CUresult rc = cu.MemHostRegister(start, (size_t)(end - start), flags | (read_only ? CU_MEMHOSTREGISTER_READ_ONLY : 0));
+    CUresult rc = cu.MemHostRegister(start, (size_t)(end - start), flags);
     if (rc != CUDA_SUCCESS) {
         free(p);
         p = NULL;
