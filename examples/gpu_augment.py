@@ -54,38 +54,48 @@ def require_gpu_and_pycuda():
 
 
 def produce(q, images_gpu, labels, steps, seed, errors):
-    """The producer thread: one kernel per batch on its own stream, put with that stream."""
+    """The producer thread: pycuda's context pushed around the batches, then the queue closed."""
     import pycuda.autoprimaryctx as primary
-    import pycuda.driver as drv
-    import pycuda.gpuarray as gpuarray
-    from pycuda.elementwise import ElementwiseKernel
 
     primary.context.push()  # pycuda's context is current only where it is pushed
     try:
-        augment = ElementwiseKernel(
-            "float *out, const unsigned char *images, const int *index, const int *dy, const int *dx, const int *flip",
-            AUGMENT, "augment", preamble="#define CROP %d\n#define SIDE %d\n" % (CROP, SIDE))
-        stream = drv.Stream()
-        out = gpuarray.empty((BATCH, CROP * CROP), np.float32)
-        rng = np.random.default_rng(seed)
-        n = len(labels)
-        for _ in range(steps):
-            index = rng.integers(0, n, BATCH).astype(np.int32)
-            dy, dx = (rng.integers(0, SIDE - CROP + 1, BATCH).astype(np.int32) for _ in range(2))
-            flip = rng.integers(0, 2, BATCH).astype(np.int32)
-            params = [gpuarray.to_gpu_async(a, stream=stream) for a in (index, dy, dx, flip)]
-            augment(out, images_gpu, *params, stream=stream)
-            y = gpuarray.to_gpu_async((labels[index] ^ flip).astype(np.int32), stream=stream)
-            # Ordered after the kernel on `stream`; `stream` then waits for the
-            # queue's copy, so the next kernel may overwrite `out` at once.
-            q.put(out, y, stream=stream)
-        stream.synchronize()  # the small parameter arrays are freed only after their last use
+        augment_into(q, images_gpu, labels, steps, seed)
     except Exception as exc:  # the training loop reports it
         errors.append(exc)
         q.fail(exc)
     finally:
         primary.context.pop()
     q.close()
+
+
+def augment_into(q, images_gpu, labels, steps, seed):
+    """One kernel per batch on a stream of its own, each batch put with that stream.
+
+    Every pycuda object made here is freed when this returns, in this thread,
+    while pycuda's context is still pushed.
+    """
+    import pycuda.driver as drv
+    import pycuda.gpuarray as gpuarray
+    from pycuda.elementwise import ElementwiseKernel
+
+    augment = ElementwiseKernel(
+        "float *out, const unsigned char *images, const int *index, const int *dy, const int *dx, const int *flip",
+        AUGMENT, "augment", preamble="#define CROP %d\n#define SIDE %d\n" % (CROP, SIDE))
+    stream = drv.Stream()
+    out = gpuarray.empty((BATCH, CROP * CROP), np.float32)
+    rng = np.random.default_rng(seed)
+    n = len(labels)
+    for _ in range(steps):
+        index = rng.integers(0, n, BATCH).astype(np.int32)
+        dy, dx = (rng.integers(0, SIDE - CROP + 1, BATCH).astype(np.int32) for _ in range(2))
+        flip = rng.integers(0, 2, BATCH).astype(np.int32)
+        params = [gpuarray.to_gpu_async(a, stream=stream) for a in (index, dy, dx, flip)]
+        augment(out, images_gpu, *params, stream=stream)
+        y = gpuarray.to_gpu_async((labels[index] ^ flip).astype(np.int32), stream=stream)
+        # Ordered after the kernel on `stream`; `stream` then waits for the
+        # queue's copy, so the next kernel may overwrite `out` at once.
+        q.put(out, y, stream=stream)
+    stream.synchronize()  # the small parameter arrays are freed only after their last use
 
 
 def main(argv=None):

@@ -335,7 +335,7 @@ def test_the_pycuda_augmentation_example_trains(pycuda):
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, os.path.join(root, "examples", "gpu_augment.py"), "--steps", "300"],
-                          capture_output=True, text=True, timeout=600, cwd=root, env=dict(os.environ, PYTHONPATH=root))
+                          capture_output=True, text=True, timeout=600, cwd=root, env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))))
     assert done.returncode == 0, done.stdout + done.stderr
     last = [line for line in done.stdout.splitlines() if line.startswith("step  300")]
     assert last and float(last[0].split()[-1]) > 0.8, done.stdout
