@@ -7,6 +7,7 @@ import numpy as np
 
 from . import target as _target
 from .errors import QueueError
+from .layout import Layout
 from .spec import check_queue_name, element_arrays, element_in_order, parse_components
 
 _names = itertools.count()
@@ -28,7 +29,9 @@ class Queue:
         of Theano's (bool, intN, uintN, floatN, complexN).  ``shape[0]``
         bounds the batch axis: an element may be shorter there (a partial
         last batch) and the dequeued variable then has that length.  The
-        other axes are fixed.
+        other axes are fixed, but for those marked :class:`~theano_queue.upto`
+        (variable length, e.g. ``(64, tq.upto(512))``): each element is
+        padded to its own longest row there, and carries each row's length.
     capacity : int
         Elements the queue holds at most (1 to 4096); producers wait when it
         is full.  The ring must fit in host memory (and, on a GPU, in free
@@ -44,14 +47,19 @@ class Queue:
         until an element or a slot comes or the queue is closed.
     name : str
         Used in error messages and statistics.
+    pad_value : dict or None
+        What the padding of variable-length components holds, by component
+        name, e.g. ``{"tokens": -1}``; 0 for those left out.
     """
 
-    def __init__(self, components, capacity=2, target=None, timeout=None, name=None):
+    def __init__(self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None):
         self.name = check_queue_name(name) if name is not None else "queue%d" % next(_names)
-        self.components = parse_components(components, self.name)
+        self.components = parse_components(components, self.name, pad_value)
+        # The engine holds variable-length components as fixed ones (theano_queue/layout.py).
+        self._layout = Layout(self.components)
         capacity = _target.check_capacity(capacity, self.name)
         self._target = _target.resolve(target, self.name)
-        self._ring = _target.make_ring(self._target, self.name, self.components, capacity, timeout)
+        self._ring = _target.make_ring(self._target, self.name, self._layout.engine, capacity, timeout)
         self._tokens = itertools.count()
 
     def __del__(self):
@@ -77,8 +85,17 @@ class Queue:
 
     # ---- graph side -------------------------------------------------------------
 
-    def dequeue(self):
+    def dequeue(self, lengths=False):
         """Symbolic variables for the next element: one per component (a bare variable if one).
+
+        A component with variable axes comes padded to this element's own
+        extent: ``(n, L)`` for ``(64, tq.upto(512))``, ``L`` its longest row.
+        With ``lengths=True`` each such component's row lengths follow the
+        components, as int64 vectors (``(n, k)`` matrices for ``k`` variable
+        axes), in component order::
+
+            tokens, labels, tokens_lengths = q.dequeue(lengths=True)
+            mask = tensor.arange(tokens.shape[1]) < tokens_lengths[:, None]
 
         Each call makes its own node: a function with two of them takes two
         elements per call, in the order the calls were made.
@@ -92,20 +109,32 @@ class Queue:
         """
         from .ops import Dequeue
 
-        outputs = Dequeue(self.components, self.name).make_node(self._token()).outputs
+        if lengths:
+            self._layout.refuse_lengths(self.name, "dequeue")
+        # One node for the whole element: a function that uses any of its outputs takes one element.
+        engine = Dequeue(self._layout.engine, self.name).make_node(self._token()).outputs
+        outputs = self._layout.graph_outputs(engine, lengths)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def enqueue(self, *variables):
+    def enqueue(self, *variables, lengths=None):
         """A symbolic int64 scalar, the queue's size after putting ``variables``.
 
         Put it among a function's outputs (or in a graph they depend on) and
         every call of the function puts one element.  Accepts the variables
         in component order or one mapping keyed by component name.
+
+        A variable-length component takes its padded variable; ``lengths``
+        maps its name to a variable of its row lengths (default: every row
+        is as long as the variable).  Positions past a row's length are
+        enqueued as the component's ``pad_value``.
         """
         from .ops import Enqueue
 
         element = element_in_order(self.components, self._element(variables), self.name)
-        return Enqueue(self.components, self.name)(self._token(), *element)
+        if not self._layout.varying and lengths is not None:
+            self._layout.refuse_lengths(self.name, "enqueue")
+        element = self._layout.graph_inputs(element, lengths, self.name)
+        return Enqueue(self._layout.engine, self.name)(self._token(), *element)
 
     def _token(self):
         """A fresh graph input that ties one node to this queue.
@@ -120,7 +149,7 @@ class Queue:
 
     # ---- host side ----------------------------------------------------------------
 
-    def put(self, *element, timeout=None):
+    def put(self, *element, timeout=None, lengths=None):
         """Put one element, waiting up to ``timeout`` seconds for a free slot.
 
         ``q.put(x, y)``, ``q.put((x, y))`` or ``q.put({"x": x, "y": y})``.
@@ -128,20 +157,43 @@ class Queue:
         limit.  Returns the queue's size after the put.  Raises
         TypeError/ValueError on an element that does not fit (nothing is put),
         QueueClosed once closed, QueueTimeout when no slot came free in time.
+
+        A variable-length component takes a list of per-row arrays of their
+        own lengths; or a padded array, every row full unless ``lengths``
+        maps the component's name to its row lengths (or the value is a
+        :class:`~theano_queue.Padded`).  Only each element's own extent
+        crosses into the slot, padded with the component's ``pad_value``.
         """
-        return self._put(element, timeout)
+        return self._put(element, timeout, lengths=lengths)
 
-    def _put(self, element, timeout, stop=None):
+    def _put(self, element, timeout, stop=None, lengths=None):
         """put(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
-        return self._ring.put(element_arrays(self.components, self._element(element), self.name), timeout, stop)
+        if not self._layout.varying:
+            if lengths is not None:
+                self._layout.refuse_lengths(self.name, "put")
+            return self._ring.put(element_arrays(self.components, self._element(element), self.name), timeout, stop)
+        values = element_in_order(self.components, self._element(element), self.name)
+        write = self._layout.prepare(self._layout.with_lengths(values, lengths, self.name), self.name)
+        # Packed straight into the slot's staging: the only copy on the host.
+        slot, views = self._ring.reserve(timeout, stop)
+        try:
+            rows = write(views)
+        except BaseException:
+            self._ring.abort(slot)
+            raise
+        return self._ring.commit(slot, rows)
 
-    def get(self, timeout=None):
+    def get(self, timeout=None, lengths=False):
         """Take the next element on the host: a tuple of numpy arrays, one per component.
 
         For inspection and for code outside Theano graphs; graphs use
-        :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.
+        :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.  A
+        variable-length component comes padded to the element's extent;
+        ``lengths=True`` appends the row lengths, as :meth:`dequeue` does.
         """
-        return self._ring.get(timeout)
+        if lengths:
+            self._layout.refuse_lengths(self.name, "get")
+        return self._layout.unpack(self._ring.get(timeout), lengths)
 
     def writer(self, timeout=None):
         """Fill the next free slot in place: no copy between your arrays and the queue.
@@ -154,7 +206,11 @@ class Queue:
                 slot.rows = n                     # optional: a partial batch
 
         For a GPU queue the views are the slot's pinned staging, so what you
-        write there goes straight over the bus.  The element is put when the
+        write there goes straight over the bus.  A variable-length
+        component's view has its bounds' shape, e.g. ``(64, 512)``; write
+        each row's start and its length into ``slot.lengths["tokens"]``
+        (every row starts full); the element is packed to its longest row
+        when the block ends.  The element is put when the
         block ends; if the block raises, the slot is given back and nothing is
         put.  The views become read-only once the block ends.  ``timeout`` is
         the wait for a free slot, as for :meth:`put`.
@@ -165,15 +221,16 @@ class Queue:
     def _writer(self, timeout, stop=None):
         """writer(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
         slot, views = self._ring.reserve(timeout, stop)
-        writer = SlotWriter(self.components, views)
+        writer = SlotWriter(self.components, views, self._layout)
         try:
             yield writer
+            rows = writer.engine_rows(self.name)  # packs variable-length components in place
         except BaseException:
             self._ring.abort(slot)
             raise
         finally:
             writer.seal()
-        self._ring.commit(slot, writer.rows_per_component())
+        self._ring.commit(slot, rows)
 
     def register_host(self, array):
         """Page-lock ``array`` so that puts of it (or of contiguous slices of it) skip the staging copy.
@@ -276,11 +333,20 @@ class Queue:
 
 
 class SlotWriter:
-    """The slot :meth:`~theano_queue.Queue.writer` hands out: writable views, one per component."""
+    """The slot :meth:`~theano_queue.Queue.writer` hands out: writable views, one per component.
 
-    def __init__(self, components, views):
+    A variable-length component's view is shaped at its bounds, and
+    :attr:`lengths` holds each row's length there, by component name.
+    """
+
+    def __init__(self, components, views, layout=None):
         self.components = components
-        self.arrays = views
+        self.layout = layout
+        self.engine_views = views
+        if layout is not None and layout.varying:
+            self.arrays, self.lengths = layout.staged(views)
+        else:
+            self.arrays, self.lengths = views, {}
         #: Rows written along the batch axis; None means full.
         self.rows = None
 
@@ -295,6 +361,13 @@ class SlotWriter:
             return [c.shape[0] if c.shape else 1 for c in self.components]
         return [self.rows if c.shape else 1 for c in self.components]
 
+    def engine_rows(self, queue_name):
+        """Rows per engine component, packing variable-length components to their longest row first."""
+        rows = self.rows_per_component()
+        if self.layout is None or not self.layout.varying:
+            return rows
+        return self.layout.finish(self.engine_views, rows, queue_name)
+
     def seal(self):
-        for view in self.arrays:
+        for view in list(self.arrays) + list(self.engine_views):
             view.flags.writeable = False
