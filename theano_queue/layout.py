@@ -162,7 +162,7 @@ class Variable:
             if value.dtype != self.dtype and not np.can_cast(value.dtype, self.dtype, "safe"):
                 raise TypeError("%s: expected dtype %s, got %s, which does not cast safely to it"
                                 % (where, self.dtype, value.dtype))
-        elif isinstance(value, (list, tuple)) and np.size(value) == 0:
+        elif holds_no_numbers(value):
             value = np.asarray(value, self.dtype)  # [] is a row of length 0, whatever numpy's default dtype
         else:
             value = as_component_value(self.component, value, queue_name)
@@ -315,7 +315,10 @@ class Variable:
         n = value.shape[0]
         extents = [value.shape[a] for a in self.axes]
         checks = [tensor.le(e, self.bounds[a]) for e, a in zip(extents, self.axes)]
+        message = ("%s: in the enqueued element, rows must fit the bound %s and lengths be one per row, "
+                   "between 0 and the data's extent" % (where, tuple(self.component.shape)))
         if lengths is None:
+            value = Assert(message)(value, *checks)
             lengths = tensor.stack(extents) if self.k > 1 else extents[0]
             lengths = tensor.alloc(tensor.cast(lengths, "int64"), *((n,) if self.k == 1 else (n, self.k)))
         else:
@@ -330,11 +333,11 @@ class Variable:
             checks.append(tensor.eq(lengths.shape[0], n))
             checks.append(tensor.all(tensor.ge(lengths, 0)))
             checks += [tensor.all(tensor.le(per_axis[:, j], e)) for j, e in enumerate(extents)]
+            # Checked before the padding reads them: the mask needs one length per row.
+            lengths = Assert(message)(lengths, *checks)
+            per_axis = lengths.reshape((lengths.shape[0], self.k))
             value = tensor.switch(self.graph_mask(per_axis, extents, value.ndim), value,
                                   np.asarray(self.pad_value, self.dtype))
-        message = ("%s: in the enqueued element, rows must fit the bound %s and lengths be one per row, "
-                   "between 0 and the data's extent" % (where, tuple(self.component.shape)))
-        value = Assert(message)(value, *checks)
         flat = value.reshape([tensor.prod(value.shape[: len(self.middle) + 1])] + list(self.inner),
                              ndim=1 + len(self.inner))
         companions = [tensor.zeros((e, 0), dtype=EXTENT_DTYPE) for e in extents]
@@ -500,6 +503,11 @@ class Layout:
             else:
                 inputs.append(value)
         return inputs
+
+
+def holds_no_numbers(value):
+    """True for [], [[]], ...: a row of length 0 written as a Python list (numpy would call it float64)."""
+    return isinstance(value, (list, tuple)) and all(holds_no_numbers(v) for v in value)
 
 
 def fixed_writer(component, value, queue_name):
