@@ -4,6 +4,8 @@
     python bench/run.py --quick        # smaller sizes, for a smoke test
     python bench/run.py --only 11,12   # the worker-process scenarios (bench/workers_bench.py)
     python bench/run.py --only 13,14,15,16   # in-memory datasets (bench/arrays_bench.py)
+    python bench/run.py --only 17 --merge    # variable-length sequences (bench/varlen_bench.py), added to
+                                             # the scenarios already in doc/bench/results.json
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -531,9 +533,34 @@ def experts_idiom(b):
     return arrays_bench.experts_idiom(b)
 
 
+# ---- 17: variable-length sequences (bench/varlen_bench.py) -----------------------------
+
+
+@scenario(17, "Variable-length sequences (lognormal up to 512): bytes over the bus and step time against padding to "
+              "the bound", needs_gpu=False)
+def variable_length(b):
+    import varlen_bench
+
+    return varlen_bench.sequences(b)
+
+
 SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
              cpu_target, observe_cost, cpu_heavy_pipeline, large_samples, cpu_handoff, copy_bound, array_dataset,
-             experts_idiom]
+             experts_idiom, variable_length]
+
+
+def merged(run, path):
+    """``run`` with the scenarios of the results at ``path`` that it did not measure, in scenario order."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f)
+    except (OSError, ValueError):
+        return run
+    measured = {s["number"] for s in run["scenarios"]}
+    kept = [s for s in earlier.get("scenarios", []) if s["number"] not in measured]
+    run["scenarios"] = sorted(kept + run["scenarios"], key=lambda s: float(s["number"]))
+    run["command"] += "  (merged into the results of: %s)" % earlier.get("command", "?")
+    return run
 
 
 def machine_name():
@@ -559,6 +586,8 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(ROOT, "doc", "bench", "results.json"))
     parser.add_argument("--torch-python", default="python3", help="a Python with PyTorch, for scenario 6")
     parser.add_argument("--no-report", action="store_true", help="write the JSON only")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the scenarios of the existing --out file that this run does not measure")
     args = parser.parse_args(argv)
     only = {float(n) for n in args.only.split(",") if n}
 
@@ -583,6 +612,8 @@ def main(argv=None):
         run["scenarios"].append(entry)
         print("[%s] %s: %s" % (fn.number, fn.title, entry.get("headline") or entry.get("skipped")
                                or entry.get("error")), flush=True)
+    if args.merge:
+        run = merged(run, args.out)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(run, f, indent=1)

@@ -159,6 +159,42 @@ def test_writer_packs_the_rows_written_at_the_bound():
     assert q.get()[1].shape == (8, 16)
 
 
+class WideRows:
+    """Map-style: sample i holds (i * 5) % 33 steps of 128 float32 features: rows of 8 KiB and more once 16 steps long."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        return (np.random.default_rng(i).standard_normal(((i * 5) % 33, 128)).astype("float32"),)
+
+
+def test_wide_rows_are_packed_row_by_row_bit_exact_by_put_and_by_the_feeder():
+    spec = [("seq", "float32", (4, tq.upto(32), 128))]
+    q = tq.Queue(spec, capacity=3, target="cpu", pad_value={"seq": np.nan})
+    samples = [WideRows()[i][0] for i in range(40)]
+    assert samples[0].shape == (0, 128) and max(len(s) for s in samples) == 32
+    with tq.Feeder(q, WideRows()):
+        for b in range(10):
+            rows = samples[4 * b : 4 * b + 4]
+            seq, lengths = q.get(lengths=True)
+            assert np.array_equal(lengths, [len(r) for r in rows])
+            for got, row in zip(seq, rows):
+                assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row):]).all()
+    q.reopen()
+    for rows in (samples[:4], samples[5:9]):
+        data = np.full((4, 32, 128), 7, np.float32)
+        for i, r in enumerate(rows):
+            data[i, : len(r)] = r
+        q.put(tq.Padded(data, [len(r) for r in rows]))
+        q.put(rows)
+        for _ in range(2):
+            (seq,) = q.get()
+            assert seq.shape == (4, max(len(r) for r in rows), 128)
+            for got, row in zip(seq, rows):
+                assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row):]).all()
+
+
 # ---- bad input: refused, named, nothing enqueued ------------------------------------------------
 
 

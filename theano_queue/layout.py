@@ -29,18 +29,18 @@ samples), unpacking a taken element (``get``) and the graph's reshape
 """
 import math
 from collections.abc import Mapping
-from typing import NamedTuple
-
 import numpy as np
 
 from .spec import Component, as_component_value
 
+# Rows of at least this many bytes are packed one by one (used bytes only), shorter ones all at once.
+ROW_BY_ROW_BYTES = 8192
 LENGTHS = "%s.lengths"
 EXTENT = "%s.extent%d"
 EXTENT_DTYPE = np.dtype("uint8")
 
 
-class Padded(NamedTuple):
+class Padded:
     """A variable-length component's value given padded: ``data`` and each row's ``lengths``.
 
     ``data`` has the component's dimensions, its variable axes at least as
@@ -48,11 +48,16 @@ class Padded(NamedTuple):
     of ``k`` ints per row for ``k`` variable axes).  What lies past a row's
     length is not read: the queue pads with the component's ``pad_value``.
     An iterable given to a Feeder yields it where a put would take
-    ``lengths=``.
+    ``lengths=``.  (Not a tuple: a tuple in an element lists components.)
     """
 
-    data: object
-    lengths: object
+    __slots__ = ("data", "lengths")
+
+    def __init__(self, data, lengths):
+        self.data, self.lengths = data, lengths
+
+    def __repr__(self):
+        return "Padded(data of shape %s, lengths=%r)" % (np.shape(self.data), self.lengths)
 
 
 class Variable:
@@ -108,6 +113,27 @@ class Variable:
     def staged_view(self, data_view):
         """The data component's staging shaped as the component at its bounds: rows written at full stride."""
         return data_view.reshape(self.bounds)
+
+    def copy_rows(self, packed, source, lengths):
+        """Writes each row of ``source`` (n, >= L..., inner) up to its lengths into ``packed``, pad_value past them.
+
+        Rows of many bytes go one by one, used bytes only (a long tail leaves
+        most of a batch padding); many short rows go in one vectorised copy
+        and one masked fill.  ``source`` may overlap ``packed`` from behind
+        (a slot compacted in place): row i's source lies at or after its
+        destination and before row i + 1's source.
+        """
+        n = len(packed)
+        if n == 0 or packed.size == 0:
+            return
+        if self.k == 1 and packed[0].nbytes >= ROW_BY_ROW_BYTES:
+            pad = self.pad_value
+            for i, length in enumerate(lengths.reshape(n).tolist()):
+                packed[i, :length] = source[i, :length]
+                packed[i, length:] = pad
+            return
+        np.copyto(packed, source[(slice(0, n),) + tuple(slice(0, s) for s in packed.shape[1:])])
+        self.pad(packed, lengths)
 
     def pad(self, packed, lengths):
         """Writes ``pad_value`` past each row's length in ``packed`` (n, L..., inner)."""
@@ -217,11 +243,7 @@ class Variable:
 
         def write(views):
             data_view, lengths_view = views[0], views[1]
-            packed = self.packed_view(data_view, n, extents)
-            packed[...] = data[(slice(None),) + tuple(
-                slice(0, extents[self.axes.index(a)]) if a in self.axes else slice(None)
-                for a in range(1, data.ndim))]
-            self.pad(packed, lengths)
+            self.copy_rows(self.packed_view(data_view, n, extents), data, lengths)
             lengths_view[:n] = lengths.reshape(lengths_view[:n].shape)
             return self.engine_rows(n, extents)
 
@@ -246,7 +268,10 @@ class Variable:
             packed = self.packed_view(data_view, n, extents)
             for i, row in enumerate(arrays):
                 packed[(i,) + tuple(slice(0, s) for s in row.shape)] = row
-            self.pad(packed, lengths)
+                if self.k == 1:
+                    packed[i, len(row):] = self.pad_value
+            if self.k > 1:
+                self.pad(packed, lengths)
             lengths_view[:n] = lengths.reshape(lengths_view[:n].shape)
             return self.engine_rows(n, extents)
 
@@ -279,10 +304,10 @@ class Variable:
         extents = self.extents(lengths)
         staged = self.staged_view(views[0])
         packed = self.packed_view(views[0], n, extents)
-        if packed.shape[1:] != staged.shape[1:]:
-            # numpy copies through a temporary where the two overlap
-            np.copyto(packed, staged[(slice(0, n),) + tuple(slice(0, s) for s in packed.shape[1:])])
-        self.pad(packed, lengths)
+        if packed.shape[1:] == staged.shape[1:]:
+            self.pad(packed, lengths)  # at the bound already: in place
+        else:
+            self.copy_rows(packed, staged, lengths)  # numpy copies through a temporary where two overlap
         return self.engine_rows(n, extents)
 
     def unpack(self, arrays):

@@ -269,7 +269,7 @@ class Queue:
 
         ``(x, y)``, ``((x, y),)`` and ``({"x": x, "y": y},)`` all name one element.
         """
-        if len(args) == 1 and isinstance(args[0], (tuple, list, Mapping)):
+        if isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], (tuple, list, Mapping)):
             return args[0]
         return args
 
