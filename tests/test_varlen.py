@@ -225,6 +225,17 @@ def test_bad_input_is_refused_with_the_component_and_leaves_the_queue_intact(tok
     assert q.get()[1].shape == (1, 4)
 
 
+def test_a_writer_whose_lengths_pass_the_bound_puts_nothing():
+    q = queue(name="w")
+    with pytest.raises(ValueError, match="Queue 'w', component 'tokens': a row of length 17 .* bound upto\\(16\\)"):
+        with q.writer() as slot:
+            slot.lengths["tokens"][0] = 17
+    assert q.size() == 0 and q.stats()["enqueued"] == 0
+    with q.writer() as slot:
+        slot.lengths["tokens"][:] = 1
+    assert q.get()[1].shape == (8, 1)
+
+
 def test_lengths_for_a_fixed_component_or_on_a_fixed_queue_are_refused():
     q = queue(name="q")
     with pytest.raises(ValueError, match="lengths given for 'image', which is no component with a variable axis"):
@@ -493,6 +504,16 @@ def test_bucket_by_an_array_of_lengths_and_in_worker_processes():
                    start_method="fork"):
         got = [(g[1].tolist(), g[2].tolist()) for g in take_all(q)]
     assert got == run
+
+
+def test_an_array_dataset_of_a_fixed_queue_is_bucketed_too():
+    lengths = np.arange(64) % 9
+    q = tq.Queue([("x", "int64", (8,)), ("n", "int64", (8,))], capacity=3, target="cpu")
+    with tq.Feeder(q, (np.arange(64), lengths), shuffle=True, seed=1, bucket_by=lengths, bucket_window=8):
+        got = [q.get() for _ in range(8)]
+    assert sorted(np.concatenate([x for x, _ in got]).tolist()) == list(range(64))
+    assert all(np.array_equal(n, lengths[x]) for x, n in got)
+    assert max(int(n.max() - n.min()) for _, n in got) <= 1  # 64 samples over 9 lengths, sorted
 
 
 def test_bucket_by_is_refused_for_iterables_and_checked():
