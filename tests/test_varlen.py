@@ -160,7 +160,7 @@ def test_writer_packs_the_rows_written_at_the_bound():
 
 
 class WideRows:
-    """Map-style: sample i holds (i * 5) % 33 steps of 128 float32 features: rows of 8 KiB and more once 16 steps long."""
+    """Map-style: sample i holds (i * 5) % 33 steps of 128 float32 features (8 KiB rows from 16 steps)."""
 
     def __len__(self):
         return 40
