@@ -5,6 +5,8 @@
     python bench/run.py --only 11,12   # the worker-process scenarios (bench/workers_bench.py)
     python bench/run.py --only 13,14,15,16   # in-memory datasets (bench/arrays_bench.py)
     python bench/run.py --only 17        # device-array puts (bench/device_put_bench.py)
+    python bench/run.py --only 18 --merge    # variable-length sequences (bench/varlen_bench.py), added to
+                                             # the scenarios already in doc/bench/results.json
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -542,9 +544,20 @@ def device_producer(b):
     return device_put_bench.device_producer(b)
 
 
+# ---- 18: variable-length sequences (bench/varlen_bench.py) -----------------------------
+
+
+@scenario(18, "Variable-length sequences (lognormal up to 512): bytes over the bus and step time against padding to "
+              "the bound", needs_gpu=False)
+def variable_length(b):
+    import varlen_bench
+
+    return varlen_bench.sequences(b)
+
+
 SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
              cpu_target, observe_cost, cpu_heavy_pipeline, large_samples, cpu_handoff, copy_bound, array_dataset,
-             experts_idiom, device_producer]
+             experts_idiom, device_producer, variable_length]
 
 
 def machine_name():

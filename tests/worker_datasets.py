@@ -132,3 +132,31 @@ class Heavy:
         while time.perf_counter() < end:
             pass
         return sample(i)
+
+
+# ---- variable-length samples (tests/test_varlen.py) ----------------------------------------
+
+BOUND = 12
+RAGGED_SPEC = [("tokens", "int32", (ROWS, tq.upto(BOUND))), ("label", "int64", (ROWS,))]
+
+
+def ragged_length(i):
+    """Sample i's length: 0 and the bound among them."""
+    return (i * 7) % (BOUND + 1)
+
+
+def ragged_sample(i):
+    return np.arange(ragged_length(i), dtype="int32") + 1000 * i, np.int64(i)
+
+
+class Ragged:
+    """Map-style: sample i holds ragged_length(i) tokens and its label i."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return ragged_sample(i)

@@ -6,12 +6,13 @@ variables that a compiled ``theano.function`` takes the next batch into.
 """
 from .errors import CudaError, FeederError, QueueClosed, QueueError, QueueTimeout
 from .feeder import Feeder
+from .layout import Padded
 from .monitor import Monitor, monitor
 from .queue import Queue
-from .spec import Component
+from .spec import Component, upto
 from .trace import Trace
 from .workers import worker_info
 
 __version__ = "0.1.0"
-__all__ = ["Queue", "Feeder", "Component", "worker_info", "monitor", "Monitor", "Trace", "QueueError", "QueueClosed",
-           "QueueTimeout", "FeederError", "CudaError"]
+__all__ = ["Queue", "Feeder", "Component", "upto", "Padded", "worker_info", "monitor", "Monitor", "Trace",
+           "QueueError", "QueueClosed", "QueueTimeout", "FeederError", "CudaError"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import FeederError, QueueError, Stopped
 from .sampler import STATE_VERSION
-from .spec import element_arrays
+from .spec import element_arrays, element_in_order
 
 logger = logging.getLogger("theano_queue")
 
@@ -85,38 +85,49 @@ def row_type(names):
 
 
 class RowWriter:
-    """Writes samples of ``dataset`` into rows of slots laid out as ``components``."""
+    """Writes samples of ``dataset`` into rows of slots laid out as ``layout`` (a :class:`~.layout.Layout`).
 
-    def __init__(self, components, dataset, queue_name):
-        self.components = components
+    A variable-length component's sample is written at the start of its row
+    (the row at its bounds) and its lengths into the lengths' row; the
+    element is packed when the slot is committed (``Layout.finish``).
+    """
+
+    def __init__(self, layout, dataset, queue_name):
+        self.layout = layout
+        self.components = layout.components
         self.dataset = dataset
         self.queue_name = queue_name
         self.read_into = getattr(dataset, "read_into", None)
-        self.Row = row_type([c.name for c in components])
+        self.Row = row_type([c.name for c in self.components])
 
     def fill(self, views, row0, indices):
-        """Writes the samples ``indices`` into rows ``row0, row0 + 1, ...`` of ``views``.
+        """Writes the samples ``indices`` into rows ``row0, row0 + 1, ...`` of the slot's engine ``views``.
 
         On failure raises :class:`SampleError` naming the index.
         """
         Row, read_into, dataset = self.Row, self.read_into, self.dataset
+        arrays, lengths = self.layout.staged(views, reset_lengths=False)
         for r, index in enumerate(indices, row0):
             try:
-                row = Row([view[r, ...] for view in views])
+                row = Row([view[r, ...] for view in arrays])
                 if read_into is not None:
                     read_into(index, row)
                 else:
-                    self.write(row, dataset[index])
+                    self.write(row, dataset[index], lengths, r)
             except Exception as exc:
                 raise SampleError(index) from exc
 
-    def write(self, row, sample):
+    def write(self, row, sample, lengths=None, r=None):
         values = element_arrays(self.components, sample, self.queue_name)
         if not isinstance(values, (list, tuple)) or len(values) != len(self.components):
             raise ValueError("a sample must give one array per component (%s), got %r"
                              % (", ".join(c.name for c in self.components), type(sample).__name__))
-        for component, dst, value in zip(self.components, row, values):
+        for i, (component, dst, value) in enumerate(zip(self.components, row, values)):
             value = np.asarray(value)
+            variable = self.layout.variables.get(i)
+            if variable is not None:
+                lengths[component.name][r] = variable.write_row(dst, value, self.queue_name)
+                continue
             if value.shape != dst.shape:
                 raise ValueError("component %r: a sample must have shape %s (the component's without its batch "
                                  "axis), got %s" % (component.name, dst.shape, value.shape))
@@ -135,12 +146,16 @@ class SampleError(Exception):
         self.index = index
 
 
-def write_batch(components, views, element, queue_name):
-    """Copies a whole batch (as an iterable source yields it) into a slot's views; returns rows per component.
+def write_batch(layout, views, element, queue_name):
+    """Copies a whole batch (as an iterable source yields it) into a slot's views; returns rows per engine component.
 
     Checks like ``Queue.put``: the dtype must match, the leading axis may be
-    shorter than the component's, the other axes are fixed.
+    shorter than the component's, the other axes are fixed (variable-length
+    components are packed as ``Queue.put`` packs them).
     """
+    if layout.varying:
+        return layout.prepare(element_in_order(layout.components, element, queue_name), queue_name)(views)
+    components = layout.components
     values = element_arrays(components, element, queue_name)
     if not isinstance(values, (list, tuple)) or len(values) != len(components):
         raise ValueError("Queue %r: expected %d components (%s), got %r" % (
@@ -285,7 +300,7 @@ class InlineMapProducer:
     def __init__(self, feeder, queue, dataset, sampler, cursor):
         self.feeder, self.queue = feeder, queue
         self.sampler, self.start_cursor, self.consumed = sampler, cursor.copy(), cursor.copy()
-        self.writer = RowWriter(queue.components, dataset, queue.name)
+        self.writer = RowWriter(queue._layout, dataset, queue.name)
         self.progress = Progress(queue)
         self.busy = self.samples = 0
         self.started = self.ended = None
@@ -311,7 +326,7 @@ class InlineMapProducer:
     def _fill(self, slot, position, indices):
         began = time.perf_counter()
         try:
-            self.writer.fill(slot.arrays, 0, indices.tolist())
+            self.writer.fill(slot.engine_views, 0, indices.tolist())
         except SampleError as exc:
             cause = exc.__cause__
             text = "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))
@@ -512,8 +527,29 @@ class IterableProgress:
         return {"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]}
 
 
+def bucket_lengths(bucket_by, dataset, arrays, where):
+    """The Sampler's length function for ``Feeder(bucket_by=...)``: indices -> lengths.
+
+    ``bucket_by`` is a function of one sample (``dataset[i]``, or the tuple of
+    an array dataset's rows ``i``), called in the Feeder's thread, or an
+    array of every sample's length.
+    """
+    if bucket_by is None:
+        return None
+    if not callable(bucket_by):
+        given = np.asarray(bucket_by)
+        count = len(arrays[0]) if arrays is not None else len(dataset)
+        if given.shape != (count,) or given.dtype.kind not in "iu":
+            raise ValueError("%s: bucket_by must be a function of a sample or an int array of the %d samples' "
+                             "lengths, got %r" % (where, count, bucket_by if given.ndim == 0 else given.shape))
+        return lambda indices: given[indices]
+    if arrays is not None:
+        return lambda indices: [bucket_by(tuple(a[i] for a in arrays)) for i in indices.tolist()]
+    return lambda indices: [bucket_by(dataset[i]) for i in indices.tolist()]
+
+
 def producer(feeder, queue, dataset, *, workers, shuffle, seed, shard, epochs, drop_last, state, ordered,
-             start_method, fill):
+             start_method, fill, bucket_by=None, bucket_window=None):
     """What produces for a Feeder: None (a fill function, today's loop), :class:`IterableProgress` (an
     iterable in the feeder's thread, today's loop), :class:`InlineMapProducer` or a
     :class:`~theano_queue.workers.WorkerProducer`."""
@@ -524,11 +560,20 @@ def producer(feeder, queue, dataset, *, workers, shuffle, seed, shard, epochs, d
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0):
         raise ValueError("%s: epochs must be an int >= 0 or None, got %r" % (where, epochs))
     if fill is not None:
-        if workers or shuffle or state is not None or tuple(shard) != (0, 1) or drop_last or epochs != 1:
+        if (workers or shuffle or state is not None or tuple(shard) != (0, 1) or drop_last or epochs != 1
+                or bucket_by is not None):
             raise TypeError("%s: a fill function runs in the feeder's thread alone; workers, shuffle, shard, "
-                            "drop_last, epochs and state need a dataset" % where)
+                            "drop_last, epochs, bucket_by and state need a dataset" % where)
         return None
     arrays = array_sources(dataset, queue.components, where)
+    if arrays is not None and queue._layout.varying:
+        raise TypeError("%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
+                        "give a map-style dataset whose samples have their own lengths" % (
+                            where, ", ".join(map(repr, queue._layout.variable_names()))))
+    if is_map_style(dataset) and queue._layout.varying and hasattr(dataset, "read_into"):
+        raise TypeError("%s: read_into(i, row) writes into rows of fixed shape; with variable-length component(s) "
+                        "%s the feeder reads dataset[i] instead: remove read_into" % (
+                            where, ", ".join(map(repr, queue._layout.variable_names()))))
     if arrays is not None or is_map_style(dataset):
         flat = [c.name for c in queue.components if not c.shape]
         if flat:
@@ -543,7 +588,7 @@ def producer(feeder, queue, dataset, *, workers, shuffle, seed, shard, epochs, d
 
         try:
             sampler = Sampler(len(arrays[0]) if arrays else len(dataset), sizes.pop(), shuffle, seed, shard,
-                              drop_last, epochs)
+                              drop_last, epochs, bucket_lengths(bucket_by, dataset, arrays, where), bucket_window)
             cursor = sampler.cursor(state)
         except ValueError as exc:
             raise ValueError("%s: %s" % (where, exc)) from None
@@ -559,6 +604,9 @@ def producer(feeder, queue, dataset, *, workers, shuffle, seed, shard, epochs, d
 
         return WorkerProducer(feeder, queue, dataset, workers, "map", sampler=sampler, cursor=cursor, seed=seed,
                               ordered=ordered, start_method=start_method)
+    if bucket_by is not None or bucket_window is not None:
+        raise ValueError("%s: bucket_by groups the samples of a map-style dataset (or an array dataset) into "
+                         "batches; an iterable yields whole batches already" % where)
     if shuffle or tuple(shard) != (0, 1) or drop_last:
         raise ValueError("%s: shuffle, shard and drop_last choose the samples of a map-style dataset (__len__ and "
                          "__getitem__ giving one sample); an iterable yields whole batches in its own order: split "

@@ -87,11 +87,26 @@ class Feeder:
 
     ``progress=True`` (or a dict of :class:`Monitor` options) shows a live
     line and a verdict at the end: see :func:`monitor`.
+
+    **Variable-length components** (:class:`~theano_queue.upto` axes): a
+    map-style dataset's samples hold arrays of their own length, packed by
+    the feeder (in worker processes too; ``read_into`` is not for them); an
+    iterable yields batches as ``Queue.put`` takes them (a list of per-row
+    arrays, or :class:`~theano_queue.Padded`); a ``fill`` function gets each
+    such component's lengths view after the component views.
+    ``bucket_by`` groups samples of similar length into batches: a function
+    of a sample (``dataset[i]``, or the tuple of an array dataset's rows),
+    called once per sample in the Feeder's thread when an epoch's order is
+    first needed, or an int array of every sample's length (no call).  Each
+    window of ``bucket_window`` batches (default 16) of the epoch's order is
+    sorted by length and cut into batches, whose order within the window is
+    shuffled from the seed (with ``shuffle``): deterministic, every sample
+    once per epoch, and resumable with :meth:`state_dict`.
     """
 
     def __init__(self, queue, dataset=None, workers=0, shuffle=False, seed=0, shard=(0, 1), epochs=1,
                  drop_last=False, state=None, *, ordered=True, start_method=None, fill=None, close_when_done=True,
-                 stop_timeout=10.0, name=None, source=None, progress=False):
+                 stop_timeout=10.0, name=None, source=None, progress=False, bucket_by=None, bucket_window=None):
         if source is not None:  # the argument's name before workers came
             if dataset is not None:
                 raise TypeError("Feeder(%s): give dataset or source, not both" % queue.name)
@@ -108,7 +123,8 @@ class Feeder:
         # a plain iterable without workers runs through _elements below.
         self._producer = datasets.producer(self, queue, dataset, workers=workers, shuffle=shuffle, seed=seed,
                                            shard=shard, epochs=epochs, drop_last=drop_last, state=state,
-                                           ordered=ordered, start_method=start_method, fill=fill)
+                                           ordered=ordered, start_method=start_method, fill=fill,
+                                           bucket_by=bucket_by, bucket_window=bucket_window)
         if isinstance(self._producer, datasets.IterableProgress):
             self.source = self._producer.stream
         self.close_when_done = close_when_done
@@ -190,7 +206,8 @@ class Feeder:
         """Fill the next slot in place.  False once stopped or the fill function is exhausted."""
         try:
             with self.queue._writer(math.inf, self._stop) as slot:
-                slot.rows = _from_source(self.fill, *slot.arrays)
+                # Variable-length components' lengths views follow the components (as dequeue(lengths=True)).
+                slot.rows = _from_source(self.fill, *slot.arrays, *slot.lengths.values())
         except (Stopped, StopIteration):
             return False
         return True

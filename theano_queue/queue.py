@@ -8,6 +8,7 @@ import numpy as np
 from . import device as _device
 from . import target as _target
 from .errors import QueueError
+from .layout import Layout
 from .spec import as_component_value, check_queue_name, element_in_order, parse_components
 
 _names = itertools.count()
@@ -29,7 +30,9 @@ class Queue:
         of Theano's (bool, intN, uintN, floatN, complexN).  ``shape[0]``
         bounds the batch axis: an element may be shorter there (a partial
         last batch) and the dequeued variable then has that length.  The
-        other axes are fixed.
+        other axes are fixed, but for those marked :class:`~theano_queue.upto`
+        (variable length, e.g. ``(64, tq.upto(512))``): each element is
+        padded to its own longest row there, and carries each row's length.
     capacity : int
         Elements the queue holds at most (1 to 4096); producers wait when it
         is full.  The ring must fit in host memory (and, on a GPU, in free
@@ -45,14 +48,19 @@ class Queue:
         until an element or a slot comes or the queue is closed.
     name : str
         Used in error messages and statistics.
+    pad_value : dict or None
+        What the padding of variable-length components holds, by component
+        name, e.g. ``{"tokens": -1}``; 0 for those left out.
     """
 
-    def __init__(self, components, capacity=2, target=None, timeout=None, name=None):
+    def __init__(self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None):
         self.name = check_queue_name(name) if name is not None else "queue%d" % next(_names)
-        self.components = parse_components(components, self.name)
+        self.components = parse_components(components, self.name, pad_value)
+        # The engine holds variable-length components as fixed ones (theano_queue/layout.py).
+        self._layout = Layout(self.components)
         capacity = _target.check_capacity(capacity, self.name)
         self._target = _target.resolve(target, self.name)
-        self._ring = _target.make_ring(self._target, self.name, self.components, capacity, timeout)
+        self._ring = _target.make_ring(self._target, self.name, self._layout.engine, capacity, timeout)
         self._tokens = itertools.count()
 
     def __del__(self):
@@ -78,8 +86,17 @@ class Queue:
 
     # ---- graph side -------------------------------------------------------------
 
-    def dequeue(self):
+    def dequeue(self, lengths=False):
         """Symbolic variables for the next element: one per component (a bare variable if one).
+
+        A component with variable axes comes padded to this element's own
+        extent: ``(n, L)`` for ``(64, tq.upto(512))``, ``L`` its longest row.
+        With ``lengths=True`` each such component's row lengths follow the
+        components, as int64 vectors (``(n, k)`` matrices for ``k`` variable
+        axes), in component order::
+
+            tokens, labels, tokens_lengths = q.dequeue(lengths=True)
+            mask = tensor.arange(tokens.shape[1]) < tokens_lengths[:, None]
 
         Each call makes its own node: a function with two of them takes two
         elements per call, in the order the calls were made.
@@ -93,20 +110,32 @@ class Queue:
         """
         from .ops import Dequeue
 
-        outputs = Dequeue(self.components, self.name).make_node(self._token()).outputs
+        if lengths:
+            self._layout.refuse_lengths(self.name, "dequeue")
+        # One node for the whole element: a function that uses any of its outputs takes one element.
+        engine = Dequeue(self._layout.engine, self.name).make_node(self._token()).outputs
+        outputs = self._layout.graph_outputs(engine, lengths)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def enqueue(self, *variables):
+    def enqueue(self, *variables, lengths=None):
         """A symbolic int64 scalar, the queue's size after putting ``variables``.
 
         Put it among a function's outputs (or in a graph they depend on) and
         every call of the function puts one element.  Accepts the variables
         in component order or one mapping keyed by component name.
+
+        A variable-length component takes its padded variable; ``lengths``
+        maps its name to a variable of its row lengths (default: every row
+        is as long as the variable).  Positions past a row's length are
+        enqueued as the component's ``pad_value``.
         """
         from .ops import Enqueue
 
         element = element_in_order(self.components, self._element(variables), self.name)
-        return Enqueue(self.components, self.name)(self._token(), *element)
+        if not self._layout.varying and lengths is not None:
+            self._layout.refuse_lengths(self.name, "enqueue")
+        element = self._layout.graph_inputs(element, lengths, self.name)
+        return Enqueue(self._layout.engine, self.name)(self._token(), *element)
 
     def _token(self):
         """A fresh graph input that ties one node to this queue.
@@ -121,7 +150,7 @@ class Queue:
 
     # ---- host side ----------------------------------------------------------------
 
-    def put(self, *element, timeout=None, stream=None):
+    def put(self, *element, timeout=None, lengths=None, stream=None):
         """Put one element, waiting up to ``timeout`` seconds for a free slot.
 
         ``q.put(x, y)``, ``q.put((x, y))`` or ``q.put({"x": x, "y": y})``.
@@ -143,31 +172,59 @@ class Queue:
         read the array, so the caller may reuse it at once.  The dtype must
         be the component's (device arrays are not cast) and the array must be
         on the queue's GPU.
-        """
-        return self._put(element, timeout, stream=stream)
 
-    def _put(self, element, timeout, stop=None, stream=None):
+        A variable-length component takes a list of per-row arrays of their
+        own lengths; or a padded array, every row full unless ``lengths``
+        maps the component's name to its row lengths (or the value is a
+        :class:`~theano_queue.Padded`).  Only each element's own extent
+        crosses into the slot, padded with the component's ``pad_value``.
+        """
+        return self._put(element, timeout, lengths=lengths, stream=stream)
+
+    def _put(self, element, timeout, stop=None, lengths=None, stream=None):
         """put(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
         values = element_in_order(self.components, self._element(element), self.name)
         on_device = [_device.is_device_array(v) for v in values]
         if any(on_device):
-            if not all(on_device):
-                host = [c.name for c, d in zip(self.components, on_device) if not d]
-                raise TypeError(
-                    "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
-                    "components %s are host data" % (self.name, ", ".join(map(repr, host)))
-                )
-            return _device.put(self._ring, self.components, values, self.name, timeout, stop, stream)
+            return self._put_from_device(values, on_device, timeout, stop, stream)
         if stream is not None:
             raise ValueError("Queue.put: queue %r: stream is for device arrays; these are host data" % self.name)
-        arrays = [as_component_value(c, v, self.name) for c, v in zip(self.components, values)]
-        return self._ring.put(arrays, timeout, stop)
+        if not self._layout.varying:
+            if lengths is not None:
+                self._layout.refuse_lengths(self.name, "put")
+            arrays = [as_component_value(c, v, self.name) for c, v in zip(self.components, values)]
+            return self._ring.put(arrays, timeout, stop)
+        write = self._layout.prepare(self._layout.with_lengths(values, lengths, self.name), self.name)
+        # Packed straight into the slot's staging: the only copy on the host.
+        slot, views = self._ring.reserve(timeout, stop)
+        try:
+            rows = write(views)
+        except BaseException:
+            self._ring.abort(slot)
+            raise
+        return self._ring.commit(slot, rows)
 
-    def get(self, timeout=None, device=False):
+    def _put_from_device(self, values, on_device, timeout, stop, stream):
+        if not all(on_device):
+            host = [c.name for c, d in zip(self.components, on_device) if not d]
+            raise TypeError(
+                "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
+                "components %s are host data" % (self.name, ", ".join(map(repr, host)))
+            )
+        if self._layout.varying:
+            raise TypeError(
+                "Queue.put: queue %r: variable-length components are put from host memory; device arrays go into "
+                "queues whose axes are all fixed" % self.name
+            )
+        return _device.put(self._ring, self.components, values, self.name, timeout, stop, stream)
+
+    def get(self, timeout=None, lengths=False, device=False):
         """Take the next element: a tuple of numpy arrays, one per component.
 
         For inspection and for code outside Theano graphs; graphs use
-        :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.
+        :meth:`dequeue`.  ``timeout=None`` uses the queue's timeout.  A
+        variable-length component comes padded to the element's extent;
+        ``lengths=True`` appends the row lengths, as :meth:`dequeue` does.
 
         With ``device=True`` (GPU queues) the element stays on the GPU: a
         tuple of :class:`~theano_queue.device.DeviceArray`, each a pygpu
@@ -178,10 +235,15 @@ class Queue:
         if device:
             if not self.on_gpu:
                 raise QueueError("Queue.get: queue %r lives in host memory; device=True is for GPU queues" % self.name)
+            if self._layout.varying:
+                raise QueueError("Queue.get: queue %r has variable-length components; device=True is for queues "
+                                 "whose axes are all fixed" % self.name)
             from theano.gpuarray.type import get_context
 
             return _device.get(self._ring, self.components, get_context(self._target.context_name), timeout)
-        return self._ring.get(timeout)
+        if lengths:
+            self._layout.refuse_lengths(self.name, "get")
+        return self._layout.unpack(self._ring.get(timeout), lengths)
 
     def writer(self, timeout=None):
         """Fill the next free slot in place: no copy between your arrays and the queue.
@@ -194,7 +256,11 @@ class Queue:
                 slot.rows = n                     # optional: a partial batch
 
         For a GPU queue the views are the slot's pinned staging, so what you
-        write there goes straight over the bus.  The element is put when the
+        write there goes straight over the bus.  A variable-length
+        component's view has its bounds' shape, e.g. ``(64, 512)``; write
+        each row's start and its length into ``slot.lengths["tokens"]``
+        (every row starts full); the element is packed to its longest row
+        when the block ends.  The element is put when the
         block ends; if the block raises, the slot is given back and nothing is
         put.  The views become read-only once the block ends.  ``timeout`` is
         the wait for a free slot, as for :meth:`put`.
@@ -205,15 +271,16 @@ class Queue:
     def _writer(self, timeout, stop=None):
         """writer(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
         slot, views = self._ring.reserve(timeout, stop)
-        writer = SlotWriter(self.components, views)
+        writer = SlotWriter(self.components, views, self._layout)
         try:
             yield writer
+            rows = writer.engine_rows(self.name)  # packs variable-length components in place
         except BaseException:
             self._ring.abort(slot)
             raise
         finally:
             writer.seal()
-        self._ring.commit(slot, writer.rows_per_component())
+        self._ring.commit(slot, rows)
 
     def register_host(self, array):
         """Page-lock ``array`` so that puts of it (or of contiguous slices of it) skip the staging copy.
@@ -252,7 +319,7 @@ class Queue:
 
         ``(x, y)``, ``((x, y),)`` and ``({"x": x, "y": y},)`` all name one element.
         """
-        if len(args) == 1 and isinstance(args[0], (tuple, list, Mapping)):
+        if isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], (tuple, list, Mapping)):
             return args[0]
         return args
 
@@ -316,11 +383,20 @@ class Queue:
 
 
 class SlotWriter:
-    """The slot :meth:`~theano_queue.Queue.writer` hands out: writable views, one per component."""
+    """The slot :meth:`~theano_queue.Queue.writer` hands out: writable views, one per component.
 
-    def __init__(self, components, views):
+    A variable-length component's view is shaped at its bounds, and
+    :attr:`lengths` holds each row's length there, by component name.
+    """
+
+    def __init__(self, components, views, layout=None):
         self.components = components
-        self.arrays = views
+        self.layout = layout
+        self.engine_views = views
+        if layout is not None and layout.varying:
+            self.arrays, self.lengths = layout.staged(views)
+        else:
+            self.arrays, self.lengths = views, {}
         #: Rows written along the batch axis; None means full.
         self.rows = None
 
@@ -335,6 +411,13 @@ class SlotWriter:
             return [c.shape[0] if c.shape else 1 for c in self.components]
         return [self.rows if c.shape else 1 for c in self.components]
 
+    def engine_rows(self, queue_name):
+        """Rows per engine component, packing variable-length components to their longest row first."""
+        rows = self.rows_per_component()
+        if self.layout is None or not self.layout.varying:
+            return rows
+        return self.layout.finish(self.engine_views, rows, queue_name)
+
     def seal(self):
-        for view in self.arrays:
+        for view in list(self.arrays) + list(self.engine_views):
             view.flags.writeable = False

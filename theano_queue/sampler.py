@@ -12,7 +12,10 @@ STATE_VERSION = 1
 
 # The settings a saved state must agree with: resuming with any other would
 # produce different batches.
-_CONFIG_KEYS = ("length", "batch_size", "shard", "shuffle", "seed", "drop_last")
+_CONFIG_KEYS = ("length", "batch_size", "shard", "shuffle", "seed", "drop_last", "bucket_window")
+
+#: Batches in a bucketing window when Feeder(bucket_by=...) is given no bucket_window.
+DEFAULT_BUCKET_WINDOW = 16
 
 
 class Cursor:
@@ -83,9 +86,17 @@ class Sampler:
     * ``drop_last``: also drops the epoch's last batch when it is short, as
       ``DataLoader(drop_last=True)``; otherwise it is a partial batch.
     * ``epochs``: the run's length; ``None`` for no end.
+    * ``bucket_by``: a function of an int64 array of dataset indices giving
+      their lengths.  The epoch's order (after shuffle, shard and
+      drop_last) is cut into windows of ``bucket_window`` batches; each
+      window is sorted by length (stably) and cut into batches, whose order
+      within the window is shuffled (with ``shuffle``) from the seed, the
+      epoch and the window.  Every sample of the epoch still comes exactly
+      once; a partial batch stays last.  Each index's length is asked once.
     """
 
-    def __init__(self, length, batch_size, shuffle=False, seed=0, shard=(0, 1), drop_last=False, epochs=1):
+    def __init__(self, length, batch_size, shuffle=False, seed=0, shard=(0, 1), drop_last=False, epochs=1,
+                 bucket_by=None, bucket_window=None):
         self.length = _int(length, "the dataset's length", 0)
         self.batch_size = _int(batch_size, "batch_size", 1)
         self.seed = _int(seed, "seed", 0)
@@ -114,11 +125,22 @@ class Sampler:
         else:
             self.total = None if self.epochs is None else self.epochs * self.batches_per_epoch
         self._cached = (None, None)
+        self.bucket_by = bucket_by
+        self.bucket_window = None
+        if bucket_by is not None:
+            if not callable(bucket_by):
+                raise TypeError("bucket_by must be a function, got %r" % (bucket_by,))
+            self.bucket_window = _int(DEFAULT_BUCKET_WINDOW if bucket_window is None else bucket_window,
+                                      "bucket_window", 1)
+            self._lengths = np.full(self.length, -1, np.int64)  # -1: not asked yet
+        elif bucket_window is not None:
+            raise ValueError("bucket_window=%r needs bucket_by, the length function to bucket by" % (bucket_window,))
 
     @property
     def config(self):
         return {"length": self.length, "batch_size": self.batch_size, "shard": [self.rank, self.world],
-                "shuffle": self.shuffle, "seed": self.seed, "drop_last": self.drop_last}
+                "shuffle": self.shuffle, "seed": self.seed, "drop_last": self.drop_last,
+                "bucket_window": self.bucket_window}
 
     def epoch_indices(self, epoch):
         """This rank's dataset indices for ``epoch``, in order (int64)."""
@@ -133,8 +155,38 @@ class Sampler:
             order = np.resize(order, self.total_size)  # pads by repeating from the start
         order = order[: self.total_size]
         mine = np.ascontiguousarray(order[self.rank : self.total_size : self.world])
+        if self.bucket_by is not None:
+            mine = self._bucketed(epoch, mine)
         self._cached = (epoch, mine)
         return mine
+
+    def lengths_of(self, indices):
+        """bucket_by's lengths of ``indices``, each asked once per Sampler."""
+        missing = np.unique(indices[self._lengths[indices] < 0])
+        if len(missing):
+            got = np.asarray(self.bucket_by(missing))
+            if got.shape != missing.shape or got.dtype.kind not in "iuf":
+                raise ValueError("bucket_by gave %r for %d samples; expected one length (a number) per sample"
+                                 % (got if got.size < 8 else got.shape, len(missing)))
+            self._lengths[missing] = got.astype(np.int64)
+        return self._lengths[indices]
+
+    def _bucketed(self, epoch, mine):
+        """``mine`` reordered so that each window's batches hold samples of similar length."""
+        used = min(len(mine), self.batches_per_epoch * self.batch_size)  # drop_last's dropped tail stays last
+        window = self.bucket_window * self.batch_size
+        out = [mine[used:]]
+        parts = []
+        for w, start in enumerate(range(0, used, window)):
+            chunk = mine[start : start + window]
+            chunk = chunk[np.argsort(self.lengths_of(chunk), kind="stable")]
+            batches = [chunk[b : b + self.batch_size] for b in range(0, len(chunk), self.batch_size)]
+            full = [b for b in batches if len(b) == self.batch_size]
+            if self.shuffle:
+                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch, 1 + w])))
+                full = [full[i] for i in rng.permutation(len(full))]
+            parts.extend(full + [b for b in batches if len(b) < self.batch_size])
+        return np.ascontiguousarray(np.concatenate(parts + out) if parts else mine)
 
     def epoch_of(self, position):
         return position // self.batches_per_epoch if self.batches_per_epoch else 0
@@ -145,7 +197,7 @@ class Sampler:
             raise IndexError("position %d is outside the run's %d batches" % (position, self.total))
         epoch, b = divmod(position, self.batches_per_epoch)
         start, stop = b * self.batch_size, min((b + 1) * self.batch_size, self.per_rank)
-        if not self.shuffle:  # in index order: no need to hold the epoch's indices
+        if not self.shuffle and self.bucket_by is None:  # in index order: no need to hold the epoch's indices
             return (self.rank + self.world * np.arange(start, stop, dtype=np.int64)) % self.length
         return self.epoch_indices(epoch)[start:stop]
 

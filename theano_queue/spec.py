@@ -16,26 +16,56 @@ MAX_DIMS = 32
 MAX_COMPONENT_BYTES = 1 << 50
 
 
+class upto(int):
+    """An axis of variable extent, at most ``bound``: ``("tokens", "int32", (64, tq.upto(512)))``.
+
+    Every element carries its own extent on the axis (the longest of its
+    rows) and each row its own length; the slot is sized for the bound.  It
+    is the bound wherever an int is expected (``math.prod(shape)``).
+    """
+
+    def __new__(cls, bound):
+        if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or bound < 0:
+            raise ValueError("upto: expected a bound that is an int >= 0, got %r" % (bound,))
+        return super().__new__(cls, int(bound))
+
+    def __repr__(self):
+        return "upto(%d)" % int(self)
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return upto, (int(self),)
+
+
 class Component(NamedTuple):
-    """One named array of every element: ``(name, dtype, shape)``.
+    """One named array of every element: ``(name, dtype, shape)``, and its ``pad_value``.
 
     ``shape[0]`` bounds the leading axis: an element may carry fewer rows (a
-    partial last batch) but never more.  The other axes are fixed.
+    partial last batch) but never more.  The other axes are fixed, but for
+    those marked :class:`upto` (variable, see :attr:`variable_axes`), whose
+    padding is ``pad_value``.
     """
 
     name: str
     dtype: np.dtype
     shape: Tuple[int, ...]
+    pad_value: object = 0
 
     @property
     def nbytes(self):
-        """Bytes of a full element of this component."""
+        """Bytes of a full element of this component (variable axes at their bound)."""
         return math.prod(self.shape) * self.dtype.itemsize
 
     @property
+    def variable_axes(self):
+        """The axes marked :class:`upto`, in order; () for a fixed component."""
+        return tuple(i for i, n in enumerate(self.shape) if isinstance(n, upto))
+
+    @property
     def broadcastable(self):
-        """Theano's broadcast pattern: fixed axes of length 1 broadcast; the leading axis never does."""
-        return tuple(i > 0 and n == 1 for i, n in enumerate(self.shape))
+        """Theano's broadcast pattern: fixed axes of length 1 broadcast; the leading and variable axes never do."""
+        return tuple(i > 0 and n == 1 and not isinstance(n, upto) for i, n in enumerate(self.shape))
 
 
 def check_queue_name(name):
@@ -77,11 +107,18 @@ def parse_shape(shape, where):
         )
     if len(shape) > MAX_DIMS:
         raise ValueError("%s: expected at most %d dimensions, got %d" % (where, MAX_DIMS, len(shape)))
-    return tuple(int(n) for n in shape)
+    if shape and isinstance(shape[0], upto):
+        raise ValueError("%s: the leading (batch) axis is always variable up to its size; mark only later axes "
+                         "with upto, got %r" % (where, tuple(shape)))
+    return tuple(n if isinstance(n, upto) else int(n) for n in shape)
 
 
-def parse_components(components, queue_name):
-    """A tuple of :class:`Component` from ``[(name, dtype, shape), ...]``, or a clear error."""
+def parse_components(components, queue_name, pad_value=None):
+    """A tuple of :class:`Component` from ``[(name, dtype, shape), ...]``, or a clear error.
+
+    ``pad_value`` maps the names of components with variable axes to their
+    padding (0 for those it leaves out).
+    """
     where = "Queue %r" % queue_name
     if isinstance(components, (str, bytes)) or not hasattr(components, "__iter__"):
         raise TypeError("%s: components must be a list of (name, dtype, shape), got %r" % (where, components))
@@ -106,7 +143,34 @@ def parse_components(components, queue_name):
         parsed.append(component)
     if not parsed:
         raise ValueError("%s: expected at least one component" % where)
-    return tuple(parsed)
+    return tuple(with_pad_values(parsed, pad_value, queue_name))
+
+
+def with_pad_values(components, pad_value, queue_name):
+    """The components, each variable one with its pad value from ``pad_value`` (a mapping), checked."""
+    where = "Queue %r" % queue_name
+    if pad_value is None:
+        return components
+    if not isinstance(pad_value, Mapping):
+        raise TypeError("%s: pad_value must map component names to values, e.g. {'tokens': -1}, got %r"
+                        % (where, pad_value))
+    by_name = {c.name: c for c in components}
+    for name, value in pad_value.items():
+        if name not in by_name:
+            raise ValueError("%s: pad_value names %r, which is no component (the components are %s)"
+                             % (where, name, ", ".join(by_name)))
+        component = by_name[name]
+        if not component.variable_axes:
+            raise ValueError("%s, component %r: pad_value is for components with a variable (upto) axis; this "
+                             "one's shape %r has none" % (where, name, component.shape))
+        try:
+            cast = as_component_value(component, value, queue_name)
+        except TypeError as exc:
+            raise TypeError("pad_value %r: %s" % (value, exc)) from None
+        if cast.shape != ():
+            raise ValueError("%s, component %r: pad_value must be one number, got %r" % (where, name, value))
+        by_name[name] = component._replace(pad_value=cast.astype(component.dtype)[()])
+    return [by_name[c.name] for c in components]
 
 
 def element_arrays(components, element, queue_name):

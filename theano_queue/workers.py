@@ -156,10 +156,15 @@ def _watch_owner(owner_pid):
 
 
 class _Layout:
-    """Where the components of a slot lie in the shared staging, and views of them."""
+    """Where the (engine's) components of a slot lie in the shared staging, and views of them.
 
-    def __init__(self, components, component_offsets, staging_bytes):
-        self.components = components
+    ``queue_layout`` is the queue's :class:`~theano_queue.layout.Layout`: the
+    user's components, which samples and batches are written as.
+    """
+
+    def __init__(self, queue_layout, component_offsets, staging_bytes):
+        self.queue_layout = queue_layout
+        self.components = queue_layout.engine
         self.offsets = component_offsets
         self.bytes = staging_bytes
 
@@ -187,7 +192,7 @@ def _worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner
         random.seed(int(seed[0]))
         np.random.seed(int(seed[1]))
         if mode == "map":
-            writer = RowWriter(layout.components, dataset, config["queue"])
+            writer = RowWriter(layout.queue_layout, dataset, config["queue"])
         else:
             timer = _Timer()
             elements = stream(dataset, config["epochs"], config["skip"][wid], timer)
@@ -222,7 +227,7 @@ def _worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner
             timer.busy = 0.0
             try:
                 element = next(elements)
-                rows = write_batch(layout.components, slot, element, config["queue"])
+                rows = write_batch(layout.queue_layout, slot, element, config["queue"])
             except StopIteration:
                 conn.send_bytes(_REPLY.pack(_END, tag, produced, 0.0))
                 continue
@@ -379,7 +384,9 @@ class WorkerProducer:
         self.context = start_method_context(start_method)
         self.payload = dataset_payload(dataset, self.context)
         self.config = {"seed": seed, "epochs": epochs, "skip": self.skips, "queue": queue.name}
-        self.components = queue.components
+        self.components = queue._layout.engine  # what the slots hold: the engine's components
+        self.queue_layout = queue._layout
+        self.staging = None  # the parent's map of the staging, to pack variable-length rows at commit
         self.progress = Progress(queue)
         self.workers = []
         self.order = collections.deque()  # batches of reserved slots, in ring order
@@ -429,7 +436,10 @@ class WorkerProducer:
 
     def _start_workers(self):
         fd = self.ring.staging_fd()
-        layout = _Layout(self.components, self.ring.component_offsets, self.ring.staging_bytes)
+        layout = _Layout(self.queue_layout, self.ring.component_offsets, self.ring.staging_bytes)
+        if self.mode == "map" and self.queue_layout.varying:
+            # Workers write rows at their bounds; the parent packs the element before it commits it.
+            self.staging = (layout, mmap.mmap(fd, layout.bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
         parent = os.getpid() if self.context.get_start_method() in ("fork", "spawn") else None
         try:
             with _ChildEnvironment():
@@ -748,7 +758,13 @@ class WorkerProducer:
         self.ring.abort(batch.slot)
 
     def _rows(self, batch):
-        return batch.rows if self.mode == "iter" else [batch.rows] * len(self.components)
+        if self.mode == "iter":
+            return batch.rows  # the worker packed the batch and counted the engine's rows
+        if self.staging is None:
+            return [batch.rows] * len(self.components)
+        layout, buffer = self.staging
+        views = layout.views(buffer, self.ring.slot_offset(batch.slot))  # the slot's staging now (after any swap)
+        return self.queue_layout.finish(views, [batch.rows] * len(self.queue_layout.components), self.queue.name)
 
     def _commit(self):
         """Commits what may be committed now; False when the queue was closed under us."""
@@ -774,10 +790,11 @@ class WorkerProducer:
         return self.failure is None or (self.ordered and batch.seq < self.failure[1])
 
     def _commit_head(self, batch):
+        rows = self._rows(batch)
         with self.progress.lock:
             self.progress.log.append(batch.key)
         self.order.popleft()
-        self.ring.commit(batch.slot, self._rows(batch))
+        self.ring.commit(batch.slot, rows)
         self.feeder.produced += 1
 
     # ---- failures ------------------------------------------------------------------------------

@@ -1,0 +1,577 @@
+"""Variable-length axes (tq.upto): what crosses, what the graph sees, the producers, bucketing, bad input.
+
+The GPU-marked tests run where Theano runs on CUDA (THEANO_FLAGS=device=cuda0):
+``pytest -m gpu tests/test_varlen.py``.
+"""
+import collections
+
+import numpy as np
+import pytest
+
+import theano_queue as tq
+from worker_datasets import BOUND, RAGGED_SPEC, ROWS, Ragged, ragged_length, ragged_sample
+
+SPEC = [("image", "uint8", (8, 3)), ("tokens", "int32", (8, tq.upto(16))), ("label", "int64", (8,))]
+PAD = -7
+
+
+def ragged_batch(rng, rows=8, bound=16):
+    """A mixed element: fixed image and label, rows of tokens of their own lengths (0 and the bound among them)."""
+    lengths = rng.integers(0, bound + 1, rows)
+    lengths[: min(rows, 2)] = [0, bound][: min(rows, 2)]
+    rng.shuffle(lengths)
+    tokens = [rng.integers(-(2**31), 2**31 - 1, n, dtype=np.int64).astype("int32") for n in lengths]
+    return rng.integers(0, 256, (rows, 3), dtype=np.uint8), tokens, rng.integers(0, 2**40, rows)
+
+
+def padded(rows, pad=PAD, dtype="int32"):
+    """What the queue gives back: the rows padded to the longest with pad, and their lengths."""
+    longest = max((len(r) for r in rows), default=0)
+    out = np.full((len(rows), longest), pad, dtype)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out, np.array([len(r) for r in rows], np.int64)
+
+
+def queue(spec=SPEC, **kwargs):
+    kwargs.setdefault("target", "cpu")
+    kwargs.setdefault("pad_value", {"tokens": PAD})
+    return tq.Queue(spec, capacity=kwargs.pop("capacity", 4), **kwargs)
+
+
+def check_element(got, image, rows, label):
+    g_image, g_tokens, g_label, g_lengths = got
+    want_tokens, want_lengths = padded(rows)
+    assert np.array_equal(g_image, image) and np.array_equal(g_label, label)
+    assert g_tokens.dtype == np.int32 and g_tokens.shape == want_tokens.shape
+    assert np.array_equal(g_tokens, want_tokens)
+    assert g_lengths.dtype == np.int64 and np.array_equal(g_lengths, want_lengths)
+
+
+# ---- declaring ---------------------------------------------------------------------------
+
+
+def test_the_queue_keeps_the_users_components_and_sizes_the_slot_for_the_bound():
+    q = queue()
+    tokens = q.components[1]
+    assert tokens.shape == (8, tq.upto(16)) and tokens.variable_axes == (1,) and tokens.pad_value == PAD
+    assert repr(tokens.shape) == "(8, upto(16))" and tokens.nbytes == 8 * 16 * 4
+    assert tokens.broadcastable == (False, False)
+    assert "tokens:int32(8, upto(16))" in repr(q)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(spec=[("x", "int32", (tq.upto(8), 4))]), ValueError, "component 'x': the leading .* axis"),
+    (dict(spec=[("x", "int32", (8, 4))], pad_value={"x": 1}), ValueError, "component 'x': pad_value is for"),
+    (dict(pad_value={"nope": 1}), ValueError, "pad_value names 'nope', which is no component"),
+    (dict(pad_value={"tokens": 1.5}), TypeError, "pad_value 1.5: .*component 'tokens'"),
+    (dict(pad_value={"tokens": [1, 2]}), ValueError, "component 'tokens': pad_value must be one number"),
+    (dict(pad_value=3), TypeError, "pad_value must map component names"),
+])
+def test_bad_declarations_name_the_component(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        queue(**kwargs)
+
+
+def test_upto_takes_a_non_negative_int_bound():
+    for bad in (-1, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="upto: expected a bound"):
+            tq.upto(bad)
+
+
+# ---- put and get: bit-exact, only the used bytes ------------------------------------------------
+
+
+def test_every_put_form_gives_back_bit_exact_data_and_lengths():
+    rng = np.random.default_rng(0)
+    q = queue(capacity=8)
+    for i in range(60):
+        image, rows, label = ragged_batch(rng, rows=int(rng.integers(1, 9)))
+        form = i % 4
+        if form == 0:  # a list of rows
+            q.put(image, rows, label)
+        elif form == 1:  # a padded array and its lengths; the padding is not read
+            data, lengths = padded(rows, pad=12345)
+            wider = np.concatenate([data, np.full((len(data), 3), 99, np.int32)], axis=1)
+            q.put({"image": image, "tokens": wider, "label": label}, lengths={"tokens": lengths})
+        elif form == 2:  # tq.Padded
+            q.put(image, tq.Padded(*padded(rows, pad=5)), label)
+        else:  # an array: every row full
+            longest = max(len(r) for r in rows)
+            rows = [rng.integers(0, 9, longest).astype("int32") for _ in rows]
+            q.put(image, np.stack(rows), label)
+        check_element(q.get(lengths=True), image, rows, label)
+
+
+def test_only_the_elements_own_extent_crosses():
+    q = queue()
+    before = q.stats()["bytes_in"]
+    rows = [np.arange(3, dtype="int32"), np.arange(5, dtype="int32")]
+    q.put(np.zeros((2, 3), np.uint8), rows, np.zeros(2, np.int64))
+    # 2 x 3 image bytes, 2 rows x 5 (the longest) int32 tokens, 2 int64 lengths, 2 int64 labels; no extent bytes.
+    assert q.stats()["bytes_in"] - before == 6 + 2 * 5 * 4 + 2 * 8 + 2 * 8
+    tokens = q.get()[1]
+    assert tokens.shape == (2, 5)
+
+
+def test_rows_of_length_zero_and_exactly_the_bound():
+    q = queue()
+    q.put(np.zeros((3, 3), np.uint8), [[], [], []], np.arange(3))
+    image, tokens, label, lengths = q.get(lengths=True)
+    assert tokens.shape == (3, 0) and np.array_equal(lengths, [0, 0, 0])
+    full = [np.arange(16, dtype="int32")] * 8
+    q.put(np.zeros((8, 3), np.uint8), full, np.arange(8))
+    image, tokens, label, lengths = q.get(lengths=True)
+    assert np.array_equal(tokens, np.stack(full)) and np.array_equal(lengths, [16] * 8)
+    q.put(np.zeros((0, 3), np.uint8), [], np.zeros(0, np.int64))  # no rows at all
+    assert [a.shape for a in q.get(lengths=True)] == [(0, 3), (0, 0), (0,), (0,)]
+
+
+def test_two_variable_axes_and_a_fixed_inner_block():
+    q = tq.Queue([("grid", "float32", (4, tq.upto(5), 2, tq.upto(6), 3))], target="cpu", pad_value={"grid": -1})
+    rng = np.random.default_rng(1)
+    shapes = [(2, 2, 6, 3), (5, 2, 1, 3), (0, 2, 4, 3)]
+    rows = [rng.standard_normal(s).astype("float32") for s in shapes]
+    q.put(rows)  # a queue of one component: the list of rows is the element
+    grid, lengths = q.get(lengths=True)
+    assert grid.shape == (3, 5, 2, 6, 3)
+    assert np.array_equal(lengths, [[2, 6], [5, 1], [0, 4]])
+    for row, got in zip(rows, grid):
+        a, _, b, _ = row.shape
+        assert np.array_equal(got[:a, :, :b], row)
+        assert (got[a:] == -1).all() and (got[:, :, b:] == -1).all()
+
+
+def test_writer_packs_the_rows_written_at_the_bound():
+    q = queue()
+    with q.writer() as slot:
+        assert slot["tokens"].shape == (8, 16)
+        slot["image"][:2] = 1
+        slot["tokens"][0, :3] = [1, 2, 3]
+        slot["tokens"][1, :1] = [4]
+        slot.lengths["tokens"][:2] = [3, 1]
+        slot["label"][:2] = [10, 11]
+        slot.rows = 2
+    image, tokens, label, lengths = q.get(lengths=True)
+    assert np.array_equal(tokens, [[1, 2, 3], [4, PAD, PAD]]) and np.array_equal(lengths, [3, 1])
+    with q.writer() as slot:  # lengths start full
+        slot["tokens"][:] = 7
+    assert q.get()[1].shape == (8, 16)
+
+
+class WideRows:
+    """Map-style: sample i holds (i * 5) % 33 steps of 128 float32 features (8 KiB rows from 16 steps)."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        return (np.random.default_rng(i).standard_normal(((i * 5) % 33, 128)).astype("float32"),)
+
+
+def test_wide_rows_are_packed_row_by_row_bit_exact_by_put_and_by_the_feeder():
+    spec = [("seq", "float32", (4, tq.upto(32), 128))]
+    q = tq.Queue(spec, capacity=3, target="cpu", pad_value={"seq": np.nan})
+    samples = [WideRows()[i][0] for i in range(40)]
+    assert samples[0].shape == (0, 128) and max(len(s) for s in samples) == 32
+    with tq.Feeder(q, WideRows()):
+        for b in range(10):
+            rows = samples[4 * b : 4 * b + 4]
+            seq, lengths = q.get(lengths=True)
+            assert np.array_equal(lengths, [len(r) for r in rows])
+            for got, row in zip(seq, rows):
+                assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row):]).all()
+    q.reopen()
+    for rows in (samples[:4], samples[5:9]):
+        data = np.full((4, 32, 128), 7, np.float32)
+        for i, r in enumerate(rows):
+            data[i, : len(r)] = r
+        q.put(tq.Padded(data, [len(r) for r in rows]))
+        q.put(rows)
+        for _ in range(2):
+            (seq,) = q.get()
+            assert seq.shape == (4, max(len(r) for r in rows), 128)
+            for got, row in zip(seq, rows):
+                assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row):]).all()
+
+
+# ---- bad input: refused, named, nothing enqueued ------------------------------------------------
+
+
+@pytest.mark.parametrize("tokens, lengths, error, message", [
+    ([np.arange(17, dtype="int32")], None, ValueError, "component 'tokens': a row of length 17 .* bound upto\\(16\\)"),
+    (np.zeros((1, 17), np.int32), None, ValueError, "component 'tokens': rows of length 17 .* bound upto\\(16\\)"),
+    (np.zeros((1, 4), np.int32), [5], ValueError, "component 'tokens': lengths say a row holds 5 .* only 4 long"),
+    (np.zeros((1, 20), np.int32), [17], ValueError, "component 'tokens': a row of length 17 .* bound"),
+    (np.zeros((1, 4), np.int32), [-1], ValueError, "component 'tokens': lengths must not be negative"),
+    (np.zeros((1, 4), np.int32), [1, 2], ValueError, "component 'tokens': lengths must have shape \\(1,\\)"),
+    (np.zeros((1, 4), np.int32), [1.0], TypeError, "component 'tokens': lengths must be integers"),
+    (np.zeros((1, 4), np.float32), None, TypeError, "component 'tokens': expected dtype int32, got float32"),
+    ([np.zeros(2, np.float64)], None, TypeError, "component 'tokens': expected dtype int32, got float64"),
+    ([[1.5]], None, TypeError, "component 'tokens': expected values that fit dtype int32"),
+    ([np.zeros((2, 2), np.int32)], None, ValueError, "component 'tokens': expected row 0 of 1 dimensions"),
+    ([np.zeros(1, np.int32)] * 9, None, ValueError, "component 'tokens': expected at most 8 rows, got 9"),
+])
+def test_bad_input_is_refused_with_the_component_and_leaves_the_queue_intact(tokens, lengths, error, message):
+    q = queue(name="bad")
+    q.put(np.ones((1, 3), np.uint8), [np.arange(2, dtype="int32")], np.ones(1, np.int64))  # already queued
+    n = 1 if not isinstance(tokens, list) else len(tokens)
+    with pytest.raises(error, match="Queue 'bad', " + message):
+        q.put(np.ones((min(n, 8), 3), np.uint8), tokens, np.ones(min(n, 8), np.int64),
+              lengths=None if lengths is None else {"tokens": lengths})
+    assert q.size() == 1 and q.stats()["enqueued"] == 1
+    check_element(q.get(lengths=True), np.ones((1, 3), np.uint8), [np.arange(2, dtype="int32")], np.ones(1))
+    q.put(np.ones((1, 3), np.uint8), [np.arange(4, dtype="int32")], np.ones(1, np.int64))  # still usable
+    assert q.get()[1].shape == (1, 4)
+
+
+def test_a_writer_whose_lengths_pass_the_bound_puts_nothing():
+    q = queue(name="w")
+    with pytest.raises(ValueError, match="Queue 'w', component 'tokens': a row of length 17 .* bound upto\\(16\\)"):
+        with q.writer() as slot:
+            slot.lengths["tokens"][0] = 17
+    assert q.size() == 0 and q.stats()["enqueued"] == 0
+    with q.writer() as slot:
+        slot.lengths["tokens"][:] = 1
+    assert q.get()[1].shape == (8, 1)
+
+
+def test_lengths_for_a_fixed_component_or_on_a_fixed_queue_are_refused():
+    q = queue(name="q")
+    with pytest.raises(ValueError, match="lengths given for 'image', which is no component with a variable axis"):
+        q.put(np.ones((1, 3), np.uint8), [[1]], np.ones(1, np.int64), lengths={"image": [1]})
+    fixed = tq.Queue([("x", "float32", (2,))], target="cpu", name="fixed")
+    for call in (lambda: fixed.get(lengths=True), lambda: fixed.dequeue(lengths=True),
+                 lambda: fixed.put(np.ones(2, np.float32), lengths={"x": [1, 1]})):
+        with pytest.raises(ValueError, match="Queue 'fixed': .*lengths=True.* needs a component with a variable"):
+            call()
+    assert q.size() == 0 and fixed.size() == 0
+
+
+# ---- the graph ------------------------------------------------------------------------------
+
+
+def test_dequeue_gives_the_batchs_own_extent_and_int64_lengths_for_a_mask():
+    import theano
+    import theano.tensor as T
+
+    q = queue()
+    image, tokens, label, lengths = q.dequeue(lengths=True)
+    assert tokens.ndim == 2 and tokens.dtype == "int32" and lengths.dtype == "int64" and lengths.ndim == 1
+    mask = T.lt(T.arange(tokens.shape[1]).dimshuffle("x", 0), lengths.dimshuffle(0, "x"))
+    f = theano.function([], [image, tokens, label, lengths, (tokens * mask).sum(dtype="int64")])
+    rng = np.random.default_rng(2)
+    batches = [ragged_batch(rng, rows=int(rng.integers(1, 9))) for _ in range(30)]
+    for image_b, rows, label_b in batches:
+        q.put(image_b, rows, label_b)
+        *got, masked_sum = f()
+        check_element(got, image_b, rows, label_b)
+        assert masked_sum == sum(int(r.astype(np.int64).sum()) for r in rows)
+
+
+def test_a_function_with_only_the_padded_output_takes_one_element_per_call():
+    import theano
+
+    q = queue()
+    tokens = q.dequeue()[1]
+    f = theano.function([], tokens)
+    for n in (3, 5):
+        q.put(np.zeros((2, 3), np.uint8), [np.arange(n, dtype="int32")] * 2, np.zeros(2, np.int64))
+    assert f().shape == (2, 3) and q.size() == 1
+    assert f().shape == (2, 5) and q.size() == 0
+    nodes = [type(n.op).__name__ for n in f.maker.fgraph.toposort()]
+    assert nodes.count("Dequeue") == 1
+
+
+def test_a_queue_of_one_variable_component_dequeues_a_bare_variable():
+    import theano
+
+    q = tq.Queue([("seq", "float32", (4, tq.upto(6), 2))], target="cpu")
+    seq = q.dequeue()
+    f = theano.function([], seq * 2)
+    q.put([np.ones((3, 2), np.float32), np.ones((1, 2), np.float32)])
+    out = f()
+    assert out.shape == (2, 3, 2) and np.array_equal(out[1, 1:], np.zeros((2, 2)))
+
+
+def test_graph_enqueue_with_lengths_pads_and_refuses_bad_lengths_keeping_the_queue():
+    import theano
+    import theano.tensor as T
+
+    q = queue(name="g")
+    image, tokens, label, lengths = T.matrix(dtype="uint8"), T.imatrix(), T.lvector(), T.lvector()
+    put = theano.function([image, tokens, label, lengths],
+                          q.enqueue(image, tokens, label, lengths={"tokens": lengths}))
+    put_full = theano.function([image, tokens, label], q.enqueue({"image": image, "tokens": tokens, "label": label}))
+    data = np.arange(10, dtype="int32").reshape(2, 5)
+    put(np.zeros((2, 3), np.uint8), data, np.arange(2), np.array([5, 2]))
+    put_full(np.zeros((2, 3), np.uint8), data, np.arange(2))
+    _, got, _, lens = q.get(lengths=True)
+    assert np.array_equal(got, [[0, 1, 2, 3, 4], [5, 6, PAD, PAD, PAD]]) and np.array_equal(lens, [5, 2])
+    _, got, _, lens = q.get(lengths=True)
+    assert np.array_equal(got, data) and np.array_equal(lens, [5, 5])
+    put_full(np.zeros((2, 3), np.uint8), data, np.arange(2))  # queued before the bad ones
+    for bad_data, bad_lengths in ((data, [6, 1]), (data, [-1, 1]), (data, [1, 1, 1]),
+                                  (np.zeros((2, 17), np.int32), [1, 1])):
+        with pytest.raises(AssertionError, match="Queue 'g', component 'tokens': in the enqueued element"):
+            put(np.zeros((2, 3), np.uint8), bad_data, np.arange(2), np.array(bad_lengths))
+    assert q.size() == 1
+    assert np.array_equal(q.get()[1], data)
+    with pytest.raises(ValueError, match="lengths given for 'label', which is no component with a variable axis"):
+        q.enqueue(image, tokens, label, lengths={"label": lengths})
+
+
+def test_graph_enqueue_into_a_second_queue_keeps_lengths():
+    import theano
+
+    src, dst = queue(name="src"), queue(name="dst")
+    image, tokens, label, lengths = src.dequeue(lengths=True)
+    relay = theano.function([], dst.enqueue(image, tokens + 1, label, lengths={"tokens": lengths}))
+    rows = [np.arange(4, dtype="int32"), np.arange(0, dtype="int32")]
+    src.put(np.zeros((2, 3), np.uint8), rows, np.arange(2))
+    relay()
+    _, got, _, lens = dst.get(lengths=True)
+    assert np.array_equal(got, [[1, 2, 3, 4], [PAD] * 4]) and np.array_equal(lens, [4, 0])
+
+
+# ---- the Feeder ---------------------------------------------------------------------------
+
+
+def expected_ragged(indices):
+    tokens, labels = zip(*(ragged_sample(int(i)) for i in indices))
+    data, lengths = padded(list(tokens), pad=0)
+    return data, np.array(labels, np.int64), lengths
+
+
+def take_all(q):
+    out = []
+    while True:
+        try:
+            out.append(q.get(lengths=True))
+        except tq.QueueClosed:
+            return out
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_map_style_dataset_of_ragged_samples_is_packed_by_the_feeder(workers):
+    q = tq.Queue(RAGGED_SPEC, capacity=3, target="cpu")
+    dataset = Ragged(45)
+    with tq.Feeder(q, dataset, workers=workers, start_method="fork" if workers else None):
+        got = take_all(q)
+    assert len(got) == 6
+    for b, (tokens, labels, lengths) in enumerate(got):
+        want_tokens, want_labels, want_lengths = expected_ragged(range(b * ROWS, min(45, (b + 1) * ROWS)))
+        assert np.array_equal(labels, want_labels)
+        assert np.array_equal(lengths, want_lengths)
+        assert tokens.shape == want_tokens.shape and np.array_equal(tokens, want_tokens)
+
+
+def test_worker_processes_pack_ragged_samples_out_of_order_too():
+    q = tq.Queue(RAGGED_SPEC, capacity=3, target="cpu")
+    with tq.Feeder(q, Ragged(64), workers=3, ordered=False, start_method="fork"):
+        got = take_all(q)
+    seen = collections.Counter()
+    for tokens, labels, lengths in got:
+        want_tokens, _, want_lengths = expected_ragged(labels)
+        assert np.array_equal(lengths, want_lengths) and np.array_equal(tokens, want_tokens)
+        seen.update(labels.tolist())
+    assert seen == collections.Counter(range(64))
+
+
+def test_an_iterable_yields_lists_of_rows_or_padded_values():
+    q = tq.Queue(RAGGED_SPEC, capacity=2, target="cpu")
+    rows = [np.arange(n, dtype="int32") for n in (3, 0, 12)]
+    batches = [(rows, np.arange(3)), (tq.Padded(*padded(rows, pad=9)), np.arange(3))]
+    with tq.Feeder(q, batches):
+        got = take_all(q)
+    for tokens, labels, lengths in got:
+        assert np.array_equal(tokens, padded(rows, pad=0)[0]) and np.array_equal(lengths, [3, 0, 12])
+
+
+def test_an_iterable_in_worker_processes_packs_in_the_worker():
+    q = tq.Queue(RAGGED_SPEC, capacity=2, target="cpu")
+    rows = [np.arange(n, dtype="int32") for n in (3, 0, 12)]
+    with tq.Feeder(q, [(rows, np.arange(3))] * 4, workers=2, start_method="fork"):
+        got = take_all(q)
+    assert len(got) == 4 and all(np.array_equal(t, padded(rows, pad=0)[0]) for t, _, _ in got)
+
+
+def test_a_ragged_sample_longer_than_the_bound_fails_the_feeder_with_the_component():
+    class TooLong(Ragged):
+        def __getitem__(self, i):
+            return (np.zeros(BOUND + 1, np.int32), np.int64(i)) if i == 5 else ragged_sample(i)
+
+    q = tq.Queue(RAGGED_SPEC, capacity=3, target="cpu")
+    with tq.Feeder(q, TooLong(16)):
+        with pytest.raises(tq.FeederError, match="sample 5 .*component 'tokens': a sample of length 13 .* upto"):
+            take_all(q)
+
+
+def test_a_fill_function_gets_the_lengths_views_after_the_components():
+    q = tq.Queue(RAGGED_SPEC, capacity=2, target="cpu")
+    calls = iter(range(2))
+
+    def fill(tokens, label, tokens_lengths):
+        i = next(calls)
+        tokens[0, :2] = [i, i]
+        tokens_lengths[:1] = 2
+        label[:1] = i
+        return 1
+
+    with tq.Feeder(q, fill=fill):
+        got = take_all(q)
+    assert [g[0].tolist() for g in got] == [[[0, 0]], [[1, 1]]]
+
+
+def test_array_datasets_and_read_into_are_refused_for_variable_components():
+    q = tq.Queue(RAGGED_SPEC, target="cpu", name="r")
+    with pytest.raises(TypeError, match="Feeder\\(r\\): an array dataset holds rows of one shape.*'tokens'"):
+        tq.Feeder(q, (np.zeros((8, 12), np.int32), np.zeros(8, np.int64)))
+
+    class Decoding(Ragged):
+        def read_into(self, i, row):
+            pass
+
+    with pytest.raises(TypeError, match="read_into.* 'tokens'"):
+        tq.Feeder(q, Decoding(8))
+
+
+# ---- bucketing ------------------------------------------------------------------------------
+
+
+def bucketed_run(seed, epochs=2, state=None, take=None, **kwargs):
+    q = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
+    feeder = tq.Feeder(q, Ragged(203), shuffle=True, seed=seed, epochs=epochs, state=state,
+                       bucket_by=lambda sample: len(sample[0]), **kwargs)
+    batches = []
+    with feeder:
+        while take is None or len(batches) < take:
+            try:
+                batches.append(q.get(lengths=True)[1:])
+            except tq.QueueClosed:
+                break
+        saved = feeder.state_dict()
+    return [(labels.tolist(), lengths.tolist()) for labels, lengths in batches], saved
+
+
+def spread(batches):
+    """Mean over full batches of (longest - shortest) length within the batch."""
+    return np.mean([max(lengths) - min(lengths) for _, lengths in batches if len(lengths) == ROWS])
+
+
+def test_bucketing_is_deterministic_exactly_once_and_groups_similar_lengths():
+    run, _ = bucketed_run(seed=3)
+    assert run == bucketed_run(seed=3)[0]
+    assert run != bucketed_run(seed=4)[0]
+    per_epoch = -(-203 // ROWS)
+    assert len(run) == 2 * per_epoch
+    for epoch in (run[:per_epoch], run[per_epoch:]):
+        labels = [label for batch, _ in epoch for label in batch]
+        assert sorted(labels) == list(range(203))  # every sample once per epoch
+        for batch, lengths in epoch:
+            assert lengths == [ragged_length(i) for i in batch]
+    assert run[:per_epoch] != run[per_epoch:]  # each epoch its own order
+    plain = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
+    with tq.Feeder(plain, Ragged(203), shuffle=True, seed=3):
+        unbucketed = [(g[1].tolist(), g[2].tolist()) for g in take_all(plain)]
+    assert spread(run) < spread(unbucketed) / 3
+
+
+def test_bucketing_within_a_window_of_one_batch_keeps_the_batches_and_sorts_inside():
+    run, _ = bucketed_run(seed=5, epochs=1, bucket_window=1)
+    plain = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
+    with tq.Feeder(plain, Ragged(203), shuffle=True, seed=5):
+        unbucketed = [g[1].tolist() for g in take_all(plain)]
+    assert [sorted(b) for b, _ in run] == [sorted(b) for b in unbucketed]
+    assert all(lengths == sorted(lengths) for _, lengths in run)
+
+
+def test_bucketed_runs_resume_where_the_consumer_was():
+    whole, _ = bucketed_run(seed=6)
+    first, saved = bucketed_run(seed=6, take=11)
+    assert saved["bucket_window"] == 16
+    rest, _ = bucketed_run(seed=6, state=saved)
+    assert first + rest == whole
+    with pytest.raises(ValueError, match="bucket_window=4 \\(saved: 16\\)"):
+        bucketed_run(seed=6, state=saved, bucket_window=4)
+
+
+def test_bucket_by_an_array_of_lengths_and_in_worker_processes():
+    lengths = np.array([ragged_length(i) for i in range(203)])
+    run, _ = bucketed_run(seed=3)
+    q = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
+    with tq.Feeder(q, Ragged(203), shuffle=True, seed=3, epochs=2, bucket_by=lengths, workers=2,
+                   start_method="fork"):
+        got = [(g[1].tolist(), g[2].tolist()) for g in take_all(q)]
+    assert got == run
+
+
+def test_an_array_dataset_of_a_fixed_queue_is_bucketed_too():
+    lengths = np.arange(64) % 9
+    q = tq.Queue([("x", "int64", (8,)), ("n", "int64", (8,))], capacity=3, target="cpu")
+    with tq.Feeder(q, (np.arange(64), lengths), shuffle=True, seed=1, bucket_by=lengths, bucket_window=8):
+        got = [q.get() for _ in range(8)]
+    assert sorted(np.concatenate([x for x, _ in got]).tolist()) == list(range(64))
+    assert all(np.array_equal(n, lengths[x]) for x, n in got)
+    assert max(int(n.max() - n.min()) for _, n in got) <= 1  # 64 samples over 9 lengths, sorted
+
+
+def test_bucket_by_is_refused_for_iterables_and_checked():
+    q = tq.Queue(RAGGED_SPEC, target="cpu", name="b")
+    with pytest.raises(ValueError, match="Feeder\\(b\\): bucket_by groups the samples of a map-style"):
+        tq.Feeder(q, [([[1]], [1])], bucket_by=len)
+    with pytest.raises(ValueError, match="bucket_by must be a function of a sample or an int array of the 8"):
+        tq.Feeder(q, Ragged(8), bucket_by=np.zeros(3, np.int64))
+
+
+# ---- GPU: GpuDequeue, GpuEnqueue -----------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_gpu_dequeue_is_bit_exact_with_zero_length_rows_and_empty_elements():
+    import theano
+
+    q = tq.Queue(SPEC, capacity=3, pad_value={"tokens": PAD})
+    assert q.on_gpu
+    image, tokens, label, lengths = q.dequeue(lengths=True)
+    f = theano.function([], [image, tokens, label, lengths, tokens.sum(dtype="int64")])
+    nodes = [type(n.op).__name__ for n in f.maker.fgraph.toposort()]
+    assert "GpuDequeue" in nodes and "Dequeue" not in nodes
+    rng = np.random.default_rng(7)
+    batches = [ragged_batch(rng, rows=int(rng.integers(1, 9))) for _ in range(200)]
+    batches.append((np.zeros((2, 3), np.uint8), [[], []], np.arange(2)))  # extent 0: zero data bytes
+    batches.append((np.zeros((0, 3), np.uint8), [], np.zeros(0, np.int64)))  # no rows
+    with tq.Feeder(q, batches):
+        for i, (image_b, rows, label_b) in enumerate(batches):
+            *got, total = f()
+            check_element(got, image_b, [np.asarray(r, np.int32) for r in rows], label_b)
+            assert total == padded([np.asarray(r, np.int32) for r in rows])[0].astype(np.int64).sum(), i
+
+
+@pytest.mark.gpu
+def test_gpu_enqueue_with_lengths_into_a_gpu_queue():
+    import theano
+
+    src = tq.Queue(SPEC, capacity=3, pad_value={"tokens": PAD})
+    dst = tq.Queue(SPEC, capacity=3, pad_value={"tokens": PAD})
+    image, tokens, label, lengths = src.dequeue(lengths=True)
+    relay = theano.function([], dst.enqueue(image, tokens * 2, label, lengths={"tokens": lengths}))
+    assert "GpuEnqueue" in [type(n.op).__name__ for n in relay.maker.fgraph.toposort()]
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        image_b, rows, label_b = ragged_batch(rng, rows=int(rng.integers(1, 9)))
+        rows = [(r // 4).astype("int32") for r in rows]
+        src.put(image_b, rows, label_b)
+        relay()
+        check_element(dst.get(lengths=True), image_b, [r * 2 for r in rows], label_b)
+
+
+@pytest.mark.gpu
+def test_gpu_feeder_workers_pack_ragged_samples():
+    q = tq.Queue(RAGGED_SPEC, capacity=3)
+    assert q.on_gpu
+    with tq.Feeder(q, Ragged(45), workers=2):
+        got = take_all(q)
+    for b, (tokens, labels, lengths) in enumerate(got):
+        want_tokens, want_labels, want_lengths = expected_ragged(range(b * ROWS, min(45, (b + 1) * ROWS)))
+        assert np.array_equal(tokens, want_tokens) and np.array_equal(lengths, want_lengths)
