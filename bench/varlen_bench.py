@@ -1,4 +1,4 @@
-"""Scenario 17 of bench/run.py: variable-length sequences (issue 12).
+"""Scenario 18 of bench/run.py: variable-length sequences (issue 12).
 
 Sequences of 128 float32 features per step, lengths lognormal with a long
 tail up to 512, batches of 64.  Three ways through the queue, each timed on
