@@ -4,6 +4,7 @@
     python bench/run.py --quick        # smaller sizes, for a smoke test
     python bench/run.py --only 11,12   # the worker-process scenarios (bench/workers_bench.py)
     python bench/run.py --only 13,14,15,16   # in-memory datasets (bench/arrays_bench.py)
+    python bench/run.py --only 17 --merge    # small steps (bench/step_profile.py), into the existing results
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -531,9 +532,36 @@ def experts_idiom(b):
     return arrays_bench.experts_idiom(b)
 
 
+# ---- 17: small steps (bench/step_profile.py) ------------------------------------------
+
+
+@scenario(17, "Small steps: an MLP step fed from an array dataset and from a Python iterable, against resident",
+          needs_gpu=False)
+def small_steps(b):
+    import step_profile
+
+    shapes = [(256, 784), (64, 3072)]
+    steps, rounds = (50, 2) if b.quick else (300, 7)
+    # A GPU runs the issue's MLP in about 0.2 ms; a processor needs a narrower one for a step as small.
+    hidden = 1024 if b.on_gpu else 64
+    table, ratios, profiles = [], {}, []
+    for batch, cols in shapes:
+        result = step_profile.profile(batch, cols, hidden=hidden, steps=steps, rounds=rounds)
+        profiles.append(result["producer us/batch"])
+        for row in result["rows"]:
+            table.append(dict({"step": result["shape"]}, **row))
+        for part in ("array", "iterable"):
+            ratios["%s %s" % (result["shape"], part)] = result["ratios"][part]
+    worst = max(ratios.values())
+    return {"rows": table, "ratios": ratios, "hidden": hidden,
+            "producer us/batch": dict(zip(["%dx%d" % s for s in shapes], profiles)),
+            "target": "<= 1.05 x resident (array dataset and Python iterable, both shapes)", "met": worst <= 1.05,
+            "headline": "x resident: " + ", ".join("%s %.3f" % kv for kv in ratios.items())}
+
+
 SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
              cpu_target, observe_cost, cpu_heavy_pipeline, large_samples, cpu_handoff, copy_bound, array_dataset,
-             experts_idiom]
+             experts_idiom, small_steps]
 
 
 def machine_name():
@@ -552,6 +580,20 @@ def machine_name():
     return "%s (%d cores), %s" % (cpu, os.cpu_count(), ", ".join(gpus) or "no GPU")
 
 
+def merged(path, run):
+    """The run's scenarios in place of the same-numbered ones of the results at ``path``; each of them says
+    where and when it was measured, and the file's command says what was added."""
+    with open(path) as f:
+        old = json.load(f)
+    for entry in run["scenarios"]:
+        entry["measured"] = "%s, %s, %s" % (run["machine"], run["date"], run["command"])
+    new = {s["number"] for s in run["scenarios"]}
+    old["scenarios"] = sorted([s for s in old["scenarios"] if s["number"] not in new] + run["scenarios"],
+                              key=lambda s: s["number"])
+    old["command"] += "; then, merged: %s (%s, %s)" % (run["command"], run["machine"], run["date"])
+    return old
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test, not figures")
@@ -559,6 +601,8 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(ROOT, "doc", "bench", "results.json"))
     parser.add_argument("--torch-python", default="python3", help="a Python with PyTorch, for scenario 6")
     parser.add_argument("--no-report", action="store_true", help="write the JSON only")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other scenarios of an existing --out file, replacing those run now")
     args = parser.parse_args(argv)
     only = {float(n) for n in args.only.split(",") if n}
 
@@ -584,6 +628,8 @@ def main(argv=None):
         print("[%s] %s: %s" % (fn.number, fn.title, entry.get("headline") or entry.get("skipped")
                                or entry.get("error")), flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    if args.merge and os.path.exists(args.out):
+        run = merged(args.out, run)
     with open(args.out, "w") as f:
         json.dump(run, f, indent=1)
     print("wrote", args.out)
