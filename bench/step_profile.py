@@ -34,8 +34,8 @@ import argparse
 import json
 import os
 import statistics
+import platform
 import sys
-import threading
 import time
 
 import numpy as np
@@ -128,7 +128,7 @@ def prefilled(case, steps):
         run = min(case.prefill - 3, steps - done)
         for i in range(run + 3):
             case.full.put(case.batches[i % len(case.batches)])
-        time.sleep(0.01)  # on a GPU: the copies have landed, and the steps do not wait for them
+        time.sleep(0.05)  # on a GPU: the copies have landed, and the steps do not wait for them
         total += run * time_steps(case.fed_full, run, warmup=3)
         done += run
     return total / steps
@@ -148,7 +148,7 @@ def prefilled_trace(case, n):
     t = case.full.trace(steps=n).start()
     for i in range(n):
         case.full.put(case.batches[i % len(case.batches)])
-    time.sleep(0.01)
+    time.sleep(0.05)
     for _ in range(n):
         case.fed_full()
     elements = [e["ns"] for e in t.stop()]
@@ -306,7 +306,7 @@ def main(argv=None):
         results.append(result)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": threading.active_count(), "profiles": results}, f, indent=1)
+            json.dump({"machine": platform.node(), "profiles": results}, f, indent=1)
     return results
 
 
