@@ -7,6 +7,7 @@
     python bench/run.py --only 17        # device-array puts (bench/device_put_bench.py)
     python bench/run.py --only 18 --merge    # variable-length sequences (bench/varlen_bench.py), added to
                                              # the scenarios already in doc/bench/results.json
+    python bench/run.py --only 19 --merge    # small steps (bench/step_profile.py), into the existing results
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -555,9 +556,36 @@ def variable_length(b):
     return varlen_bench.sequences(b)
 
 
+# ---- 19: small steps (bench/step_profile.py) ------------------------------------------
+
+
+@scenario(19, "Small steps: an MLP step fed from an array dataset and from a Python iterable, against resident",
+          needs_gpu=False)
+def small_steps(b):
+    import step_profile
+
+    shapes = [(256, 784), (64, 3072)]
+    steps, rounds = (50, 2) if b.quick else (300, 7)
+    # A GPU runs the MLP in about 0.2 ms; a processor needs a narrower one for a step as small.
+    hidden = 1024 if b.on_gpu else 64
+    table, ratios, profiles = [], {}, []
+    for batch, cols in shapes:
+        result = step_profile.profile(batch, cols, hidden=hidden, steps=steps, rounds=rounds)
+        profiles.append(result["producer us/batch"])
+        for row in result["rows"]:
+            table.append(dict({"step": result["shape"]}, **row))
+        for part in ("array", "iterable"):
+            ratios["%s %s" % (result["shape"], part)] = result["ratios"][part]
+    worst = max(ratios.values())
+    return {"rows": table, "ratios": ratios, "hidden": hidden,
+            "producer us/batch": dict(zip(["%dx%d" % s for s in shapes], profiles)),
+            "target": "<= 1.05 x resident (array dataset and Python iterable, both shapes)", "met": worst <= 1.05,
+            "headline": "x resident: " + ", ".join("%s %.3f" % kv for kv in ratios.items())}
+
+
 SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
              cpu_target, observe_cost, cpu_heavy_pipeline, large_samples, cpu_handoff, copy_bound, array_dataset,
-             experts_idiom, device_producer, variable_length]
+             experts_idiom, device_producer, variable_length, small_steps]
 
 
 def machine_name():

@@ -45,6 +45,56 @@ int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *s
     }
 }
 
+/* What a producer does with each slot it reserved, without the GIL: write
+ * it and publish it (the engine's put calls).  `index` counts the slots of
+ * one produce() call from 0. */
+typedef tq_code (*fill_fn)(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err);
+
+/* Reserves and fills `count` slots in turn, giving the GIL up once for all of
+ * them, and again only every WAIT_SLICE_S of waiting (for Ctrl-C and the
+ * deadline, as wait_for_slot).  A producer woken by a consumer writes at
+ * once: taking the GIL back between the reservation and the copy would make
+ * it wait for the consumer's thread, which holds the GIL through a whole
+ * training step, and hand the GIL over twice per element.  *done is the
+ * number of slots published.  0, or -1 with an exception (Stopped when stop
+ * was raised). */
+static int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
+                   int64_t count, int64_t *done)
+{
+    tq_error err;
+    tq_code code = TQ_OK;
+    int reserved = 0;
+    double deadline = timeout_s < 0 ? -1.0 : tq_now() + timeout_s;
+    *done = 0;
+    while (*done < count) {
+        double slice_end = tq_now() + WAIT_SLICE_S;
+        if (deadline >= 0 && deadline < slice_end)
+            slice_end = deadline;
+        Py_BEGIN_ALLOW_THREADS
+        for (; *done < count; ++*done) {
+            int slot;
+            reserved = 0;
+            code = tq_ring_reserve_put(self->ring, slice_end, stop, &slot, &err);
+            if (code != TQ_OK)
+                break;
+            reserved = 1;
+            code = fill(self->ring, slot, job, *done, &err);
+            if (code != TQ_OK)
+                break;
+        }
+        Py_END_ALLOW_THREADS
+        if (code != TQ_OK && (reserved || code != TQ_TIMEOUT))
+            return raise_error(who, self, &err);
+        if (*done < count && PyErr_CheckSignals())
+            return -1;
+        if (*done < count && deadline >= 0 && tq_now() >= deadline) {
+            tq_set_error(&err, TQ_TIMEOUT, "no free slot within %g s", timeout_s);
+            return raise_error(who, self, &err);
+        }
+    }
+    return 0;
+}
+
 /* ---- checks ----------------------------------------------------------------------- */
 
 /* "(128, 64)", or "(<=128, 64)" with bound_leading. */
@@ -122,13 +172,28 @@ static PyArrayObject *checked_component(RingObject *self, const char *who, int c
 
 /* ---- put ----------------------------------------------------------------------- */
 
+typedef struct {
+    const void *const *srcs;
+    const int64_t *rows;
+} element_job;
+
+/* Copies an element's arrays into the slot (or names them, for memory the
+ * device reads directly) and publishes it. */
+static tq_code put_from_host(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err)
+{
+    element_job *e = job;
+    (void)index;
+    return tq_ring_put_from_host(ring, slot, e->srcs, e->rows, err);
+}
+
 Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop)
 {
     PyArrayObject *parts[TQ_MAX_COMPONENTS] = {NULL};
     const void *srcs[TQ_MAX_COMPONENTS];
     int64_t rows[TQ_MAX_COMPONENTS];
     Py_ssize_t result = -1;
-    int slot;
+    element_job job = {srcs, rows};
+    int64_t put;
 
     PyObject *seq = PySequence_Fast(arrays, "an element is a sequence of arrays, one per component");
     if (!seq)
@@ -150,16 +215,7 @@ Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, doub
         rows[c] = self->ndims[c] ? PyArray_DIM(parts[c], 0) : 1;
         srcs[c] = PyArray_DATA(parts[c]);
     }
-    if (wait_for_slot(self, 1, timeout_s, stop, who, &slot))
-        goto done;
-    tq_error err;
-    tq_code code;
-    Py_BEGIN_ALLOW_THREADS /* waits until the slot's staging is free, copies, publishes */
-    code = tq_ring_put_from_host(self->ring, slot, srcs, rows, &err);
-    Py_END_ALLOW_THREADS
-    if (code != TQ_OK)
-        raise_error(who, self, &err);
-    else
+    if (produce(self, timeout_s, stop, who, put_from_host, &job, 1, &put) == 0)
         result = tq_ring_size(self->ring);
 done:
     for (int c = 0; c < self->n; c++)
@@ -199,6 +255,20 @@ static int source_rows(RingObject *self, const char *who, int c, PyObject *src, 
     return 0;
 }
 
+typedef struct {
+    const tq_rows *sources;
+    const int64_t *indices;
+    int64_t n_indices, batch, first;
+} rows_job;
+
+/* Gathers batch first + index of an array dataset into the slot and publishes it. */
+static tq_code put_batch(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err)
+{
+    rows_job *r = job;
+    int64_t lo = (r->first + index) * r->batch, hi = lo + r->batch < r->n_indices ? lo + r->batch : r->n_indices;
+    return tq_ring_put_rows(ring, slot, r->sources, r->indices + lo, hi - lo, err);
+}
+
 Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
                     int64_t first, int64_t count, const int *stop)
 {
@@ -230,28 +300,15 @@ Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObje
                          self->name, (long long)ix[i], (Py_ssize_t)n);
             goto done;
         }
-    for (done = 0; done < count; done++) {
-        int64_t lo = (first + done) * batch, hi = lo + batch < n_idx ? lo + batch : n_idx;
-        int slot;
-        tq_error err;
-        tq_code code;
-        if (lo >= n_idx)
-            break;
-        if (wait_for_slot(self, 1, -1.0, stop, who, &slot)) {
-            /* Stopped: say how many went in; anything else is an error. */
-            if (PyErr_ExceptionMatches(Stopped))
-                PyErr_Clear();
-            else
-                done = -1;
-            break;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        code = tq_ring_put_rows(self->ring, slot, rows, ix + lo, hi - lo, &err);
-        Py_END_ALLOW_THREADS
-        if (code != TQ_OK) {
-            done = raise_error(who, self, &err);
-            break;
-        }
+    /* Batches past the indices' end are not asked for. */
+    int64_t available = (n_idx + batch - 1) / batch - first, put;
+    int64_t wanted = count < available ? count : (available > 0 ? available : 0);
+    rows_job job = {rows, ix, n_idx, batch, first};
+    int rc = produce(self, -1.0, stop, who, put_batch, &job, wanted, &put);
+    /* Stopped: say how many went in; anything else is an error. */
+    if (rc == 0 || PyErr_ExceptionMatches(Stopped)) {
+        PyErr_Clear();
+        done = (Py_ssize_t)put;
     }
 done:
     Py_XDECREF(idx);

@@ -422,9 +422,11 @@ static tq_code finish_put(tq_ring *ring, int slot, const int64_t *rows, tq_error
         ring->stats.enqueued++;
         ring->stats.bytes_in += element_total_bytes(ring, rows);
         TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_READY);
-        pthread_cond_broadcast(&ring->data);
     }
     pthread_mutex_unlock(&ring->lock);
+    /* After the unlock: a woken consumer does not find the lock still held. */
+    if (code == TQ_OK)
+        pthread_cond_broadcast(&ring->data);
     return code;
 }
 
@@ -618,8 +620,10 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     ring->stats.dequeued++;
     ring->stats.bytes_out += element_total_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
     TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_CONSUMED);
-    pthread_cond_broadcast(&ring->space);
     pthread_mutex_unlock(&ring->lock);
+    /* After the unlock: the producer it wakes (a feeder waiting for room)
+     * does not find the lock still held by the consumer's thread. */
+    pthread_cond_broadcast(&ring->space);
 }
 
 tq_code tq_ring_lend(tq_ring *ring, int slot, int *lease, void **data, tq_error *err)

@@ -87,3 +87,21 @@ def stop_wakes_a_feeder_waiting_for_space(q, feeder):
     feeder.stop()
     assert feeder.join(timeout=1)
     return time.monotonic() - start < 0.04
+
+
+def holding_the_gil(seconds, then):
+    """Runs Python in this thread for ``seconds`` without letting another thread take the GIL, then then().
+
+    Returns then()'s result, taken before the GIL can change hands: what
+    threads that need no GIL did meanwhile.  (A thread waiting for the GIL
+    gets it after the switch interval, set here far beyond ``seconds``.)
+    """
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    try:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+        return then()
+    finally:
+        sys.setswitchinterval(interval)

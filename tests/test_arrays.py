@@ -8,6 +8,7 @@ import pytest
 import theano
 
 import theano_queue as tq
+from helpers import holding_the_gil
 from theano_queue.sampler import Sampler
 
 N, BATCH, FEAT = 103, 8, 7  # 12 full batches and a partial one of 7 rows; rows of 28 bytes
@@ -254,3 +255,24 @@ def test_array_feeder_into_a_gpu_queue_bit_exact(feat, dtype):
             got.append((np.asarray(xb), np.asarray(ids)))
     check_bit_exact(got, x)
     assert sorted(rows_of(got)) == sorted(list(range(n)) * 2)
+
+
+def test_an_array_feeder_refills_the_queue_while_the_training_thread_holds_the_gil():
+    # Theano holds the GIL through a whole step: an array dataset's batches
+    # must not need it, or every batch would wait for the step to end.
+    capacity = 16
+    q = queue(capacity=capacity)
+    x, ids = dataset(n=4096)
+    with tq.Feeder(q, (x, ids), epochs=None, close_when_done=False):
+        deadline = time.monotonic() + 10
+        while q.size() < capacity and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.02)  # the feeder now waits for room
+
+        def take_all_then_hold():
+            for _ in range(capacity):
+                q.get()
+            return holding_the_gil(0.3, q.size)
+
+        assert take_all_then_hold() == capacity
+    q.close(cancel_pending=True)

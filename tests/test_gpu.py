@@ -7,13 +7,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
 import pytest
 
 import theano_queue as tq
-from helpers import TAGGED, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
+from helpers import TAGGED, holding_the_gil, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
 
 pytestmark = pytest.mark.gpu
 
@@ -152,6 +153,37 @@ def test_registered_host_memory_goes_straight_over_the_bus():
             np.testing.assert_array_equal(label, labels[i : i + 32])
     q.unregister_host(dataset)
     q.unregister_host(labels)
+
+
+def test_a_put_waiting_for_room_completes_while_a_step_holds_the_gil():
+    # The step's GpuDequeue frees a slot and keeps the GIL (it updates a GPU
+    # shared variable: nothing is read back).  The waiting put copies its
+    # element into the slot's pinned staging and issues the copy to the
+    # device meanwhile, without waiting for the GIL.
+    import theano
+
+    q = tq.Queue([("x", "float32", (4, 4))], capacity=2)
+    sink = theano.shared(np.zeros((4, 4), "float32"))
+    step = theano.function([], [], updates=[(sink, q.dequeue())])
+    assert "GpuDequeue" in op_names(step)
+    for _ in range(2):
+        q.put(np.zeros((4, 4), "float32"))
+    waiting = threading.Thread(target=q.put, args=(np.ones((4, 4), "float32"),), kwargs={"timeout": 30})
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while q.stats()["producer_wait_s"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.02)
+
+    def step_then_hold():
+        step()
+        return holding_the_gil(0.3, q.size)
+
+    assert step_then_hold() == 2
+    waiting.join(10)
+    step()
+    step()
+    np.testing.assert_array_equal(np.asarray(sink.get_value()), np.ones((4, 4), "float32"))
 
 
 def test_500_queues_give_their_memory_back():

@@ -1,0 +1,314 @@
+"""Where the time of a small training step goes when a queue feeds it (issue 10, small steps).
+
+    python bench/step_profile.py                                  # 256x784 and 64x3072, hidden 1024
+    python bench/step_profile.py --shapes 256x784 --hidden 64     # a small step on a small CPU
+    python bench/step_profile.py --json out.json                  # the figures, for bench/run.py too
+
+One 3-layer MLP training step (float32, loss read back every step), measured
+side by side in interleaved rounds (the best of the rounds is reported: the
+machine's noise only ever adds time, while what a producer costs the step
+comes back in every round):
+
+(a) resident      the batch in shared variables: the step without any input
+(b) given         theano.function given a numpy batch each call (cycling
+                  through 64 batches, more than a processor's cache)
+(c) prefilled     dequeued from a queue filled beforehand, no producer
+                  running: the dequeue's own cost (wait, events, copy)
+(d) array         an array-dataset Feeder producing meanwhile (native
+                  gather, no Python per batch)
+(e) iterable      a Feeder over a Python list of numpy batches
+(e) at other ``sys.setswitchinterval`` values (``--switch-intervals``)
+
+and, for (c) to (e), the engine's timestamps (``Queue.trace``) of the last
+round, as medians per element: the consumer's wait for input and its read,
+the producer's wait for room, its write, and its *gap*: the time from one
+element's publish to the next put's start, which is the producer's Python
+(and its wait for the GIL) between two batches.  ``producer us/batch``
+times the producers alone, into a queue with room for everything, with no
+consumer: what each costs per batch when nothing competes with it.
+
+Runs wherever Theano runs: on a GPU (``device=cuda``) the queue lives on it;
+with ``device=cpu`` the queue is a host queue.
+"""
+import argparse
+import json
+import os
+import statistics
+import platform
+import sys
+import time
+
+import numpy as np
+import theano
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import theano_queue as tq  # noqa: E402
+from theano_queue import _engine  # noqa: E402
+from common import mlp_train_step, reading, time_steps  # noqa: E402
+
+PARTS = ("resident", "given", "prefilled", "array", "iterable")
+
+
+def parse_shape(text):
+    rows, cols = text.lower().split("x")
+    return int(rows), int(cols)
+
+
+class Case:
+    """One step shape: its data, its compiled functions and its queues."""
+
+    def __init__(self, batch, cols, hidden, capacity, prefill, rng):
+        self.batch, self.cols, self.hidden, self.prefill = batch, cols, hidden, prefill
+        n = max(64 * batch, 4096)
+        self.data = rng.standard_normal((n, cols)).astype("float32")
+        self.labels = rng.integers(0, 10, n).astype("int32")
+        self.batches = [(self.data[i * batch:(i + 1) * batch], self.labels[i * batch:(i + 1) * batch])
+                        for i in range(16)]
+        spec = [("x", "float32", (batch, cols)), ("y", "int32", (batch,))]
+        self.queue = tq.Queue(spec, capacity=capacity, name="fed")
+        self.full = tq.Queue(spec, capacity=prefill, name="prefilled")
+        rx, ry = theano.shared(self.data[:batch]), theano.shared(self.labels[:batch])
+        self.resident = reading(self.compile([], rx, ry))
+        gx, gy = theano.tensor.fmatrix("x"), theano.tensor.ivector("y")
+        given = self.compile([gx, gy], gx, gy)
+        # Every batch of the data in turn, more than a processor's cache holds: like the fed parts,
+        # each step reads new memory.
+        everything = [(self.data[i:i + batch], self.labels[i:i + batch]) for i in range(0, n - batch + 1, batch)]
+        turn = iter(range(1 << 62))
+        self.given = reading(lambda: given(*everything[next(turn) % len(everything)]))
+        self.fed = reading(self.compile([], *self.queue.dequeue()))
+        self.fed_full = reading(self.compile([], *self.full.dequeue()))
+
+    def compile(self, inputs, x, y):
+        # The same weights' initialisation for every variant: the same work.
+        loss, updates = mlp_train_step(x, y, self.cols, self.hidden, 10, np.random.default_rng(1))
+        return theano.function(inputs, loss, updates=updates)
+
+    @property
+    def label(self):
+        return "%dx%d" % (self.batch, self.cols)
+
+    # ---- feeders ----------------------------------------------------------------
+
+    def feeder(self, part, queue=None):
+        """The Feeder of part "array" (the data as an array dataset) or "iterable" (a list of batches)."""
+        queue = queue or self.queue
+        if part == "array":
+            return tq.Feeder(queue, (self.data, self.labels), epochs=None, drop_last=True, close_when_done=False)
+        return tq.Feeder(queue, self.batches, epochs=None, close_when_done=False)
+
+    def drain(self):
+        """Drops what a feeder left, so that the next part starts empty."""
+        self.queue.close(cancel_pending=True)
+        self.queue.reopen()
+
+
+# ---- one measurement of each part ---------------------------------------------------------
+
+
+def measure(case, part, steps):
+    """Seconds per step of ``part``."""
+    if part == "resident":
+        return time_steps(case.resident, steps)
+    if part == "given":
+        return time_steps(case.given, steps)
+    if part == "prefilled":
+        return prefilled(case, steps)
+    with case.feeder(part):
+        seconds = time_steps(case.fed, steps)
+    case.drain()
+    return seconds
+
+
+def prefilled(case, steps):
+    """Steps whose elements were all put before the timing starts, in runs of the big queue's capacity."""
+    total, done = 0.0, 0
+    while done < steps:
+        run = min(case.prefill - 3, steps - done)
+        for i in range(run + 3):
+            case.full.put(case.batches[i % len(case.batches)])
+        time.sleep(0.05)  # on a GPU: the copies have landed, and the steps do not wait for them
+        total += run * time_steps(case.fed_full, run, warmup=3)
+        done += run
+    return total / steps
+
+
+def traced(queue, step, n):
+    """The engine's timestamps of n elements while step() runs (a feeder must be producing)."""
+    with queue.trace(steps=n) as t:
+        for _ in range(n + queue.capacity + 2):
+            step()
+    return [e["ns"] for e in t.elements]
+
+
+def prefilled_trace(case, n):
+    """The consumer's timestamps with every element put beforehand."""
+    n = min(n, case.prefill)
+    t = case.full.trace(steps=n).start()
+    for i in range(n):
+        case.full.put(case.batches[i % len(case.batches)])
+    time.sleep(0.05)
+    for _ in range(n):
+        case.fed_full()
+    elements = [e["ns"] for e in t.stop()]
+    return elements
+
+
+# ---- what the timestamps say ---------------------------------------------------------------
+
+
+def span_us(elements, start, end):
+    values = [(e[end] - e[start]) / 1e3 for e in elements if start in e and end in e]
+    return statistics.median(values) if values else None
+
+
+def gap_us(elements, end, start):
+    """Median time from ``end`` of element k to ``start`` of element k + 1."""
+    values = [(b[start] - a[end]) / 1e3 for a, b in zip(elements, elements[1:]) if end in a and start in b]
+    return statistics.median(values) if values else None
+
+
+def breakdown(elements):
+    """Medians (us) of what the engine saw per element."""
+    if not elements:
+        return {}
+    parts = {
+        "consumer wait us": span_us(elements, "get_begin", "dequeued"),
+        "consumer read us": span_us(elements, "dequeued", "consumed"),
+        "step period us": gap_us(elements, "dequeued", "dequeued"),
+        "producer wait us": span_us(elements, "put_begin", "reserved"),
+        "producer write us": span_us(elements, "reserved", "put_end"),
+        "producer publish us": span_us(elements, "put_end", "ready"),
+        "producer gap us": gap_us(elements, "ready", "put_begin"),
+    }
+    return {k: v for k, v in parts.items() if v is not None}
+
+
+# ---- the producers alone --------------------------------------------------------------------
+
+
+def producer_cost_us(case, count):
+    """Per batch: each feeder filling a queue with room for all, no consumer, nothing else running.
+
+    The second of two fills is timed: the first touches the staging's fresh pages.
+    """
+    spec = [(c.name, c.dtype, c.shape) for c in case.queue.components]
+    out = {}
+    for kind in ("array", "iterable"):
+        q = tq.Queue(spec, capacity=count, name="producer")
+        for timed in (False, True):
+            feeder = case.feeder(kind, q)
+            began = time.perf_counter()
+            with feeder:
+                while q.size() < count and feeder.running:
+                    time.sleep(0.0002)
+                elapsed = time.perf_counter() - began
+            q.close(cancel_pending=True)
+            q.reopen()
+        out[kind] = 1e6 * elapsed / count
+        del q
+    return out
+
+
+# ---- the whole profile ------------------------------------------------------------------------
+
+
+def profile(batch, cols, hidden=1024, steps=300, rounds=5, capacity=3, switch_intervals=(0.0005,), trace=100,
+            seed=0, log=None):
+    """The profile of one step shape, as a dict: ``rows`` (one per part) and the case's parameters."""
+    case = Case(batch, cols, hidden, capacity, max(steps, trace) + 3, np.random.default_rng(seed))
+    default_interval = sys.getswitchinterval()
+    variants = [(part, None) for part in PARTS] + [("iterable", s) for s in switch_intervals]
+    times = {v: [] for v in variants}
+    traces = {}
+    for r in range(rounds):
+        last = r == rounds - 1
+        for part, interval in variants:
+            sys.setswitchinterval(interval or default_interval)
+            try:
+                seconds = measure(case, part, steps)
+                if last and trace and part in ("array", "iterable") and interval is None:
+                    with case.feeder(part):
+                        traces[part] = traced(case.queue, case.fed, trace)
+                    case.drain()
+            finally:
+                sys.setswitchinterval(default_interval)
+            times[(part, interval)].append(seconds)
+        if log:
+            log("  round %d/%d: %s" % (r + 1, rounds, ", ".join(
+                "%s%s %.1f" % (p, "" if s is None else "@%gms" % (1e3 * s), 1e6 * times[(p, s)][-1])
+                for p, s in variants)))
+    if trace:
+        traces["prefilled"] = prefilled_trace(case, trace)
+    resident = min(times[("resident", None)])
+    rows = []
+    for part, interval in variants:
+        seconds = min(times[(part, interval)])
+        name = part if interval is None else "%s, switch interval %g ms" % (part, 1e3 * interval)
+        row = {"part": name, "us/step": 1e6 * seconds, "x resident": seconds / resident,
+               "median us": 1e6 * statistics.median(times[(part, interval)])}
+        if interval is None:
+            row.update(breakdown(traces.get(part)))
+        rows.append(row)
+    producers = producer_cost_us(case, min(200, max(20, steps)))
+    return {"shape": case.label, "hidden": hidden, "steps": steps, "rounds": rounds, "capacity": capacity,
+            "device": theano.config.device, "target": case.queue.target, "rows": rows,
+            "producer us/batch": producers,
+            "ratios": {p: next(r["x resident"] for r in rows if r["part"] == p) for p in PARTS[1:]}}
+
+
+def table(result):
+    """The profile as aligned text."""
+    keys = ["part", "us/step", "x resident", "median us", "consumer wait us", "consumer read us", "producer wait us",
+            "producer write us", "producer publish us", "producer gap us"]
+    keys = [k for k in keys if any(k in r for r in result["rows"])]
+    lines = ["%s, hidden %d, %s (queue target %s), %d steps x %d rounds; producers alone: %s" % (
+        result["shape"], result["hidden"], result["device"], result["target"], result["steps"], result["rounds"],
+        ", ".join("%s %.1f us/batch" % kv for kv in result["producer us/batch"].items()))]
+    widths = [max(len(k), 9) for k in keys]
+    widths[0] = max(len(r["part"]) for r in result["rows"]) + 1
+    lines.append("  ".join(k.rjust(w) if i else k.ljust(w) for i, (k, w) in enumerate(zip(keys, widths))))
+    for r in result["rows"]:
+        cells = []
+        for i, (k, w) in enumerate(zip(keys, widths)):
+            v = r.get(k, "")
+            text = v if isinstance(v, str) else ("%.3f" % v if k == "x resident" else "%.1f" % v)
+            cells.append(text.ljust(w) if i == 0 else text.rjust(w))
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shapes", default="256x784,64x3072", help="batch x features, comma-separated")
+    parser.add_argument("--hidden", type=int, default=1024, help="the MLP's hidden width")
+    parser.add_argument("--steps", type=int, default=300, help="steps per part and round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--capacity", type=int, default=3, help="the fed queue's capacity")
+    parser.add_argument("--switch-intervals", default="0.5",
+                        help="extra sys.setswitchinterval values (ms) for the iterable part, comma-separated")
+    parser.add_argument("--trace", type=int, default=100, help="elements traced per fed part (0: none)")
+    parser.add_argument("--copy-threads", type=int, help="the engine's copy pool (default: one per core, 16 at most)")
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args(argv)
+    if args.copy_threads:
+        _engine.set_copy_threads(args.copy_threads)
+    results = []
+    for shape in args.shapes.split(","):
+        batch, cols = parse_shape(shape)
+        print("profiling %dx%d ..." % (batch, cols), file=sys.stderr, flush=True)
+        result = profile(batch, cols, args.hidden, args.steps, args.rounds, args.capacity,
+                         tuple(float(s) / 1e3 for s in args.switch_intervals.split(",") if s), args.trace,
+                         log=lambda line: print(line, file=sys.stderr, flush=True))
+        print(table(result), flush=True)
+        print(flush=True)
+        results.append(result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": platform.node(), "profiles": results}, f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()
