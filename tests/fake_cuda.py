@@ -1,6 +1,6 @@
-"""A stand-in CUDA driver for tests (tests/c/fake_libcuda.c): the probe and the
-CLI's GPU paths run against it on a machine without a GPU, and it reports what
-they left held."""
+"""A stand-in CUDA driver for tests (tests/c/fake_libcuda.c): the probe, the
+CLI's GPU paths, device-array puts and the device gather run against it on a
+machine without a GPU, and it reports what they left held."""
 import os
 import shutil
 import subprocess

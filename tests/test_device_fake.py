@@ -153,6 +153,34 @@ def test_another_context_on_the_same_gpu_is_copied_between_contexts(fake):
     """)
 
 
+def test_a_ring_that_gathers_on_the_device_takes_strided_device_puts_too(fake, tmp_path):
+    # Both kernels loaded in one context: each launch runs the kernel its function names.
+    nvrtc = str(tmp_path / "libnvrtc.so")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", nvrtc,
+                    os.path.join(ROOT, "tests", "c", "fake_libnvrtc.c")], check=True)
+    run(fake, """
+        ring, comps = gpu_ring([("x", "float32", (4, 6)), ("y", "int16", (4,))])
+        x = device_copy(np.arange(8 * 6, dtype=np.float32).reshape(8, 6))
+        y = device_copy(np.arange(8, dtype=np.int16))
+        put(ring, comps, [CAI(x[::2, ::-1]), CAI(y[::2])])
+        data = [np.arange(10 * 6, dtype=np.float32).reshape(10, 6) + 0.5, np.arange(10, dtype=np.int16) * 3]
+        assert ring.gather_on_device(data, "kernel") == "kernel"
+        rows = np.array([7, 0, 9, 2, 2, 5, 1, 8], dtype=np.int64)
+        assert ring.put_rows(data, rows, 4, 0, 1) == 1
+        got = [ring.get() for _ in range(2)]
+        put(ring, comps, [CAI(x[7:3:-1, ::-1]), CAI(y[::-2])])
+        assert ring.put_rows(data, rows, 4, 1, 1) == 1
+        got += [ring.get() for _ in range(2)]
+        expected = [(x[::2, ::-1], y[::2]), (data[0][rows[:4]], data[1][rows[:4]]),
+                    (x[7:3:-1, ::-1], y[::-2]), (data[0][rows[4:]], data[1][rows[4:]])]
+        for (gx, gy), (ex, ey) in zip(got, expected):
+            assert gx.tobytes() == np.ascontiguousarray(ex).tobytes()
+            assert gy.tobytes() == np.ascontiguousarray(ey).tobytes()
+        assert sum(line.startswith("kernel") for line in log()) >= 6  # two strided puts, two gathers of two components
+        ring.gather_on_host()
+    """, THEANO_QUEUE_LIBNVRTC=nvrtc)
+
+
 @pytest.mark.parametrize("failing", ["cuMemcpyDtoDAsync_v2", "cuLaunchKernel", "cuEventRecord"])
 def test_a_failed_copy_drops_its_slot_and_the_queue_goes_on(fake, failing):
     run(fake, """

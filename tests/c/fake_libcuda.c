@@ -2,14 +2,19 @@
  * and the engine's CUDA backend (c_code/tq_cuda.c) call, on host memory, so
  * that the probe, the CLI's GPU paths, the backend's device puts and its
  * device gather run (and their resource handling is checked) on a machine
- * without a GPU.  Built as libcuda.so.1 by tests/fake_cuda.py and found
- * through THEANO_QUEUE_LIBCUDA (the probe) or LD_LIBRARY_PATH (the engine).
+ * without a GPU.  Built as libcuda.so.1 by tests/fake_cuda.py (and
+ * tests/test_gather_fake.py) and found through THEANO_QUEUE_LIBCUDA or
+ * LD_LIBRARY_PATH.
  *
- * Work runs at once, in the calling thread: streams and events only count.
- * Contexts are handles: 0x1000 + n is device n's primary context, 0x2000 + n
- * another context on device n.  "Device" memory is host memory that
- * cuPointerGetAttribute knows (its context and device); the kernels of
- * tq_cuda.c (strided copy, gather) are emulated by cuLaunchKernel.
+ * Work runs at once, in the calling thread: streams and events order nothing,
+ * they only count and log.  Contexts are handles: 0x1000 + n is device n's
+ * primary context, 0x2000 + n another context on device n.  "Device" memory
+ * is host memory that cuPointerGetAttribute knows (its context and device);
+ * page-locked host memory (cuMemHostAlloc, cuMemHostRegister) is known as
+ * host memory, mapped at its own address.  A module offers the kernels its
+ * image names: the strided copy (c_code/tq_strided_ptx.h) and the gather
+ * kernels (the source fake_libnvrtc.c hands back as PTX); cuLaunchKernel runs
+ * the one its function handle names, on the host.
  *
  *   FAKE_CUDA_DEVICES=n     devices (default 1; 0 makes cuInit fail with
  *                           CUDA_ERROR_NO_DEVICE, as a driver without a GPU does)
@@ -18,12 +23,17 @@
  *                           CUDA_ERROR_OUT_OF_MEMORY (too large to page-lock)
  *   FAKE_CUDA_REPORT=path   at exit, writes "retained pushed host device streams
  *                           registered modules" still held: all zero when the
- *                           caller released all
+ *                           caller released all (tests/fake_cuda.py's NOTHING_HELD)
  *   FAKE_CUDA_LOG=path      appends one line per stream-ordering call:
- *                           "record <stream>", "wait <stream>", "copy", "kernel",
- *                           "sync" (cuEventSynchronize), with the copy stream and
- *                           the producers' streams as numbers
+ *                           "record <stream>", "wait <stream>", "copy <stream>"
+ *                           (device to device), "peer <stream>", "batch <stream>"
+ *                           (cuMemcpyBatchAsync), "kernel <stream>", and "sync"
+ *                           (cuEventSynchronize); streams as numbers, none for
+ *                           the NULL stream
+ *
+ * Built with -DFAKE_CUDA_BEFORE_12_8 it is a driver older than the batch copy.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,19 +41,27 @@
 
 typedef int CUresult;
 #define OK 0
+#define ERR_INVALID_VALUE 1
 #define ERR_OUT_OF_MEMORY 2
 #define ERR_NOT_INITIALIZED 3
-#define ERR_INVALID_VALUE 1
 #define ERR_NO_DEVICE 100
-#define ERR_NOT_SUPPORTED 801
+#define ERR_INVALID_PTX 218
+#define ERR_INVALID_HANDLE 400
+#define ERR_NOT_FOUND 500
+#define ERR_HOST_MEMORY_ALREADY_REGISTERED 712
+#define ERR_HOST_MEMORY_NOT_REGISTERED 713
 #define ERR_MISALIGNED_ADDRESS 716
+#define ERR_NOT_SUPPORTED 801
 
+/* What is held now (updated from any thread), and device gathers run so far. */
 static int initialised, retained, pushed, host_allocs, device_allocs, streams, registered, modules, gathers;
+
+#define COUNT(counter, delta) __atomic_add_fetch(&(counter), (delta), __ATOMIC_RELAXED)
 
 /* For tests/c/test_gather.c: ranges registered now, and kernels and batch
  * copies run so far (device gathers). */
-int fake_cuda_registered(void) { return registered; }
-int fake_cuda_gathers(void) { return gathers; }
+int fake_cuda_registered(void) { return __atomic_load_n(&registered, __ATOMIC_RELAXED); }
+int fake_cuda_gathers(void) { return __atomic_load_n(&gathers, __ATOMIC_RELAXED); }
 
 static int devices(void)
 {
@@ -75,6 +93,21 @@ static void report(void)
     }
 }
 
+static void log_line(const char *what, const void *stream)
+{
+    const char *path = getenv("FAKE_CUDA_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) {
+        if (stream)
+            fprintf(f, "%s %llu\n", what, (unsigned long long)(uintptr_t)stream);
+        else
+            fprintf(f, "%s\n", what);
+        fclose(f);
+    }
+}
+
+/* ---- the driver, its errors and its devices ------------------------------------------ */
+
 CUresult cuInit(unsigned int flags)
 {
     (void)flags;
@@ -92,13 +125,20 @@ CUresult cuDriverGetVersion(int *version)
     return OK;
 }
 
+/* Any other code (CUDA_ERROR_INVALID_VALUE among them) is CUDA_ERROR_FAKE,
+ * which tests/test_probe.py expects of a bad device ordinal. */
 CUresult cuGetErrorName(CUresult rc, const char **name)
 {
-    *name = rc == ERR_NO_DEVICE                ? "CUDA_ERROR_NO_DEVICE"
-            : rc == ERR_OUT_OF_MEMORY          ? "CUDA_ERROR_OUT_OF_MEMORY"
-            : rc == ERR_MISALIGNED_ADDRESS     ? "CUDA_ERROR_MISALIGNED_ADDRESS"
-            : rc == ERR_NOT_SUPPORTED          ? "CUDA_ERROR_NOT_SUPPORTED"
-                                               : "CUDA_ERROR_FAKE";
+    *name = rc == ERR_NO_DEVICE                        ? "CUDA_ERROR_NO_DEVICE"
+            : rc == ERR_OUT_OF_MEMORY                  ? "CUDA_ERROR_OUT_OF_MEMORY"
+            : rc == ERR_INVALID_PTX                    ? "CUDA_ERROR_INVALID_PTX"
+            : rc == ERR_INVALID_HANDLE                 ? "CUDA_ERROR_INVALID_HANDLE"
+            : rc == ERR_NOT_FOUND                      ? "CUDA_ERROR_NOT_FOUND"
+            : rc == ERR_HOST_MEMORY_ALREADY_REGISTERED ? "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"
+            : rc == ERR_HOST_MEMORY_NOT_REGISTERED     ? "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"
+            : rc == ERR_MISALIGNED_ADDRESS             ? "CUDA_ERROR_MISALIGNED_ADDRESS"
+            : rc == ERR_NOT_SUPPORTED                  ? "CUDA_ERROR_NOT_SUPPORTED"
+                                                       : "CUDA_ERROR_FAKE";
     return OK;
 }
 
@@ -154,20 +194,22 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int device)
     return OK;
 }
 
+/* ---- contexts ------------------------------------------------------------------------- */
+
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int device)
 {
     ENTER("cuDevicePrimaryCtxRetain");
     if (device < 0 || device >= devices())
         return ERR_INVALID_VALUE;
     *ctx = (void *)(size_t)(0x1000 + device);
-    retained++;
+    COUNT(retained, 1);
     return OK;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(int device)
 {
     (void)device;
-    retained--;
+    COUNT(retained, -1);
     return OK;
 }
 
@@ -185,7 +227,7 @@ CUresult cuCtxPushCurrent_v2(void *ctx)
     if (ctx_depth == 64)
         return ERR_INVALID_VALUE;
     ctx_stack[ctx_depth++] = ctx;
-    pushed++;
+    COUNT(pushed, 1);
     return OK;
 }
 
@@ -195,7 +237,7 @@ CUresult cuCtxPopCurrent_v2(void **ctx)
         *ctx = current_ctx();
     if (ctx_depth)
         ctx_depth--;
-    pushed--;
+    COUNT(pushed, -1);
     return OK;
 }
 
@@ -213,6 +255,8 @@ CUresult cuCtxGetDevice(int *device)
     return OK;
 }
 
+/* ---- memory ---------------------------------------------------------------------------- */
+
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     ENTER("cuMemGetInfo_v2");
@@ -221,89 +265,179 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return OK;
 }
 
-CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
-{
-    ENTER("cuMemHostAlloc");
-    (void)flags;
-    *p = malloc(bytes);
-    host_allocs += *p != NULL;
-    return *p ? OK : ERR_OUT_OF_MEMORY;
-}
-
-CUresult cuMemFreeHost(void *p)
-{
-    free(p);
-    host_allocs--;
-    return OK;
-}
-
-/* What cuPointerGetAttribute knows: device allocations (with the context
- * current when they were made) and registered host memory (context NULL). */
+/* What the driver knows of memory: device allocations (with the context
+ * current when they were made), page-locked allocations and registered host
+ * ranges (host, context NULL). */
 #define MAX_RANGES 4096
+enum range_kind { DEVICE_MEMORY = 1, PINNED_ALLOCATION, REGISTERED_HOST };
 static struct {
     char *start;
     size_t bytes;
     void *ctx;
-    int host;
+    enum range_kind kind;
 } ranges[MAX_RANGES];
+static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void add_range(void *start, size_t bytes, void *ctx, int host)
+/* Called with ranges_lock held. */
+static int add_range(void *start, size_t bytes, void *ctx, enum range_kind kind)
 {
     for (int i = 0; i < MAX_RANGES; i++)
         if (!ranges[i].start) {
             ranges[i].start = start;
             ranges[i].bytes = bytes;
             ranges[i].ctx = ctx;
-            ranges[i].host = host;
-            return;
+            ranges[i].kind = kind;
+            return 1;
         }
+    return 0;
 }
 
-static void drop_range(const void *start)
+/* The range starting at `start` of that kind (-1 if none); ranges_lock held. */
+static int range_at(const void *start, enum range_kind kind)
 {
     for (int i = 0; i < MAX_RANGES; i++)
-        if (ranges[i].start == start)
-            ranges[i].start = NULL;
-}
-
-static int find_range(const char *p)
-{
-    for (int i = 0; i < MAX_RANGES; i++)
-        if (ranges[i].start && p >= ranges[i].start && p < ranges[i].start + ranges[i].bytes)
+        if (ranges[i].start == start && ranges[i].kind == kind)
             return i;
     return -1;
+}
+
+/* The range holding p, device memory first (a registered range, rounded out
+ * to pages, may hold some of the stand-in's "device" memory); ranges_lock held. */
+static int find_range(const char *p)
+{
+    int host = -1;
+    for (int i = 0; i < MAX_RANGES; i++)
+        if (ranges[i].start && p >= ranges[i].start && p < ranges[i].start + ranges[i].bytes) {
+            if (ranges[i].kind == DEVICE_MEMORY)
+                return i;
+            host = host < 0 ? i : host;
+        }
+    return host;
+}
+
+/* 1 when [p, p + bytes) overlaps registered host memory, as the driver
+ * refuses to register twice; ranges_lock held. */
+static int overlaps_registered(const char *p, size_t bytes)
+{
+    for (int i = 0; i < MAX_RANGES; i++)
+        if (ranges[i].start && ranges[i].kind == REGISTERED_HOST && p < ranges[i].start + ranges[i].bytes
+            && ranges[i].start < p + bytes)
+            return 1;
+    return 0;
+}
+
+static CUresult track(void *start, size_t bytes, void *ctx, enum range_kind kind)
+{
+    pthread_mutex_lock(&ranges_lock);
+    int added = add_range(start, bytes, ctx, kind);
+    pthread_mutex_unlock(&ranges_lock);
+    return added ? OK : ERR_OUT_OF_MEMORY;
+}
+
+/* 1 when a range of that kind started at `start` (and is forgotten now). */
+static int untrack(const void *start, enum range_kind kind)
+{
+    pthread_mutex_lock(&ranges_lock);
+    int i = range_at(start, kind);
+    if (i >= 0)
+        ranges[i].start = NULL;
+    pthread_mutex_unlock(&ranges_lock);
+    return i >= 0;
+}
+
+CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
+{
+    ENTER("cuMemHostAlloc");
+    (void)flags;
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p)
+        return ERR_OUT_OF_MEMORY;
+    if (track(*p, bytes ? bytes : 1, NULL, PINNED_ALLOCATION) != OK) {
+        free(*p);
+        return ERR_OUT_OF_MEMORY;
+    }
+    COUNT(host_allocs, 1);
+    return OK;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    if (!p)
+        return OK;
+    if (!untrack(p, PINNED_ALLOCATION))
+        return ERR_INVALID_VALUE;
+    free(p);
+    COUNT(host_allocs, -1);
+    return OK;
 }
 
 CUresult cuMemAlloc_v2(unsigned long long *p, size_t bytes)
 {
     ENTER("cuMemAlloc_v2");
     void *mem = malloc(bytes ? bytes : 1);
-    *p = (unsigned long long)(size_t)mem;
-    device_allocs += mem != NULL;
-    if (mem)
-        add_range(mem, bytes ? bytes : 1, current_ctx() ? current_ctx() : (void *)0x1000, 0);
-    return mem ? OK : ERR_OUT_OF_MEMORY;
+    if (!mem)
+        return ERR_OUT_OF_MEMORY;
+    if (track(mem, bytes ? bytes : 1, current_ctx() ? current_ctx() : (void *)0x1000, DEVICE_MEMORY) != OK) {
+        free(mem);
+        return ERR_OUT_OF_MEMORY;
+    }
+    *p = (unsigned long long)(uintptr_t)mem;
+    COUNT(device_allocs, 1);
+    return OK;
 }
 
 CUresult cuMemFree_v2(unsigned long long p)
 {
-    drop_range((void *)(size_t)p);
-    free((void *)(size_t)p);
-    device_allocs--;
+    if (!p)
+        return OK;
+    if (!untrack((void *)(uintptr_t)p, DEVICE_MEMORY))
+        return ERR_INVALID_VALUE;
+    free((void *)(uintptr_t)p);
+    COUNT(device_allocs, -1);
     return OK;
 }
 
 CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
 {
+    const char *limit = getenv("FAKE_CUDA_REGISTER_LIMIT");
+    CUresult rc = OK;
     ENTER("cuMemHostRegister_v2");
     (void)flags;
-    add_range(p, bytes, NULL, 1);
-    return OK;
+    if (!p || !bytes)
+        return ERR_INVALID_VALUE;
+    if (limit && bytes > (size_t)atoll(limit))
+        return ERR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&ranges_lock);
+    if (overlaps_registered(p, bytes))
+        rc = ERR_HOST_MEMORY_ALREADY_REGISTERED;
+    else if (!add_range(p, bytes, NULL, REGISTERED_HOST))
+        rc = ERR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&ranges_lock);
+    if (rc == OK)
+        COUNT(registered, 1);
+    return rc;
 }
 
 CUresult cuMemHostUnregister(void *p)
 {
-    drop_range(p);
+    if (!untrack(p, REGISTERED_HOST))
+        return ERR_HOST_MEMORY_NOT_REGISTERED;
+    COUNT(registered, -1);
+    return OK;
+}
+
+/* Unified addressing: the device reads page-locked host memory at its own
+ * address; other host memory it cannot reach. */
+CUresult cuMemHostGetDevicePointer_v2(unsigned long long *d, void *p, unsigned int flags)
+{
+    ENTER("cuMemHostGetDevicePointer_v2");
+    pthread_mutex_lock(&ranges_lock);
+    int i = find_range(p);
+    int host = i >= 0 && ranges[i].kind != DEVICE_MEMORY;
+    pthread_mutex_unlock(&ranges_lock);
+    if (flags || !host)
+        return ERR_INVALID_VALUE;
+    *d = (unsigned long long)(uintptr_t)p;
     return OK;
 }
 
@@ -311,29 +445,45 @@ CUresult cuMemHostUnregister(void *p)
 CUresult cuPointerGetAttribute(void *out, int attribute, unsigned long long ptr)
 {
     ENTER("cuPointerGetAttribute");
-    int i = find_range((const char *)(size_t)ptr);
+    pthread_mutex_lock(&ranges_lock);
+    int i = find_range((const char *)(uintptr_t)ptr);
+    int host = i >= 0 && ranges[i].kind != DEVICE_MEMORY;
+    void *ctx = i >= 0 ? ranges[i].ctx : NULL;
+    pthread_mutex_unlock(&ranges_lock);
     if (i < 0)
         return ERR_INVALID_VALUE; /* as the driver says of pageable host memory */
     switch (attribute) {
-    case 1: *(void **)out = ranges[i].ctx; return ranges[i].host ? ERR_INVALID_VALUE : OK;
-    case 2: *(unsigned int *)out = ranges[i].host ? 1 : 2; return OK;
+    case 1: *(void **)out = ctx; return host ? ERR_INVALID_VALUE : OK;
+    case 2: *(unsigned int *)out = host ? 1 : 2; return OK;
     case 8: *(unsigned int *)out = 0; return OK;
-    case 9: *(int *)out = ranges[i].host ? 0 : device_of(ranges[i].ctx); return OK;
+    case 9: *(int *)out = host ? 0 : device_of(ctx); return OK;
     default: return ERR_INVALID_VALUE;
     }
 }
 
-static void log_line(const char *what, const void *stream)
+/* ---- streams and events ---------------------------------------------------------------- */
+
+CUresult cuStreamCreate(void **stream, unsigned int flags)
 {
-    const char *path = getenv("FAKE_CUDA_LOG");
-    FILE *f = path ? fopen(path, "a") : NULL;
-    if (f) {
-        if (stream)
-            fprintf(f, "%s %llu\n", what, (unsigned long long)(uintptr_t)stream);
-        else
-            fprintf(f, "%s\n", what);
-        fclose(f);
-    }
+    ENTER("cuStreamCreate");
+    (void)flags;
+    *stream = malloc(16); /* never 0x1 or 0x2, the default streams' handles */
+    COUNT(streams, 1);
+    return OK;
+}
+
+CUresult cuStreamDestroy_v2(void *stream)
+{
+    free(stream);
+    COUNT(streams, -1);
+    return OK;
+}
+
+CUresult cuStreamSynchronize(void *stream)
+{
+    ENTER("cuStreamSynchronize");
+    (void)stream;
+    return OK;
 }
 
 CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags)
@@ -374,11 +524,29 @@ CUresult cuEventSynchronize(void *event)
     return OK;
 }
 
+/* ---- copies ------------------------------------------------------------------------------- */
+
+CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t bytes, void *stream)
+{
+    ENTER("cuMemcpyHtoDAsync_v2");
+    (void)stream;
+    memcpy((void *)(uintptr_t)dst, src, bytes);
+    return OK;
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, void *stream)
+{
+    ENTER("cuMemcpyDtoHAsync_v2");
+    (void)stream;
+    memcpy(dst, (const void *)(uintptr_t)src, bytes);
+    return OK;
+}
+
 CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t bytes, void *stream)
 {
     ENTER("cuMemcpyDtoDAsync_v2");
     log_line("copy", stream);
-    memcpy((void *)(size_t)dst, (const void *)(size_t)src, bytes);
+    memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     return OK;
 }
 
@@ -388,50 +556,109 @@ CUresult cuMemcpyPeerAsync(unsigned long long dst, void *dst_ctx, unsigned long 
     ENTER("cuMemcpyPeerAsync");
     (void)dst_ctx, (void)src_ctx;
     log_line("peer", stream);
-    memcpy((void *)(size_t)dst, (const void *)(size_t)src, bytes);
+    memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     return OK;
 }
 
-/* ---- the strided-copy kernel (c_code/tq_strided.cu), emulated ---- */
+#ifndef FAKE_CUDA_BEFORE_12_8
+/* CUDA 13's batch copy; the backend asks for one attribute, stream order, for all. */
+CUresult cuMemcpyBatchAsync_v2(unsigned long long *dsts, unsigned long long *srcs, size_t *sizes, size_t count,
+                               void *attrs, size_t *attrs_idxs, size_t n_attrs, void *stream)
+{
+    ENTER("cuMemcpyBatchAsync_v2");
+    if (!attrs || n_attrs != 1 || attrs_idxs[0] != 0 || *(int *)attrs != 1 /* in stream order */)
+        return ERR_INVALID_VALUE;
+    log_line("batch", stream);
+    for (size_t i = 0; i < count; i++)
+        memcpy((void *)(uintptr_t)dsts[i], (const void *)(uintptr_t)srcs[i], sizes[i]);
+    COUNT(gathers, 1);
+    return OK;
+}
+#endif
 
+/* ---- modules and kernels ----------------------------------------------------------------- */
+
+/* The kernels the stand-in runs; a function handle points at one of them. */
+enum kernel_kind { STRIDED_COPY, GATHER };
+static const struct kernel {
+    const char *name;
+    enum kernel_kind kind;
+    size_t word; /* a gather kernel's word size */
+} kernels[] = {
+    {"tq_strided_copy", STRIDED_COPY, 0},
+    {"tq_gather_w16", GATHER, 16},
+    {"tq_gather_w8", GATHER, 8},
+    {"tq_gather_w4", GATHER, 4},
+    {"tq_gather_w2", GATHER, 2},
+    {"tq_gather_w1", GATHER, 1},
+};
+#define N_KERNELS (int)(sizeof kernels / sizeof kernels[0])
+
+/* A module: which of the kernels its image defines. */
+typedef struct {
+    int defines[N_KERNELS];
+} module;
+
+/* 1 when `image` names `name` as a whole word (tq_gather_w1 is not tq_gather_w16). */
+static int names(const char *image, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *at = strstr(image, name); at; at = strstr(at + 1, name)) {
+        char next = at[len];
+        if (!(next == '_' || (next >= '0' && next <= '9') || (next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z')))
+            return 1;
+    }
+    return 0;
+}
+
+CUresult cuModuleLoadData(void **handle, const void *image)
+{
+    ENTER("cuModuleLoadData");
+    module *m = calloc(1, sizeof *m);
+    int any = 0;
+    if (!m)
+        return ERR_OUT_OF_MEMORY;
+    for (int k = 0; k < N_KERNELS; k++)
+        any |= m->defines[k] = names(image, kernels[k].name);
+    if (!any) {
+        free(m);
+        return ERR_INVALID_PTX;
+    }
+    *handle = m;
+    COUNT(modules, 1);
+    return OK;
+}
+
+CUresult cuModuleUnload(void *handle)
+{
+    free(handle);
+    COUNT(modules, -1);
+    return OK;
+}
+
+CUresult cuModuleGetFunction(void **function, void *handle, const char *name)
+{
+    ENTER("cuModuleGetFunction");
+    const module *m = handle;
+    for (int k = 0; k < N_KERNELS; k++)
+        if (m->defines[k] && strcmp(name, kernels[k].name) == 0) {
+            *function = (void *)&kernels[k];
+            return OK;
+        }
+    return ERR_NOT_FOUND;
+}
+
+/* The strided-copy kernel (c_code/tq_strided.cu): its argument, as tq_cuda.c lays it out. */
 struct strided_desc {
     long long shape[8], strides[8], n;
     int ndim, unit;
 };
 
-CUresult cuModuleLoadData(void **module, const void *image)
+static CUresult strided_copy(void **params)
 {
-    ENTER("cuModuleLoadData");
-    if (!strstr((const char *)image, ".entry tq_strided_copy"))
-        return ERR_INVALID_VALUE;
-    *module = malloc(1);
-    return OK;
-}
-
-CUresult cuModuleGetFunction(void **fn, void *module, const char *name)
-{
-    ENTER("cuModuleGetFunction");
-    if (strcmp(name, "tq_strided_copy"))
-        return ERR_INVALID_VALUE;
-    *fn = module;
-    return OK;
-}
-
-CUresult cuModuleUnload(void *module)
-{
-    free(module);
-    return OK;
-}
-
-CUresult cuLaunchKernel(void *fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
-                        unsigned int bz, unsigned int shared, void *stream, void **params, void **extra)
-{
-    ENTER("cuLaunchKernel");
-    (void)fn, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)extra;
     const char *src = *(const char **)params[0];
     char *dst = *(char **)params[1];
     const struct strided_desc *d = params[2];
-    log_line("kernel", stream);
     for (long long i = 0; i < d->n; i++) {
         long long rest = i, offset = 0;
         for (int k = d->ndim - 1; k >= 0; k--) {
@@ -439,178 +666,16 @@ CUresult cuLaunchKernel(void *fn, unsigned int gx, unsigned int gy, unsigned int
             rest /= d->shape[k];
         }
         if ((uintptr_t)(src + offset) % (unsigned)d->unit)
-            return 716; /* CUDA_ERROR_MISALIGNED_ADDRESS */
+            return ERR_MISALIGNED_ADDRESS;
         memcpy(dst + i * d->unit, src + offset, (size_t)d->unit);
     }
     return OK;
 }
 
-CUresult cuStreamCreate(void **stream, unsigned int flags)
+/* A gather kernel (c_code/tq_cuda.c's gather_source): every word it reads or
+ * writes aligned to its size, as a GPU requires. */
+static CUresult gather(size_t word, void **params)
 {
-    ENTER("cuStreamCreate");
-    (void)flags;
-    *stream = malloc(16); /* never 0x1 or 0x2, the default streams' handles */
-    streams++;
-    return OK;
-}
-
-CUresult cuStreamDestroy_v2(void *stream)
-{
-    free(stream);
-    streams--;
-    return OK;
-}
-
-CUresult cuStreamSynchronize(void *stream)
-{
-    ENTER("cuStreamSynchronize");
-    (void)stream;
-    return OK;
-}
-
-CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t bytes, void *stream)
-{
-    ENTER("cuMemcpyHtoDAsync_v2");
-    (void)stream;
-    memcpy((void *)(size_t)dst, src, bytes);
-    return OK;
-}
-
-CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, void *stream)
-{
-    ENTER("cuMemcpyDtoHAsync_v2");
-    (void)stream;
-    memcpy(dst, (const void *)(size_t)src, bytes);
-    return OK;
-}
-
-/* ---- what the engine's CUDA backend calls (c_code/tq_cuda.c) ---------------------- */
-
-CUresult cuCtxGetCurrent(void **ctx)
-{
-    ENTER("cuCtxGetCurrent");
-    *ctx = (void *)(size_t)0x1000;
-    return OK;
-}
-
-CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
-{
-    const char *limit = getenv("FAKE_CUDA_REGISTER_LIMIT");
-    ENTER("cuMemHostRegister_v2");
-    (void)p;
-    (void)flags;
-    if (limit && bytes > (size_t)atoll(limit))
-        return ERR_OUT_OF_MEMORY;
-    registered++;
-    return OK;
-}
-
-CUresult cuMemHostUnregister(void *p)
-{
-    (void)p;
-    registered--;
-    return OK;
-}
-
-/* Unified addressing: the device reads host memory at its own address. */
-CUresult cuMemHostGetDevicePointer_v2(unsigned long long *d, void *p, unsigned int flags)
-{
-    ENTER("cuMemHostGetDevicePointer_v2");
-    (void)flags;
-    *d = (unsigned long long)(size_t)p;
-    return OK;
-}
-
-CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags)
-{
-    ENTER("cuStreamWaitEvent");
-    (void)stream, (void)event, (void)flags;
-    return OK;
-}
-
-CUresult cuEventCreate(void **event, unsigned int flags)
-{
-    ENTER("cuEventCreate");
-    (void)flags;
-    *event = malloc(1);
-    return OK;
-}
-
-CUresult cuEventDestroy_v2(void *event)
-{
-    free(event);
-    return OK;
-}
-
-CUresult cuEventRecord(void *event, void *stream)
-{
-    ENTER("cuEventRecord");
-    (void)event, (void)stream;
-    return OK;
-}
-
-CUresult cuEventSynchronize(void *event)
-{
-    ENTER("cuEventSynchronize");
-    (void)event;
-    return OK;
-}
-
-CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t bytes, void *stream)
-{
-    ENTER("cuMemcpyDtoDAsync_v2");
-    (void)stream;
-    memcpy((void *)(size_t)dst, (const void *)(size_t)src, bytes);
-    return OK;
-}
-
-/* A module is the PTX it was given; a function, the word size of the gather
- * kernel it names (tq_gather_w16 ... tq_gather_w1). */
-CUresult cuModuleLoadData(void **module, const void *ptx)
-{
-    ENTER("cuModuleLoadData");
-    if (!strstr(ptx, "tq_gather_w16"))
-        return ERR_INVALID_VALUE;
-    *module = malloc(1);
-    modules++;
-    return OK;
-}
-
-CUresult cuModuleUnload(void *module)
-{
-    free(module);
-    modules--;
-    return OK;
-}
-
-static size_t words[] = {16, 8, 4, 2, 1};
-
-CUresult cuModuleGetFunction(void **function, void *module, const char *name)
-{
-    ENTER("cuModuleGetFunction");
-    (void)module;
-    for (int i = 0; i < 5; i++) {
-        char expected[32];
-        snprintf(expected, sizeof expected, "tq_gather_w%zu", words[i]);
-        if (strcmp(name, expected) == 0) {
-            *function = &words[i];
-            return OK;
-        }
-    }
-    return ERR_INVALID_VALUE;
-}
-
-/* The gather kernel, on the host: the parameters of c_code/tq_cuda.c's
- * kernel, and every word it reads or writes aligned to its size, as a GPU
- * requires (CUDA_ERROR_MISALIGNED_ADDRESS otherwise). */
-CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params, void **extra)
-{
-    ENTER("cuLaunchKernel");
-    (void)stream, (void)extra, (void)shared;
-    if (!gx || !gy || !gz || !bx || !by || !bz)
-        return ERR_INVALID_VALUE;
-    size_t word = *(size_t *)function;
     char *dst = *(char **)params[0];
     const char *src = *(const char **)params[1];
     long long stride = *(long long *)params[2];
@@ -620,26 +685,27 @@ CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsign
     for (long long r = 0; r < rows; r++) {
         const char *from = src + idx[r] * stride;
         char *to = dst + (size_t)r * n_words * word;
-        if ((size_t)from % word || (size_t)to % word)
+        if ((uintptr_t)from % word || (uintptr_t)to % word)
             return ERR_MISALIGNED_ADDRESS;
         memcpy(to, from, n_words * word);
     }
-    gathers++;
+    COUNT(gathers, 1);
     return OK;
 }
 
-/* Built with -DFAKE_CUDA_BEFORE_12_8: a driver older than the batch copy. */
-#ifndef FAKE_CUDA_BEFORE_12_8
-CUresult cuMemcpyBatchAsync_v2(unsigned long long *dsts, unsigned long long *srcs, size_t *sizes, size_t count,
-                               void *attrs, size_t *attrs_idxs, size_t n_attrs, void *stream)
+CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params, void **extra)
 {
-    ENTER("cuMemcpyBatchAsync_v2");
-    (void)stream;
-    if (!attrs || n_attrs != 1 || attrs_idxs[0] != 0 || *(int *)attrs != 1 /* in stream order */)
+    ENTER("cuLaunchKernel");
+    (void)shared, (void)extra;
+    const struct kernel *k = NULL;
+    for (int i = 0; i < N_KERNELS; i++)
+        if (function == (const void *)&kernels[i])
+            k = &kernels[i];
+    if (!k)
+        return ERR_INVALID_HANDLE;
+    if (!gx || !gy || !gz || !bx || !by || !bz || !params)
         return ERR_INVALID_VALUE;
-    for (size_t i = 0; i < count; i++)
-        memcpy((void *)(size_t)dsts[i], (const void *)(size_t)srcs[i], sizes[i]);
-    gathers++;
-    return OK;
+    log_line("kernel", stream);
+    return k->kind == STRIDED_COPY ? strided_copy(params) : gather(k->word, params);
 }
-#endif
