@@ -195,6 +195,24 @@ def test_wide_rows_are_packed_row_by_row_bit_exact_by_put_and_by_the_feeder():
                 assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row):]).all()
 
 
+@pytest.mark.parametrize("dtype, pad", [("float32", -1.5), ("int16", 7), ("uint8", 0), ("complex128", 1 - 2j)])
+def test_a_large_padded_batch_packs_bit_exact_from_rows_at_any_stride(dtype, pad):
+    # Several MiB: the packing is shared over the copy threads, whose chunks
+    # must each pad their own rows; the source rows lie inside a wider array.
+    rows, bound, inner = 64, 300, 40
+    q = tq.Queue([("seq", dtype, (rows, tq.upto(bound), inner))], capacity=2, target="cpu", pad_value={"seq": pad})
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(0, bound + 1, rows)
+    lengths[:2] = [0, bound]
+    wide = (rng.standard_normal((rows, bound + 9, inner)) * 100).astype(dtype)
+    source = wide[:, 3:, :]  # rows of (bound + 6, inner), contiguous within, 9 items apart
+    q.put(tq.Padded(source, lengths))
+    seq, got_lengths = q.get(lengths=True)
+    assert seq.shape == (rows, bound, inner) and np.array_equal(got_lengths, lengths)
+    for got, want, n in zip(seq, source, lengths):
+        assert np.array_equal(got[:n], want[:n]) and (got[n:] == np.asarray(pad, dtype)).all()
+
+
 # ---- bad input: refused, named, nothing enqueued ------------------------------------------------
 
 

@@ -29,8 +29,10 @@ samples), unpacking a taken element (``get``) and the graph's reshape
 """
 import math
 from collections.abc import Mapping
+
 import numpy as np
 
+from . import _engine
 from .spec import Component, as_component_value
 
 # Rows of at least this many bytes are packed one by one (used bytes only), shorter ones all at once.
@@ -125,6 +127,12 @@ class Variable:
         """
         n = len(packed)
         if n == 0 or packed.size == 0:
+            return
+        if self.k == 1 and packed.ndim >= 2 and _rows_contiguous(source) and not np.may_share_memory(packed, source):
+            # In C over the copy pool, with the GIL released: a batch of long
+            # rows is as large a copy as a fixed component's.
+            _engine.pack_rows(packed, source[:n], np.ascontiguousarray(lengths.reshape(n), np.int64),
+                              np.asarray(self.pad_value, packed.dtype).reshape(1))
             return
         if self.k == 1 and packed[0].nbytes >= ROW_BY_ROW_BYTES:
             pad = self.pad_value
@@ -558,3 +566,8 @@ def fixed_writer(component, value, queue_name):
         return [1]
 
     return write
+
+
+def _rows_contiguous(array):
+    """True when each row (``array[i]``) is C-contiguous, whatever the stride between rows."""
+    return len(array) == 0 or array[0].flags.c_contiguous
