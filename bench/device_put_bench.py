@@ -17,7 +17,6 @@ import theano
 
 import theano_queue as tq
 from common import MiB, best_of
-from theano_queue import _engine
 
 
 class NoStream:
@@ -26,7 +25,7 @@ class NoStream:
     def __init__(self, array):
         self.array = array
         self.__cuda_array_interface__ = {"shape": tuple(array.shape), "typestr": np.dtype(array.dtype).str,
-                                         "data": (_engine.gpudata_address(array.gpudata) + array.offset, False),
+                                         "data": (array.gpudata, False),  # pygpu: the device address, offset included
                                          "strides": None, "version": 3, "stream": None}
 
 
