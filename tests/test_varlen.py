@@ -66,11 +66,23 @@ def test_the_queue_keeps_the_users_components_and_sizes_the_slot_for_the_bound()
     (dict(pad_value={"nope": 1}), ValueError, "pad_value names 'nope', which is no component"),
     (dict(pad_value={"tokens": 1.5}), TypeError, "pad_value 1.5: .*component 'tokens'"),
     (dict(pad_value={"tokens": [1, 2]}), ValueError, "component 'tokens': pad_value must be one number"),
-    (dict(pad_value=3), TypeError, "pad_value must map component names"),
+    (dict(pad_value="x"), TypeError, "pad_value must be one number, or map component names"),
 ])
 def test_bad_declarations_name_the_component(kwargs, error, message):
     with pytest.raises(error, match=message):
         queue(**kwargs)
+
+
+def test_one_pad_value_serves_every_variable_component():
+    spec = [("a", "int32", (2, tq.upto(4))), ("b", "float32", (2, tq.upto(3), 2)), ("y", "int64", (2,))]
+    q = tq.Queue(spec, target="cpu", pad_value=-1)
+    q.put([np.arange(1, dtype="int32"), np.arange(3, dtype="int32")], [np.ones((1, 2), "float32"), np.ones((2, 2), "float32")], np.arange(2))
+    a, b, _ = q.get()
+    assert a.tolist() == [[0, -1, -1], [0, 1, 2]] and b[0, 1:].tolist() == [[-1, -1]] and b[1].tolist() == [[1, 1]] * 2
+    with pytest.raises(ValueError, match="pad_value is for components with a variable"):
+        tq.Queue([("y", "int64", (2,))], target="cpu", pad_value=0)
+    with pytest.raises(TypeError, match="pad_value must be one number"):
+        tq.Queue(spec, target="cpu", pad_value=[1, 2])
 
 
 def test_upto_takes_a_non_negative_int_bound():

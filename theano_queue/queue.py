@@ -48,9 +48,10 @@ class Queue:
         until an element or a slot comes or the queue is closed.
     name : str
         Used in error messages and statistics.
-    pad_value : dict or None
-        What the padding of variable-length components holds, by component
-        name, e.g. ``{"tokens": -1}``; 0 for those left out.
+    pad_value : number, dict or None
+        What the padding of variable-length components holds: one number for
+        all of them, or by component name, e.g. ``{"tokens": -1}`` (0 for
+        those left out).
     """
 
     def __init__(self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None):

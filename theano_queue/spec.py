@@ -147,13 +147,23 @@ def parse_components(components, queue_name, pad_value=None):
 
 
 def with_pad_values(components, pad_value, queue_name):
-    """The components, each variable one with its pad value from ``pad_value`` (a mapping), checked."""
+    """The components, each variable one with its pad value, checked.
+
+    ``pad_value`` maps component names to values, or is one number for every
+    variable component (as TensorFlow's ``padded_batch`` takes).
+    """
     where = "Queue %r" % queue_name
     if pad_value is None:
         return components
     if not isinstance(pad_value, Mapping):
-        raise TypeError("%s: pad_value must map component names to values, e.g. {'tokens': -1}, got %r"
-                        % (where, pad_value))
+        if isinstance(pad_value, (str, bytes)) or np.ndim(pad_value) != 0:
+            raise TypeError("%s: pad_value must be one number, or map component names to numbers, e.g. "
+                            "{'tokens': -1}, got %r" % (where, pad_value))
+        variable = [c.name for c in components if c.variable_axes]
+        if not variable:
+            raise ValueError("%s: pad_value is for components with a variable (upto) axis; this queue has none"
+                             % where)
+        pad_value = dict.fromkeys(variable, pad_value)
     by_name = {c.name: c for c in components}
     for name, value in pad_value.items():
         if name not in by_name:
