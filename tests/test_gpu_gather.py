@@ -150,11 +150,11 @@ def test_after_a_device_gather_gets_and_a_graphs_host_reads_are_bit_exact(monkey
     monkeypatch.setenv("THEANO_QUEUE_GATHER", "batch")
     for attempt in range(5):
         rng = np.random.default_rng(attempt)
-        x = rng.standard_normal((60, 300)).astype("float32")  # small arrays: on the heap, among others
-        labels = rng.integers(0, 1000, 60).astype("int64")
+        x = rng.standard_normal((64, 300)).astype("float32")  # small arrays: on the heap, among others
+        labels = rng.integers(0, 1000, 64).astype("int64")
         q = tq.Queue([("x", "float32", (8, 300)), ("y", "int64", (8,))], capacity=3)
         f = theano.function([], q.dequeue())  # GpuDequeue; its outputs are read back to the host
-        sampler = Sampler(60, 8, shuffle=True, seed=attempt, epochs=3)
+        sampler = Sampler(64, 8, shuffle=True, seed=attempt, epochs=3)  # whole batches only
         with caplog.at_level(logging.INFO, logger="theano_queue"):
             with tq.Feeder(q, (x, labels), shuffle=True, seed=attempt, epochs=3) as feeder:
                 for position in range(sampler.batches_per_epoch * 3):
