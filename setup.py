@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The engine (plain C) and its CPython face (tq_py_*.c).
 ENGINE_SOURCES = ["c_code/tq_base.c", "c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_cuda.c", "c_code/tq_copy.c",
-                  "c_code/tq_gather.c", "c_code/tq_pack.c", "c_code/tq_nvrtc.c", "c_code/tq_trace.c", "c_code/tq_shm.c",
+                  "c_code/tq_gather.c", "c_code/tq_pack.c", "c_code/tq_trace.c", "c_code/tq_shm.c",
                   "c_code/tq_py_module.c", "c_code/tq_py_ring.c", "c_code/tq_py_element.c",
                   "c_code/tq_py_capi.c", "c_code/tq_py_device.c"]
 

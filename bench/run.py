@@ -525,7 +525,7 @@ def copy_bound(b):
     return arrays_bench.copy_bound(b)
 
 
-@scenario(15, "Shuffled minibatches from an in-RAM array dataset (host gather, GPU kernel, batch copy)", needs_gpu=False)
+@scenario(15, "Shuffled minibatches from an in-RAM array dataset (host gather, batch copy, default)", needs_gpu=False)
 def array_dataset(b):
     return arrays_bench.shuffled_minibatches(b)
 

@@ -135,19 +135,22 @@ struct tq_backend {
 
     /* Optional (device backends that gather an array dataset's rows
      * themselves, doc/design.rst "The GPU gather").  attach_rows makes the
-     * host ranges [ptrs[i], ptrs[i] + bytes[i]) sources the device reads rows
-     * from (page-locked and mapped; read_only[i] for memory that cannot be
-     * written) and readies `mechanism` (TQ_GATHER_AUTO: the backend's
-     * choice); *used says which.  On failure nothing is left attached and err
-     * says why: the rows are then gathered on the host.  detach_rows waits
-     * for the gathers in flight and undoes every attach. */
-    tq_code (*attach_rows)(tq_backend *self, const void *const *ptrs, const size_t *bytes, const int *read_only,
-                           int n, tq_gather_mechanism mechanism, tq_gather_mechanism *used, tq_error *err);
+     * host ranges [ptrs[c], ptrs[c] + bytes[c]) of component c (rows of
+     * row_bytes[c]; read_only[c] for memory that cannot be written) sources
+     * the device reads rows from (page-locked and mapped) by `mechanism`
+     * (TQ_GATHER_AUTO: the backend chooses per component, and may choose
+     * none); *used says which (TQ_GATHER_HOST when the device copies no
+     * component).  On failure nothing is left attached and err says why: the
+     * rows are then gathered on the host.  detach_rows waits for the gathers
+     * in flight and undoes every attach. */
+    tq_code (*attach_rows)(tq_backend *self, const void *const *ptrs, const size_t *bytes, const size_t *row_bytes,
+                           const int *read_only, int n, tq_gather_mechanism mechanism, tq_gather_mechanism *used,
+                           tq_error *err);
     tq_code (*detach_rows)(tq_backend *self, tq_error *err);
-    /* Optional.  1 when [lo, hi) lies in attached memory. */
-    int (*gathers_rows)(tq_backend *self, const char *lo, const char *hi);
+    /* Optional.  1 when the device copies component c's rows [lo, hi). */
+    int (*gathers_rows)(tq_backend *self, int component, const char *lo, const char *hi);
     /* Optional.  publish for an element of n components, each the rows
-     * idx[0..rows) of parts[c].src: those in attached memory are gathered by
+     * idx[0..rows) of parts[c].src: those gathers_rows names are copied by
      * the device into the slot on the copy stream, the others on the host
      * into the staging first.  Ordered as publish's copies; called after
      * before_write. */

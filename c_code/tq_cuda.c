@@ -7,9 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include "tq_nvrtc.h"
 
 /* ---- the driver API, as much as we use ------------------------------------------ */
 
@@ -46,7 +43,6 @@ typedef struct {
 #define CU_MEMORYTYPE_UNIFIED 4
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x2
 #define CU_MEMHOSTREGISTER_READ_ONLY 0x8
-#define CU_MEMHOSTALLOC_PORTABLE 0x1
 #define CU_MEMCPY_SRC_ACCESS_ORDER_STREAM 0x1
 
 /* Every driver function we call, written once: the struct of pointers and the
@@ -96,8 +92,6 @@ typedef struct {
  * unversioned name is CUDA 12.8's, with one more parameter (failIdx). */
 #define TQ_CUDA_GATHER_FUNCTIONS(X)                                                              \
     X(MemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, (CUdeviceptr *, void *, unsigned int)) \
-    X(MemHostAlloc, cuMemHostAlloc, (void **, size_t, unsigned int))                             \
-    X(MemFreeHost, cuMemFreeHost, (void *))                                                      \
     X(MemcpyBatchAsync, cuMemcpyBatchAsync_v2,                                                   \
       (CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *, size_t *, size_t, CUstream)) \
     X(MemcpyBatchAsync12, cuMemcpyBatchAsync,                                                    \
@@ -215,39 +209,24 @@ void tq_cuda_allocated(uint64_t *device_bytes, uint64_t *pinned_bytes)
 
 /* ---- the backend ------------------------------------------------------------- */
 
+/* Host memory this process page-locked and mapped (register_host, or a
+ * device gather's source), shared by every ring: see pin_host. */
+typedef struct host_pin host_pin;
+
+/* Memory register_host page-locked for this ring, and the use it holds. */
 typedef struct {
     void *ptr;
     size_t bytes;
+    host_pin *pin;
 } host_range;
 
-/* Host memory the device gathers rows from: pages of this process, page-locked
- * and mapped once however many rings gather from them (two queues fed from
- * one dataset), and unregistered when the last lets go. */
-typedef struct pinned_pages {
-    char *start, *end;
-    int users;
-    struct pinned_pages *next;
-} pinned_pages;
-
-/* One range a backend gathers from: pages it holds a use of (owner), or
- * memory register_host page-locked (owner NULL).  The device reads host
- * address p at p + to_device. */
+/* One range a backend gathers rows from, and the use of its page-lock it
+ * holds.  The device reads host address p at p + to_device. */
 typedef struct {
     char *start, *end;
-    pinned_pages *owner;
+    host_pin *pin;
     long long to_device;
 } attachment;
-
-/* A slot's batch of row indices: pinned on the host, copied to the device
- * for the kernel.  Free again once the slot's *filled* event has fired. */
-typedef struct {
-    int64_t *host;
-    CUdeviceptr device;
-    int64_t capacity;
-} slot_indices;
-
-/* The kernel comes in one version per word size: 16, 8, 4, 2, 1 bytes. */
-#define TQ_GATHER_WORDS 5
 
 typedef struct {
     tq_backend base;
@@ -272,9 +251,7 @@ typedef struct {
     tq_gather_mechanism gather; /* TQ_GATHER_HOST while nothing is attached */
     attachment *attached;
     int n_attached;
-    CUmodule module;            /* the kernels, loaded at the first attach that wants them */
-    CUfunction kernels[TQ_GATHER_WORDS];
-    slot_indices *indices;      /* capacity of them */
+    int on_device[TQ_MAX_COMPONENTS]; /* the components whose rows the device copies */
     CUdeviceptr *batch_dsts, *batch_srcs; /* one batch's copies, built under gather_lock */
     size_t *batch_sizes, batch_cap;
 } cuda_backend;
@@ -659,6 +636,85 @@ fail:
     return code;
 }
 
+/* ---- page-locked host memory, shared by every ring of the process ------------------ */
+
+/* The driver page-locks a byte once per process (a second cuMemHostRegister
+ * over it fails with CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED), so every
+ * ring's registrations live in one list with a count of users: two queues
+ * gathering from one dataset, or a dataset that register_host locked and a
+ * Feeder gathers from, lock it once, and it is unlocked when the last lets
+ * go.  A range is exactly the bytes asked for, never rounded out to pages:
+ * the driver refuses a device-to-host copy into a buffer that starts inside
+ * a registered range and ends past it, and the heap buffers next to a
+ * dataset (a fresh numpy array that q.get() fills) would be such buffers. */
+struct host_pin {
+    char *start, *end;
+    int users;
+    struct host_pin *next;
+};
+
+static pthread_mutex_t pins_lock = PTHREAD_MUTEX_INITIALIZER;
+static host_pin *pins;
+
+/* A use of [start, end): of the locked range that holds it, else of a range
+ * locked and mapped now (read-only for the device when `read_only`: a
+ * read-only file mapping can be locked no other way).  TQ_ESTATE when it
+ * overlaps a locked range without lying inside it.  A context is current. */
+static tq_code pin_host(char *start, char *end, int read_only, host_pin **out, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    host_pin *p;
+    pthread_mutex_lock(&pins_lock);
+    for (p = pins; p; p = p->next) {
+        if (start >= p->start && end <= p->end) {
+            p->users++;
+            goto done;
+        }
+        if (start < p->end && p->start < end) {
+            code = tq_set_error(err, TQ_ESTATE,
+                                "its memory [%p, %p) overlaps memory this process already page-locked, [%p, %p), "
+                                "without lying inside it",
+                                (void *)start, (void *)end, (void *)p->start, (void *)p->end);
+            goto done;
+        }
+    }
+    if (!(p = calloc(1, sizeof *p))) {
+        code = tq_set_error(err, TQ_ENOMEM, "out of host memory for the list of page-locked memory");
+        goto done;
+    }
+    unsigned int flags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
+    CUresult rc = cu.MemHostRegister(start, (size_t)(end - start), flags | (read_only ? CU_MEMHOSTREGISTER_READ_ONLY : 0));
+    if (rc != CUDA_SUCCESS) {
+        free(p);
+        p = NULL;
+        code = cuda_error(err, "cuMemHostRegister", rc);
+        goto done;
+    }
+    *p = (host_pin){start, end, 1, pins};
+    pins = p;
+done:
+    pthread_mutex_unlock(&pins_lock);
+    *out = code == TQ_OK ? p : NULL;
+    return code;
+}
+
+/* Gives a use back; the last unlocks.  A context is current, and nothing
+ * queued by this user may still read the memory. */
+static void unpin_host(host_pin *pin)
+{
+    pthread_mutex_lock(&pins_lock);
+    if (--pin->users == 0) {
+        for (host_pin **at = &pins; *at; at = &(*at)->next)
+            if (*at == pin) {
+                *at = pin->next;
+                break;
+            }
+        cu.MemHostUnregister(pin->start);
+        free(pin);
+    }
+    pthread_mutex_unlock(&pins_lock);
+}
+
 /* ---- registered host memory ------------------------------------------------------- */
 
 static int find_registered(const cuda_backend *b, const void *ptr)
@@ -673,6 +729,7 @@ static tq_code cuda_register_host(tq_backend *self, void *ptr, size_t bytes, tq_
 {
     cuda_backend *b = (cuda_backend *)self;
     tq_code code = TQ_OK;
+    host_pin *pin;
     pthread_mutex_lock(&b->registered_lock);
     if (b->n_registered == b->registered_cap) {
         int cap = b->registered_cap ? 2 * b->registered_cap : 4;
@@ -686,31 +743,20 @@ static tq_code cuda_register_host(tq_backend *self, void *ptr, size_t bytes, tq_
     }
     if ((code = enter(b, err)) != TQ_OK)
         goto done;
-    /* Mapped as well, so that the device gather can read rows from it. */
-    CU(MemHostRegister, (ptr, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
-    b->registered[b->n_registered++] = (host_range){ptr, bytes};
-fail:
+    /* Mapped as well (pin_host), so that the device gather can read rows
+     * from it; memory a gather already locked is used as it is. */
+    if ((code = pin_host(ptr, (char *)ptr + bytes, 0, &pin, err)) == TQ_OK)
+        b->registered[b->n_registered++] = (host_range){ptr, bytes, pin};
     leave();
 done:
     pthread_mutex_unlock(&b->registered_lock);
     return code;
 }
 
-/* Gathers from attachments inside [start, end) end (gather_lock held). */
-static void forget_attachments_in(cuda_backend *b, const char *start, const char *end)
-{
-    for (int i = 0; i < b->n_attached;)
-        if (!b->attached[i].owner && b->attached[i].start >= start && b->attached[i].end <= end)
-            b->attached[i] = b->attached[--b->n_attached];
-        else
-            i++;
-}
-
 static tq_code cuda_unregister_host(tq_backend *self, void *ptr, tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
     tq_code code = TQ_OK;
-    pthread_mutex_lock(&b->gather_lock); /* always before registered_lock */
     pthread_mutex_lock(&b->registered_lock);
     int found = find_registered(b, ptr);
     if (found < 0) {
@@ -719,17 +765,15 @@ static tq_code cuda_unregister_host(tq_backend *self, void *ptr, tq_error *err)
     }
     if ((code = enter(b, err)) != TQ_OK)
         goto done;
-    /* Copies and gathers from it may still be in flight; later puts of its
-     * rows are gathered on the host. */
+    /* Copies from it may still be in flight.  A gather reading it holds a
+     * use of its own: the memory stays locked until that gather ends. */
     CU(StreamSynchronize, (b->copy_stream));
-    forget_attachments_in(b, ptr, (char *)ptr + b->registered[found].bytes);
-    CU(MemHostUnregister, (ptr));
+    unpin_host(b->registered[found].pin);
     b->registered[found] = b->registered[--b->n_registered];
 fail:
     leave();
 done:
     pthread_mutex_unlock(&b->registered_lock);
-    pthread_mutex_unlock(&b->gather_lock);
     return code;
 }
 
@@ -749,266 +793,58 @@ static int cuda_reads_directly(tq_backend *self, const void *ptr, size_t bytes)
 
 /* ---- the device gather --------------------------------------------------------------- */
 
-/* The kernel: block row r of the grid (and every gridDim.x-th after it)
- * copies row idx[r] of the source to row r of the slot, its threads (and
- * gridDim.y blocks) taking the row's words in turn.  One version per word
- * size: the caller picks the widest that every row's address, the stride and
- * the row size are multiples of, so that rows that are not 16-byte aligned
- * (a view offset by a byte, odd row sizes) are copied exactly too. */
-static const char gather_source[] =
-    "struct alignas(16) tq_w16 { unsigned long long lo, hi; };\n"
-    "#define TQ_GATHER(name, word)                                                              \\\n"
-    "extern \"C\" __global__ void name(word *dst, const char *src, long long stride,             \\\n"
-    "                                  unsigned long long words, const long long *idx,            \\\n"
-    "                                  long long rows)                                            \\\n"
-    "{                                                                                            \\\n"
-    "    for (long long r = blockIdx.x; r < rows; r += gridDim.x) {                               \\\n"
-    "        const word *from = (const word *)(src + idx[r] * stride);                            \\\n"
-    "        word *to = dst + (unsigned long long)r * words;                                      \\\n"
-    "        for (unsigned long long w = (unsigned long long)blockIdx.y * blockDim.x + threadIdx.x;  \\\n"
-    "             w < words; w += (unsigned long long)gridDim.y * blockDim.x)                     \\\n"
-    "            to[w] = from[w];                                                                 \\\n"
-    "    }                                                                                        \\\n"
-    "}\n"
-    "TQ_GATHER(tq_gather_w16, tq_w16)\n"
-    "TQ_GATHER(tq_gather_w8, unsigned long long)\n"
-    "TQ_GATHER(tq_gather_w4, unsigned int)\n"
-    "TQ_GATHER(tq_gather_w2, unsigned short)\n"
-    "TQ_GATHER(tq_gather_w1, unsigned char)\n";
+/* Under TQ_GATHER_AUTO the device copies the rows of components whose rows
+ * are at least this large, and the host gathers the rest: a batch copy costs
+ * about a microsecond per row, the host gather runs at about the bus's rate,
+ * so the device wins for large rows only (doc/design.rst, "The GPU gather"). */
+#define TQ_GATHER_DEVICE_MIN_ROW ((size_t)256 * 1024)
 
-static const char *const kernel_names[TQ_GATHER_WORDS] = {"tq_gather_w16", "tq_gather_w8", "tq_gather_w4",
-                                                          "tq_gather_w2", "tq_gather_w1"};
-#define TQ_GATHER_THREADS 256
-/* Blocks that share one row: enough for large rows to keep many reads over
- * the bus in flight. */
-#define TQ_GATHER_BLOCKS_PER_ROW 64
-
-/* NVRTC runs once per process; its PTX (or why there is none) is kept. */
-static pthread_mutex_t ptx_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *gather_ptx;
-static tq_error ptx_error;
-static int ptx_tried;
-
-static tq_code gather_kernel_ptx(const char **ptx, tq_error *err)
+/* Which components the device copies under `want` (TQ_GATHER_BATCH: all,
+ * TQ_GATHER_AUTO: those with large rows): on_device[c], and their count. */
+static int choose_components(tq_gather_mechanism want, const size_t *bytes, const size_t *row_bytes, int n,
+                             int *on_device)
 {
-    pthread_mutex_lock(&ptx_lock);
-    if (!ptx_tried) {
-        ptx_tried = 1;
-        tq_nvrtc_compile(gather_source, "tq_gather.cu", &gather_ptx, &ptx_error);
+    int count = 0;
+    for (int c = 0; c < n; c++) {
+        on_device[c] = bytes[c] && (want == TQ_GATHER_BATCH || row_bytes[c] >= TQ_GATHER_DEVICE_MIN_ROW);
+        count += on_device[c];
     }
-    pthread_mutex_unlock(&ptx_lock);
-    *ptx = gather_ptx;
-    if (gather_ptx)
-        return TQ_OK;
-    if (err)
-        *err = ptx_error;
-    return ptx_error.code;
+    return count;
 }
 
-/* Loads the kernels into the ring's context (once). */
-static tq_code load_kernels(cuda_backend *b, tq_error *err)
+static tq_code batch_copy_ready(tq_error *err)
 {
-    const char *ptx;
-    tq_code code;
-    if (b->module)
-        return TQ_OK;
-    if (!cu.ModuleLoadData || !cu.ModuleGetFunction || !cu.LaunchKernel || !cu.MemHostAlloc || !cu.MemFreeHost)
-        return tq_set_error(err, TQ_ESTATE, "the CUDA driver lacks cuModuleLoadData or cuLaunchKernel");
-    if ((code = gather_kernel_ptx(&ptx, err)) != TQ_OK)
-        return code;
-    CU(ModuleLoadData, (&b->module, ptx));
-    for (int i = 0; i < TQ_GATHER_WORDS; i++)
-        CU(ModuleGetFunction, (&b->kernels[i], b->module, kernel_names[i]));
+    if (!cu.MemcpyBatchAsync && !cu.MemcpyBatchAsync12)
+        return tq_set_error(err, TQ_ESTATE, "the CUDA driver lacks cuMemcpyBatchAsync (CUDA 12.8+)");
+    if (!cu.MemHostGetDevicePointer)
+        return tq_set_error(err, TQ_ESTATE, "the CUDA driver lacks cuMemHostGetDevicePointer");
     return TQ_OK;
-fail:
-    if (b->module)
-        cu.ModuleUnload(b->module);
-    b->module = NULL;
-    return code;
-}
-
-static tq_code ready_mechanism(cuda_backend *b, tq_gather_mechanism want, tq_gather_mechanism *used, tq_error *err)
-{
-    /* The choice point: TQ_GATHER_AUTO takes the first of these that this
-     * machine has, in the order the H200's measurement put them in
-     * (doc/design.rst, "The GPU gather"). */
-    static const tq_gather_mechanism preferred[] = {TQ_GATHER_KERNEL, TQ_GATHER_BATCH};
-    tq_error why[2];
-    tq_code code = TQ_ESTATE;
-    for (int i = 0; i < 2; i++) {
-        tq_gather_mechanism m = preferred[i];
-        if (want != TQ_GATHER_AUTO && want != m)
-            continue;
-        if (m == TQ_GATHER_KERNEL)
-            code = load_kernels(b, &why[i]);
-        else if (!cu.MemcpyBatchAsync && !cu.MemcpyBatchAsync12)
-            code = tq_set_error(&why[i], TQ_ESTATE, "the CUDA driver lacks cuMemcpyBatchAsync (CUDA 12.8+)");
-        else
-            code = TQ_OK;
-        if (code == TQ_OK) {
-            *used = m;
-            return TQ_OK;
-        }
-        if (want != TQ_GATHER_AUTO)
-            return tq_set_error(err, code, "%s", why[i].message);
-    }
-    return tq_set_error(err, code, "%s; and %s", why[0].message, why[1].message);
-}
-
-/* ---- pinned pages, shared by every ring of the process ---- */
-
-static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
-static pinned_pages *pinned_list;
-
-/* A use of the pages [start, end): page-locked and mapped now if no ring
- * holds them yet.  TQ_ESTATE when they overlap pages pinned for other
- * memory. */
-static tq_code use_pages(char *start, char *end, int read_only, pinned_pages **out, tq_error *err)
-{
-    tq_code code = TQ_OK;
-    pinned_pages *p;
-    pthread_mutex_lock(&pinned_lock);
-    for (p = pinned_list; p; p = p->next) {
-        if (start >= p->start && end <= p->end) {
-            p->users++;
-            goto done;
-        }
-        if (start < p->end && p->start < end) {
-            code = tq_set_error(err, TQ_ESTATE, "its memory overlaps other memory page-locked for a gather");
-            goto done;
-        }
-    }
-    if (!(p = calloc(1, sizeof *p))) {
-        code = tq_set_error(err, TQ_ENOMEM, "out of host memory for the list of pinned pages");
-        goto done;
-    }
-    /* Never CU_MEMHOSTREGISTER_READ_ONLY, even for a read-only dataset: the
-     * whole pages are registered, and the memory that shares the first and
-     * last page (a numpy array that a device-to-host copy fills, say) must
-     * stay writable by the GPU. */
-    (void)read_only;
-    unsigned int flags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
-    CUresult rc = cu.MemHostRegister(start, (size_t)(end - start), flags);
-    if (rc != CUDA_SUCCESS) {
-        free(p);
-        p = NULL;
-        code = cuda_error(err, "cuMemHostRegister", rc);
-        goto done;
-    }
-    *p = (pinned_pages){start, end, 1, pinned_list};
-    pinned_list = p;
-done:
-    pthread_mutex_unlock(&pinned_lock);
-    *out = p;
-    return code;
-}
-
-static void stop_using_pages(pinned_pages *pages)
-{
-    pthread_mutex_lock(&pinned_lock);
-    if (--pages->users == 0) {
-        for (pinned_pages **at = &pinned_list; *at; at = &(*at)->next)
-            if (*at == pages) {
-                *at = pages->next;
-                break;
-            }
-        cu.MemHostUnregister(pages->start);
-        free(pages);
-    }
-    pthread_mutex_unlock(&pinned_lock);
-}
-
-/* ---- attach and detach ---- */
-
-/* Memory that register_host page-locked and that holds [start, end). */
-static int inside_registered(cuda_backend *b, const char *start, const char *end)
-{
-    int inside = 0;
-    pthread_mutex_lock(&b->registered_lock);
-    for (int i = 0; i < b->n_registered && !inside; i++) {
-        const char *r = b->registered[i].ptr;
-        inside = start >= r && end <= r + b->registered[i].bytes;
-    }
-    pthread_mutex_unlock(&b->registered_lock);
-    return inside;
-}
-
-/* Attaches the pages [start, end) (ctx current, gather_lock held). */
-static tq_code attach_range(cuda_backend *b, char *start, char *end, int read_only, tq_error *err)
-{
-    attachment *a = &b->attached[b->n_attached];
-    CUdeviceptr device = 0;
-    tq_code code = TQ_OK;
-    *a = (attachment){start, end, NULL, 0};
-    if (!inside_registered(b, start, end) && (code = use_pages(start, end, read_only, &a->owner, err)) != TQ_OK)
-        return code;
-    CU(MemHostGetDevicePointer, (&device, start, 0));
-    a->to_device = (long long)(device - (CUdeviceptr)(uintptr_t)start);
-    b->n_attached++;
-    return TQ_OK;
-fail:
-    if (a->owner)
-        stop_using_pages(a->owner);
-    return code;
-}
-
-static void free_indices(cuda_backend *b)
-{
-    for (int i = 0; b->indices && i < b->capacity; i++) {
-        if (b->indices[i].host)
-            cu.MemFreeHost(b->indices[i].host);
-        if (b->indices[i].device)
-            cu.MemFree(b->indices[i].device);
-        b->indices[i] = (slot_indices){NULL, 0, 0};
-    }
-}
-
-/* Undoes every attach (ctx current, gather_lock held): nothing queued on the
- * copy stream may still read the memory. */
-static tq_code detach_all(cuda_backend *b, tq_error *err)
-{
-    tq_code code = TQ_OK;
-    if (b->gather == TQ_GATHER_HOST && !b->n_attached)
-        return TQ_OK;
-    CUresult rc = cu.StreamSynchronize(b->copy_stream);
-    if (rc != CUDA_SUCCESS)
-        code = cuda_error(err, "cuStreamSynchronize", rc);
-    for (int i = 0; i < b->n_attached; i++)
-        if (b->attached[i].owner)
-            stop_using_pages(b->attached[i].owner);
-    b->n_attached = 0;
-    b->gather = TQ_GATHER_HOST;
-    free_indices(b);
-    return code;
 }
 
 typedef struct {
     char *start, *end;
     int read_only;
-} page_range;
+} source_range;
 
 static int by_start(const void *x, const void *y)
 {
-    const page_range *a = x, *b = y;
+    const source_range *a = x, *b = y;
     return a->start < b->start ? -1 : a->start > b->start;
 }
 
-/* The pages of the sources, sorted, and merged where they share a page (the
- * rows of one dataset's arrays often do): each merged range is pinned once. */
-static int page_ranges(const void *const *ptrs, const size_t *bytes, const int *read_only, int n, page_range *out)
+/* The exact bytes of the chosen sources, sorted, and merged only where they
+ * overlap (views of one array): each merged range is locked once.  A range
+ * with a read-only part is locked read-only: the device only reads it. */
+static int source_ranges(const void *const *ptrs, const size_t *bytes, const int *read_only, const int *chosen, int n,
+                         source_range *out)
 {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (!bytes[i])
-            continue;
-        uintptr_t lo = (uintptr_t)ptrs[i] & ~(page - 1), hi = ((uintptr_t)ptrs[i] + bytes[i] + page - 1) & ~(page - 1);
-        out[m++] = (page_range){(char *)lo, (char *)hi, read_only[i]};
-    }
+    int m = 0, merged = 0;
+    for (int c = 0; c < n; c++)
+        if (chosen[c])
+            out[m++] = (source_range){(char *)ptrs[c], (char *)ptrs[c] + bytes[c], read_only[c]};
     qsort(out, (size_t)m, sizeof *out, by_start);
-    int merged = 0;
     for (int i = 0; i < m; i++) {
-        page_range *last = merged ? &out[merged - 1] : NULL;
+        source_range *last = merged ? &out[merged - 1] : NULL;
         if (last && out[i].start < last->end) {
             last->end = out[i].end > last->end ? out[i].end : last->end;
             last->read_only |= out[i].read_only;
@@ -1019,46 +855,91 @@ static int page_ranges(const void *const *ptrs, const size_t *bytes, const int *
     return merged;
 }
 
-static tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t *bytes, const int *read_only,
-                                int n, tq_gather_mechanism mechanism, tq_gather_mechanism *used, tq_error *err)
+/* Attaches one source range (ctx current, gather_lock held). */
+static tq_code attach_range(cuda_backend *b, const source_range *range, tq_error *err)
+{
+    CUdeviceptr device = 0;
+    host_pin *pin;
+    tq_code code = pin_host(range->start, range->end, range->read_only, &pin, err);
+    if (code != TQ_OK)
+        return code;
+    CU(MemHostGetDevicePointer, (&device, range->start, 0));
+    b->attached[b->n_attached++] =
+        (attachment){range->start, range->end, pin, (long long)(device - (CUdeviceptr)(uintptr_t)range->start)};
+    return TQ_OK;
+fail:
+    unpin_host(pin);
+    return code;
+}
+
+/* Gives back every attached range (ctx current, gather_lock held): nothing
+ * queued on the copy stream may still read them. */
+static void release_attachments(cuda_backend *b)
+{
+    for (int i = 0; i < b->n_attached; i++)
+        unpin_host(b->attached[i].pin);
+    b->n_attached = 0;
+    free(b->attached);
+    b->attached = NULL;
+    b->gather = TQ_GATHER_HOST;
+    memset(b->on_device, 0, sizeof b->on_device);
+}
+
+/* Undoes the attach once the gathers in flight are done (ctx current,
+ * gather_lock held). */
+static tq_code detach_all(cuda_backend *b, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    if (b->gather == TQ_GATHER_HOST && !b->n_attached)
+        return TQ_OK;
+    CUresult rc = cu.StreamSynchronize(b->copy_stream);
+    if (rc != CUDA_SUCCESS)
+        code = cuda_error(err, "cuStreamSynchronize", rc);
+    release_attachments(b);
+    return code;
+}
+
+static tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t *bytes,
+                                const size_t *row_bytes, const int *read_only, int n, tq_gather_mechanism mechanism,
+                                tq_gather_mechanism *used, tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
-    page_range ranges[TQ_MAX_COMPONENTS];
-    tq_code code;
+    source_range ranges[TQ_MAX_COMPONENTS];
+    int chosen[TQ_MAX_COMPONENTS];
+    tq_code code = TQ_OK;
     *used = TQ_GATHER_HOST;
     if (n < 1 || n > TQ_MAX_COMPONENTS)
         return tq_set_error(err, TQ_EINVAL, "expected 1 to %d source ranges, got %d", TQ_MAX_COMPONENTS, n);
-    if (!cu.MemHostGetDevicePointer)
-        return tq_set_error(err, TQ_ESTATE, "the CUDA driver lacks cuMemHostGetDevicePointer");
+    if (mechanism != TQ_GATHER_BATCH && mechanism != TQ_GATHER_AUTO)
+        return tq_set_error(err, TQ_EINVAL, "expected the gather mechanism 'batch' or 'auto', got '%s'",
+                            tq_gather_mechanism_name(mechanism));
     pthread_mutex_lock(&b->gather_lock);
     if (b->gather != TQ_GATHER_HOST) {
         code = tq_set_error(err, TQ_ESTATE, "the device already gathers rows for another source of this queue");
         goto unlock;
     }
-    if ((code = enter(b, err)) != TQ_OK)
+    /* Small rows only: the host gathers them all, and nothing is locked. */
+    if (!choose_components(mechanism, bytes, row_bytes, n, chosen))
         goto unlock;
-    tq_gather_mechanism chosen = TQ_GATHER_HOST;
-    if ((code = ready_mechanism(b, mechanism, &chosen, err)) != TQ_OK)
-        goto out;
-    if (!b->indices && !(b->indices = calloc((size_t)b->capacity, sizeof *b->indices))) {
-        code = tq_set_error(err, TQ_ENOMEM, "out of host memory for the gather's index buffers");
-        goto out;
-    }
-    int m = page_ranges(ptrs, bytes, read_only, n, ranges);
-    if (!(b->attached = calloc((size_t)(m ? m : 1), sizeof *b->attached))) {
+    if ((code = batch_copy_ready(err)) != TQ_OK)
+        goto unlock;
+    int m = source_ranges(ptrs, bytes, read_only, chosen, n, ranges);
+    if (!(b->attached = calloc((size_t)m, sizeof *b->attached))) {
         code = tq_set_error(err, TQ_ENOMEM, "out of host memory for the gather's sources");
-        goto out;
+        goto unlock;
+    }
+    if ((code = enter(b, err)) != TQ_OK) {
+        release_attachments(b);
+        goto unlock;
     }
     for (int i = 0; i < m && code == TQ_OK; i++)
-        code = attach_range(b, ranges[i].start, ranges[i].end, ranges[i].read_only, err);
-    if (code != TQ_OK) {
-        detach_all(b, NULL);
-        free(b->attached);
-        b->attached = NULL;
-        goto out;
+        code = attach_range(b, &ranges[i], err);
+    if (code == TQ_OK) {
+        memcpy(b->on_device, chosen, (size_t)n * sizeof *chosen);
+        b->gather = *used = TQ_GATHER_BATCH;
+    } else {
+        release_attachments(b); /* a failed attach leaves nothing locked */
     }
-    b->gather = *used = chosen;
-out:
     leave();
 unlock:
     pthread_mutex_unlock(&b->gather_lock);
@@ -1074,8 +955,6 @@ static tq_code cuda_detach_rows(tq_backend *self, tq_error *err)
         code = detach_all(b, err);
         leave();
     }
-    free(b->attached);
-    b->attached = NULL;
     pthread_mutex_unlock(&b->gather_lock);
     return code;
 }
@@ -1089,69 +968,20 @@ static const attachment *attached_at(const cuda_backend *b, const char *lo, cons
     return NULL;
 }
 
-static int cuda_gathers_rows(tq_backend *self, const char *lo, const char *hi)
+/* Where the device copies component c's rows [lo, hi) from, or NULL: the
+ * host gathers them (gather_lock held). */
+static const attachment *device_source(const cuda_backend *b, int c, const char *lo, const char *hi)
+{
+    return b->gather != TQ_GATHER_HOST && c < TQ_MAX_COMPONENTS && b->on_device[c] ? attached_at(b, lo, hi) : NULL;
+}
+
+static int cuda_gathers_rows(tq_backend *self, int component, const char *lo, const char *hi)
 {
     cuda_backend *b = (cuda_backend *)self;
     pthread_mutex_lock(&b->gather_lock);
-    int yes = b->gather != TQ_GATHER_HOST && attached_at(b, lo, hi) != NULL;
+    int yes = device_source(b, component, lo, hi) != NULL;
     pthread_mutex_unlock(&b->gather_lock);
     return yes;
-}
-
-/* The slot's indices on the device, copied there on the copy stream (ctx
- * current).  Its buffers are free: before_write waited for the slot's last
- * *filled*, which follows every read of them. */
-static tq_code stage_indices(cuda_backend *b, int slot, const int64_t *idx, int64_t rows, tq_error *err)
-{
-    slot_indices *s = &b->indices[slot];
-    tq_code code = TQ_OK;
-    if (s->capacity < rows) {
-        if (s->host)
-            cu.MemFreeHost(s->host);
-        if (s->device)
-            cu.MemFree(s->device);
-        *s = (slot_indices){NULL, 0, 0};
-        CU(MemHostAlloc, ((void **)&s->host, (size_t)rows * sizeof *idx, CU_MEMHOSTALLOC_PORTABLE));
-        CU(MemAlloc, (&s->device, (size_t)rows * sizeof *idx));
-        s->capacity = rows;
-    }
-    memcpy(s->host, idx, (size_t)rows * sizeof *idx);
-    CU(MemcpyHtoDAsync, (s->device, s->host, (size_t)rows * sizeof *idx, b->copy_stream));
-fail:
-    return code;
-}
-
-/* The widest word that every row's source and destination address and the
- * row size are multiples of. */
-static int word_bytes(uintptr_t src, ptrdiff_t stride, size_t row_bytes, CUdeviceptr dst)
-{
-    uintptr_t all = src | (uintptr_t)stride | (uintptr_t)row_bytes | (uintptr_t)dst;
-    int word = 16;
-    while (word > 1 && (all & (uintptr_t)(word - 1)))
-        word /= 2;
-    return word;
-}
-
-static tq_code launch_gather(cuda_backend *b, int slot, const tq_row_part *part, const attachment *at,
-                             int64_t rows, tq_error *err)
-{
-    CUdeviceptr dst = b->device[slot] + part->offset;
-    const char *src = (const char *)part->src.base + at->to_device;
-    long long stride = part->src.stride, n = rows;
-    int word = word_bytes((uintptr_t)src, part->src.stride, part->row_bytes, dst), which = 0;
-    while ((16 >> which) != word)
-        which++;
-    unsigned long long words = part->row_bytes / (size_t)word;
-    CUdeviceptr idx = b->indices[slot].device;
-    unsigned long long per_row = (words + TQ_GATHER_THREADS - 1) / TQ_GATHER_THREADS;
-    unsigned int grid_y = per_row > TQ_GATHER_BLOCKS_PER_ROW ? TQ_GATHER_BLOCKS_PER_ROW : (unsigned int)per_row;
-    unsigned int grid_x = rows > 65535 ? 65535 : (unsigned int)rows;
-    void *params[] = {&dst, &src, &stride, &words, &idx, &n};
-    tq_code code = TQ_OK;
-    CU(LaunchKernel, (b->kernels[which], grid_x, grid_y ? grid_y : 1, 1, TQ_GATHER_THREADS, 1, 1, 0, b->copy_stream,
-                      params, NULL));
-fail:
-    return code;
 }
 
 /* Room for `count` copies in one batch (gather_lock held). */
@@ -1222,12 +1052,15 @@ static tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *
     size_t copies = 0;
     tq_code code;
     pthread_mutex_lock(&b->gather_lock);
-    /* Which components the device gathers: the rest (memory not attached,
-     * or attached no more) are gathered on the host into the staging. */
+    /* Which components the device copies: the rest (small rows under auto,
+     * memory not attached) are gathered on the host into the staging. */
     for (int c = 0; c < n; c++) {
         const char *lo, *hi;
-        tq_rows_span(&parts[c].src, parts[c].row_bytes, idx, rows, &lo, &hi);
-        at[c] = b->gather != TQ_GATHER_HOST && rows > 0 ? attached_at(b, lo, hi) : NULL;
+        at[c] = NULL;
+        if (rows > 0) {
+            tq_rows_span(&parts[c].src, parts[c].row_bytes, idx, rows, &lo, &hi);
+            at[c] = device_source(b, c, lo, hi);
+        }
         on_device += at[c] != NULL;
         if (!at[c])
             tq_gather((char *)b->staging.slot[slot] + parts[c].offset, &parts[c].src, parts[c].row_bytes, idx, rows);
@@ -1236,23 +1069,17 @@ static tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *
         goto unlock;
     /* As publish: the slot is overwritten only after its last reader. */
     CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
-    if (on_device && b->gather == TQ_GATHER_KERNEL && (code = stage_indices(b, slot, idx, rows, err)) != TQ_OK)
-        goto fail;
-    if (on_device && b->gather == TQ_GATHER_BATCH && (code = batch_room(b, (size_t)rows * (size_t)n, err)) != TQ_OK)
+    if (on_device && (code = batch_room(b, (size_t)rows * (size_t)on_device, err)) != TQ_OK)
         goto fail;
     for (int c = 0; c < n; c++) {
         size_t bytes = (size_t)rows * parts[c].row_bytes;
         if (!bytes)
             continue;
-        if (!at[c])
+        if (at[c])
+            copies = add_copies(b, copies, slot, &parts[c], at[c], idx, rows);
+        else
             CU(MemcpyHtoDAsync, (b->device[slot] + parts[c].offset, (char *)b->staging.slot[slot] + parts[c].offset,
                                  bytes, b->copy_stream));
-        else if (b->gather == TQ_GATHER_KERNEL)
-            code = launch_gather(b, slot, &parts[c], at[c], rows, err);
-        else
-            copies = add_copies(b, copies, slot, &parts[c], at[c], idx, rows);
-        if (code != TQ_OK)
-            goto fail;
     }
     if ((code = launch_batch(b, copies, err)) != TQ_OK)
         goto fail;
@@ -1279,7 +1106,6 @@ static void cuda_destroy(tq_backend *self)
         }
         if (b->copy_stream) {
             detach_all(b, NULL); /* waits for the gathers that read the sources */
-            free_indices(b);
             cu.StreamSynchronize(b->copy_stream);
             cu.StreamDestroy(b->copy_stream);
         }
@@ -1300,13 +1126,10 @@ static void cuda_destroy(tq_backend *self)
         if (b->strided_module)
             cu.ModuleUnload(b->strided_module);
         for (int i = 0; i < b->n_registered; i++)
-            cu.MemHostUnregister(b->registered[i].ptr);
-        if (b->module)
-            cu.ModuleUnload(b->module);
+            unpin_host(b->registered[i].pin);
         leave();
     }
     free(b->attached);
-    free(b->indices);
     free(b->batch_dsts);
     free(b->batch_srcs);
     free(b->batch_sizes);

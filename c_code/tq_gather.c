@@ -53,7 +53,6 @@ const char *tq_gather_mechanism_name(tq_gather_mechanism mechanism)
 {
     switch (mechanism) {
     case TQ_GATHER_HOST: return "host";
-    case TQ_GATHER_KERNEL: return "kernel";
     case TQ_GATHER_BATCH: return "batch";
     default: return "auto";
     }

@@ -35,12 +35,11 @@ typedef struct {
 /* Who gathers an array dataset's rows on a device ring (tq_ring_gather_on_device). */
 typedef enum {
     TQ_GATHER_HOST = 0, /* the copy pool's threads, into the pinned staging; the DMA follows */
-    TQ_GATHER_KERNEL,   /* a kernel on the copy stream, reading the rows from mapped host memory */
     TQ_GATHER_BATCH,    /* cuMemcpyBatchAsync on the copy stream: one copy per run of consecutive rows */
-    TQ_GATHER_AUTO      /* the backend's choice (doc/design.rst, "The GPU gather") */
+    TQ_GATHER_AUTO      /* the backend's choice per component (doc/design.rst, "The GPU gather") */
 } tq_gather_mechanism;
 
-/* "host", "kernel", "batch", "auto". */
+/* "host", "batch", "auto". */
 const char *tq_gather_mechanism_name(tq_gather_mechanism mechanism);
 
 /* The bytes that rows idx[0..n) of src cover: [*lo, *hi).  n >= 1. */

@@ -589,7 +589,7 @@ static void array_span(PyArrayObject *arr, char **lo, size_t *bytes)
 static PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"sources", "mechanism", NULL};
-    static const char *const names[] = {"host", "kernel", "batch", "auto"};
+    static const char *const names[] = {"host", "batch", "auto"}; /* tq_gather_mechanism's order */
     const char *who = "Feeder", *wanted = "auto";
     PyObject *sources;
     const void *ptrs[TQ_MAX_COMPONENTS];
@@ -600,12 +600,12 @@ static PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObjec
     tq_code code;
     if (ring_usable(self, who) || !PyArg_ParseTupleAndKeywords(args, kwds, "O|s", kwlist, &sources, &wanted))
         return NULL;
-    for (int m = 0; m < 4; m++)
+    for (int m = 0; m < 3; m++)
         if (strcmp(wanted, names[m]) == 0)
             mechanism = m;
     if (mechanism < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected a gather mechanism of 'auto', 'kernel', 'batch' or "
-                     "'host', got '%s'", who, self->name, wanted);
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected a gather mechanism of 'auto', 'batch' or 'host', "
+                     "got '%s'", who, self->name, wanted);
         return NULL;
     }
     PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of arrays, one per component");
@@ -758,7 +758,7 @@ static PyMethodDef Ring_methods[] = {
      "register_host(array): page-lock it; puts of its slices then skip the staging copy."},
     {"unregister_host", (PyCFunction)Ring_unregister_host, METH_O, "unregister_host(array): undo register_host."},
     {"gather_on_device", (PyCFunction)(void (*)(void))Ring_gather_on_device, METH_VARARGS | METH_KEYWORDS,
-     "gather_on_device(sources, mechanism='auto') -> 'kernel', 'batch' or 'host': a device ring gathers put_rows' "
+     "gather_on_device(sources, mechanism='auto') -> 'batch' or 'host': a device ring gathers put_rows' "
      "rows from these arrays itself (page-locked and mapped here); raises why it cannot."},
     {"gather_on_host", (PyCFunction)Ring_gather_on_host, METH_NOARGS,
      "gather_on_host(): undo gather_on_device, once the gathers in flight are done."},

@@ -476,7 +476,7 @@ static int device_gathers(tq_ring *ring, const tq_rows *srcs, const int64_t *idx
     for (int c = 0; c < ring->n_components; c++) {
         const char *lo, *hi;
         tq_rows_span(&srcs[c], ring->components[c].row_bytes, idx, rows, &lo, &hi);
-        if (b->gathers_rows(b, lo, hi))
+        if (b->gathers_rows(b, c, lo, hi))
             return 1;
     }
     return 0;
@@ -667,7 +667,13 @@ tq_code tq_ring_gather_on_device(tq_ring *ring, const void *const *ptrs, const s
         return tq_set_error(err, TQ_ESTATE, "its backend ('%s') gathers rows on the host only", b->name);
     if (mechanism == TQ_GATHER_HOST)
         return TQ_OK;
-    return b->attach_rows(b, ptrs, bytes, read_only, n, mechanism, used, err);
+    if (n != ring->n_components)
+        return tq_set_error(err, TQ_EINVAL, "expected one source array per component (%d), got %d",
+                            ring->n_components, n);
+    size_t row_bytes[TQ_MAX_COMPONENTS];
+    for (int c = 0; c < n; c++)
+        row_bytes[c] = ring->components[c].row_bytes;
+    return b->attach_rows(b, ptrs, bytes, row_bytes, read_only, n, mechanism, used, err);
 }
 
 tq_code tq_ring_gather_on_host(tq_ring *ring, tq_error *err)

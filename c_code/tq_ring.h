@@ -137,15 +137,16 @@ void tq_ring_wake(tq_ring *ring);
 tq_code tq_ring_register_host(tq_ring *ring, void *ptr, size_t bytes, tq_error *err);
 tq_code tq_ring_unregister_host(tq_ring *ring, void *ptr, tq_error *err);
 
-/* Device rings: the device gathers the rows of tq_ring_put_rows itself
- * where they lie in the host ranges [ptrs[i], ptrs[i] + bytes[i]) (an array
- * dataset's arrays; read_only[i] for memory that cannot be written), which
- * are page-locked and mapped for it, by `mechanism` (TQ_GATHER_AUTO: the
- * backend's choice); *used says which.  On failure (no NVRTC, a driver
- * without cuMemcpyBatchAsync, memory that cannot be page-locked) nothing is
- * attached, *used is TQ_GATHER_HOST and err says why: put_rows gathers on the
- * host as before.  TQ_ESTATE for a host ring.  tq_ring_gather_on_host waits
- * for the gathers in flight and undoes it. */
+/* Device rings: the device copies the rows of tq_ring_put_rows itself
+ * where they lie in the host ranges [ptrs[c], ptrs[c] + bytes[c]) (an array
+ * dataset's arrays, one per component, in component order; read_only[c] for
+ * memory that cannot be written), which are page-locked and mapped for it,
+ * by `mechanism` (TQ_GATHER_AUTO: the backend chooses per component, by row
+ * size); *used says which (TQ_GATHER_HOST, and TQ_OK, when it chose none).
+ * On failure (a driver without cuMemcpyBatchAsync, memory that cannot be
+ * page-locked) nothing is attached, *used is TQ_GATHER_HOST and err says
+ * why: put_rows gathers on the host as before.  TQ_ESTATE for a host ring.
+ * tq_ring_gather_on_host waits for the gathers in flight and undoes it. */
 tq_code tq_ring_gather_on_device(tq_ring *ring, const void *const *ptrs, const size_t *bytes, const int *read_only,
                                  int n, tq_gather_mechanism mechanism, tq_gather_mechanism *used, tq_error *err);
 tq_code tq_ring_gather_on_host(tq_ring *ring, tq_error *err);

@@ -1,7 +1,8 @@
 """The GPU gather of array datasets (doc/design.rst, "The GPU gather"): the
-device reads an array dataset's rows from page-locked, mapped host memory
-itself (an NVRTC kernel or cuMemcpyBatchAsync), and where it cannot, the rows
-are gathered on the host with one log line saying why.
+device copies the rows of an array dataset's components with large rows
+(256 KiB or more) from page-locked host memory itself (cuMemcpyBatchAsync),
+the host gathers the rest, and where the device cannot, the rows are
+gathered on the host with one log line saying why.
 
 The GPU tests compare every batch with numpy's rows for each mechanism
 (forced through THEANO_QUEUE_GATHER, the benchmarks' switch); run them on a
@@ -16,7 +17,8 @@ import theano_queue as tq
 from theano_queue.sampler import Sampler
 from theano_queue.target import Target
 
-MECHANISMS = ["kernel", "batch", "host"]
+MECHANISMS = ["batch", "host"]
+LARGE_ROW = 256 * 1024  # bytes: rows the default has the GPU copy
 
 
 def drain(q):
@@ -87,9 +89,9 @@ def test_a_host_queue_gathers_on_the_host_without_a_word(caplog):
 
 
 def test_an_unknown_gather_mechanism_is_refused_by_name(monkeypatch):
-    monkeypatch.setenv("THEANO_QUEUE_GATHER", "dma")
+    monkeypatch.setenv("THEANO_QUEUE_GATHER", "kernel")  # the NVRTC kernel lost to the host gather: gone
     q = tq.Queue([("x", "float32", (8, 4))], capacity=2, target="cpu")
-    with pytest.raises(ValueError, match="THEANO_QUEUE_GATHER must be one of auto, kernel, batch, host, got 'dma'"):
+    with pytest.raises(ValueError, match="THEANO_QUEUE_GATHER must be one of auto, batch, host, got 'kernel'"):
         tq.Feeder(q, (np.ones((20, 4), dtype="float32"),))
 
 
@@ -125,34 +127,77 @@ def test_in_order_shards_epochs_and_partial_batches(mechanism, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_the_default_gathers_on_the_device(monkeypatch):
-    x = np.random.default_rng(1).standard_normal((500, 784)).astype("float32")
-    got, stats = feed(x, 128, "auto", monkeypatch, shuffle=True)
-    check_batches(got, x, Sampler(500, 128, shuffle=True))
-    assert stats["gather"] in ("kernel", "batch")
+@pytest.mark.parametrize("row_bytes, expected", [(784 * 4, "host"), (3072 * 4, "host"), (LARGE_ROW, "batch"),
+                                                 (LARGE_ROW + 4, "batch"), (1 << 20, "batch")])
+def test_by_default_the_gpu_copies_large_rows_and_the_host_gathers_small_ones(row_bytes, expected, monkeypatch,
+                                                                             caplog):
+    n = min(500, (48 << 20) // row_bytes)
+    x = unaligned((n, row_bytes // 4), "float32", 4, np.random.default_rng(row_bytes))
+    with caplog.at_level(logging.INFO, logger="theano_queue"):
+        got, stats = feed(x, 8, "auto", monkeypatch, shuffle=True, seed=1)
+    check_batches(got, x, Sampler(n, 8, shuffle=True, seed=1))
+    assert not gather_records(caplog)  # small rows on the host are the choice, not a refusal
+    assert stats["gather"] == expected
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mechanism", ["kernel", "batch"])
-def test_a_registered_dataset_and_two_queues_share_one_page_lock(mechanism, monkeypatch):
+def test_after_a_device_gather_gets_and_a_graphs_host_reads_are_bit_exact(monkeypatch, caplog):
+    # Seen on an H200 when the gather locked whole pages: q.get() and Theano's HostFromGpu copy device to
+    # host into fresh numpy memory next to the dataset's on the heap, and the driver refused
+    # (CUDA_ERROR_INVALID_VALUE) a buffer that started in a locked page and ran past it.
+    import theano
+
+    monkeypatch.setenv("THEANO_QUEUE_GATHER", "batch")
+    for attempt in range(5):
+        rng = np.random.default_rng(attempt)
+        x = rng.standard_normal((64, 300)).astype("float32")  # small arrays: on the heap, among others
+        labels = rng.integers(0, 1000, 64).astype("int64")
+        q = tq.Queue([("x", "float32", (8, 300)), ("y", "int64", (8,))], capacity=3)
+        f = theano.function([], q.dequeue())  # GpuDequeue; its outputs are read back to the host
+        sampler = Sampler(64, 8, shuffle=True, seed=attempt, epochs=3)  # whole batches only
+        with caplog.at_level(logging.INFO, logger="theano_queue"):
+            with tq.Feeder(q, (x, labels), shuffle=True, seed=attempt, epochs=3) as feeder:
+                for position in range(sampler.batches_per_epoch * 3):
+                    xb, yb = q.get(timeout=60) if position % 2 else f()
+                    picked = sampler.batch(position)
+                    assert xb.tobytes() == x[picked].tobytes() and yb.tolist() == labels[picked].tolist()
+        assert feeder.stats()["gather"] == "batch"
+        assert not gather_records(caplog)
+
+
+@pytest.mark.gpu
+def test_a_registered_dataset_and_two_queues_share_one_page_lock(monkeypatch, caplog):
     x = np.random.default_rng(2).standard_normal((300, 65)).astype("float32")
     first = tq.Queue([("x", "float32", (32, 65)), ("i", "int64", (32,))], capacity=3)
-    first.register_host(x)  # a dataset the user page-locked for this queue is used as it is
-    try:
-        got, stats = feed(x, 32, mechanism, monkeypatch, q=first, shuffle=True)
-        check_batches(got, x, Sampler(300, 32, shuffle=True))
-        assert stats["gather"] == mechanism
-    finally:
-        first.unregister_host(x)
-    # Two queues fed from one dataset at once: the pages are locked once, and stay until both end.
-    monkeypatch.setenv("THEANO_QUEUE_GATHER", mechanism)
-    queues = [tq.Queue([("x", "float32", (32, 65)), ("i", "int64", (32,))], capacity=3) for _ in range(2)]
-    feeders = [tq.Feeder(q, (x, np.arange(300)), shuffle=True, seed=s).start() for s, q in enumerate(queues)]
-    results = [drain(q) for q in queues]
-    for s, (feeder, got) in enumerate(zip(feeders, results)):
-        feeder.close()
-        check_batches(got, x, Sampler(300, 32, shuffle=True, seed=s))
-        assert feeder.stats()["gather"] == mechanism
+    other = tq.Queue([("x", "float32", (32, 65)), ("i", "int64", (32,))], capacity=3)
+    with caplog.at_level(logging.INFO, logger="theano_queue"):
+        first.register_host(x)  # a dataset the user page-locked is used as it is, by this queue or another
+        try:
+            for q in (first, other):
+                got, stats = feed(x, 32, "batch", monkeypatch, q=q, shuffle=True)
+                check_batches(got, x, Sampler(300, 32, shuffle=True))
+                assert stats["gather"] == "batch"
+        finally:
+            first.unregister_host(x)
+        # Two queues fed from one dataset at once: it is locked once, and stays until both end.
+        monkeypatch.setenv("THEANO_QUEUE_GATHER", "batch")
+        queues = [tq.Queue([("x", "float32", (32, 65)), ("i", "int64", (32,))], capacity=3) for _ in range(2)]
+        feeders = [tq.Feeder(q, (x, np.arange(300)), shuffle=True, seed=s).start() for s, q in enumerate(queues)]
+        results = [drain(q) for q in queues]
+        for s, (feeder, got) in enumerate(zip(feeders, results)):
+            feeder.close()
+            check_batches(got, x, Sampler(300, 32, shuffle=True, seed=s))
+            assert feeder.stats()["gather"] == "batch"
+        # And register_host of memory a running gather locked.
+        fed, put = [tq.Queue([("x", "float32", (32, 65)), ("i", "int64", (32,))], capacity=3) for _ in range(2)]
+        with tq.Feeder(fed, (x, np.arange(300)), shuffle=True, seed=5) as feeder:
+            put.register_host(x)
+            put.put(x[:32], np.arange(32))
+            assert put.get(timeout=60)[0].tobytes() == x[:32].tobytes()
+            put.unregister_host(x)
+            check_batches(drain(fed), x, Sampler(300, 32, shuffle=True, seed=5))
+        assert feeder.stats()["gather"] == "batch"
+    assert not gather_records(caplog), gather_records(caplog)[0].getMessage()
 
 
 @pytest.mark.gpu
@@ -163,7 +208,7 @@ def test_a_memory_mapped_file_is_gathered_exactly_wherever_it_is_gathered(mode, 
     x.tofile(path)
     mapped = np.memmap(path, dtype="float32", mode=mode, shape=x.shape)
     with caplog.at_level(logging.INFO, logger="theano_queue"):
-        got, stats = feed(mapped, 256, "auto", monkeypatch, shuffle=True)
+        got, stats = feed(mapped, 256, "batch", monkeypatch, shuffle=True)  # locked read-only for mode "r"
     check_batches(got, x, Sampler(2000, 256, shuffle=True))
     records = gather_records(caplog)
     # Whether the driver page-locks a file mapping is the driver's to say: either the device gathers,

@@ -31,11 +31,13 @@ from .spec import element_arrays, element_in_order
 logger = logging.getLogger("theano_queue")
 
 #: For benchmarks only: who gathers an array dataset's rows on a GPU queue.
-#: "auto" (the default when unset) lets the engine choose; "kernel", "batch"
-#: and "host" force one, so that bench/arrays_bench.py can compare them in one
-#: run.  Not an interface for users: the default is the measured choice.
+#: "auto" (the default when unset) lets the engine choose per component (the
+#: GPU's batch copy for rows of 256 KiB or more, the host for the rest);
+#: "batch" and "host" force one for every component, so that
+#: bench/arrays_bench.py can compare them in one run.  Not an interface for
+#: users: the default is the measured choice.
 GATHER_ENV = "THEANO_QUEUE_GATHER"
-GATHER_MECHANISMS = ("auto", "kernel", "batch", "host")
+GATHER_MECHANISMS = ("auto", "batch", "host")
 
 _NOT_MAP_STYLE = (list, tuple, dict, np.ndarray, str, bytes, bytearray, memoryview, range)
 
@@ -420,16 +422,17 @@ class ArrayProducer(InlineMapProducer):
         self.arrays = arrays
         self.where = "Feeder(%s)" % queue.name
         self.mechanism = requested_gather(self.where)
-        #: Who gathers the rows while it runs: "host", or on a GPU queue "kernel" or "batch".
+        #: Who gathers the rows while it runs: "host", or "batch" when the GPU copies some component's.
         self.gather = "host"
 
     def gather_on_device(self):
-        """Let the GPU gather the rows itself where it can: the mechanism used ("host" where it cannot).
+        """Let the GPU copy the rows itself where that pays: the mechanism used ("host" where it does not).
 
-        The arrays are page-locked and mapped for it until :meth:`run` ends.
-        Where that is refused (no NVRTC, a driver without cuMemcpyBatchAsync,
-        a dataset too large to page-lock, memory that cannot be), one log
-        line says so and why, and the rows are gathered on the host.
+        The engine chooses per component (the GPU for large rows); the arrays
+        it chose are page-locked and mapped for it until :meth:`run` ends.
+        Where that is refused (a driver without cuMemcpyBatchAsync, a dataset
+        too large to page-lock, memory that cannot be), one log line says so
+        and why, and the rows are gathered on the host.
         """
         if not self.queue._target.on_gpu or self.mechanism == "host":
             return "host"

@@ -234,7 +234,8 @@ class Feeder:
         below 1, with the queue's ``producer_wait_s`` growing, the model is the
         bottleneck.  Also ``elements``, ``samples`` and ``samples_per_s``;
         for an array dataset ``gather``, who gathers its rows: ``"host"``, or
-        on a GPU queue the GPU's ``"kernel"`` or ``"batch"`` copy.
+        ``"batch"`` on a GPU queue whose GPU copies the rows of at least one
+        component itself (those of 256 KiB or more; the host gathers the rest).
         """
         if self._producer is None:
             return {"workers": 0, "elements": self.produced}

@@ -292,7 +292,10 @@ class Queue:
         Pays for a large dataset kept in host memory and fed in slices: each
         put then goes over the bus straight from ``array``.  Do not write
         into ``array`` while the queue may still copy from it; undo with
-        :meth:`unregister_host`, which waits for those copies.  GPU queues only.
+        :meth:`unregister_host`, which waits for those copies.  Memory this
+        process already page-locked (``register_host`` on another queue, a
+        Feeder whose GPU copies the array's rows) is used as it is, and stays
+        locked until its last user lets go.  GPU queues only.
         """
         self._ring.register_host(array)
 

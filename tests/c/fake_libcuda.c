@@ -11,10 +11,12 @@
  * primary context, 0x2000 + n another context on device n.  "Device" memory
  * is host memory that cuPointerGetAttribute knows (its context and device);
  * page-locked host memory (cuMemHostAlloc, cuMemHostRegister) is known as
- * host memory, mapped at its own address.  A module offers the kernels its
- * image names: the strided copy (c_code/tq_strided_ptx.h) and the gather
- * kernels (the source fake_libnvrtc.c hands back as PTX); cuLaunchKernel runs
- * the one its function handle names, on the host.
+ * host memory, mapped at its own address.  As the driver does, it refuses a
+ * second registration of any byte, and a device-to-host copy into a buffer
+ * that starts in registered memory and ends past it (or into memory
+ * registered read-only).  A module offers the strided-copy kernel
+ * (c_code/tq_strided_ptx.h) if its image names it; cuLaunchKernel runs it on
+ * the host.
  *
  *   FAKE_CUDA_DEVICES=n     devices (default 1; 0 makes cuInit fail with
  *                           CUDA_ERROR_NO_DEVICE, as a driver without a GPU does)
@@ -53,15 +55,18 @@ typedef int CUresult;
 #define ERR_MISALIGNED_ADDRESS 716
 #define ERR_NOT_SUPPORTED 801
 
-/* What is held now (updated from any thread), and device gathers run so far. */
+/* What is held now (updated from any thread), and device gathers (batch copies) run so far. */
 static int initialised, retained, pushed, host_allocs, device_allocs, streams, registered, modules, gathers;
 
 #define COUNT(counter, delta) __atomic_add_fetch(&(counter), (delta), __ATOMIC_RELAXED)
 
-/* For tests/c/test_gather.c: ranges registered now, and kernels and batch
- * copies run so far (device gathers). */
+/* For tests/c/test_gather.c: ranges registered now, and batch copies run
+ * so far (device gathers). */
 int fake_cuda_registered(void) { return __atomic_load_n(&registered, __ATOMIC_RELAXED); }
 int fake_cuda_gathers(void) { return __atomic_load_n(&gathers, __ATOMIC_RELAXED); }
+/* Bytes the batch copies moved so far. */
+static unsigned long long batch_bytes;
+unsigned long long fake_cuda_batch_bytes(void) { return __atomic_load_n(&batch_bytes, __ATOMIC_RELAXED); }
 
 static int devices(void)
 {
@@ -275,6 +280,7 @@ static struct {
     size_t bytes;
     void *ctx;
     enum range_kind kind;
+    int read_only; /* registered with CU_MEMHOSTREGISTER_READ_ONLY */
 } ranges[MAX_RANGES];
 static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -287,6 +293,7 @@ static int add_range(void *start, size_t bytes, void *ctx, enum range_kind kind)
             ranges[i].bytes = bytes;
             ranges[i].ctx = ctx;
             ranges[i].kind = kind;
+            ranges[i].read_only = 0;
             return 1;
         }
     return 0;
@@ -301,8 +308,8 @@ static int range_at(const void *start, enum range_kind kind)
     return -1;
 }
 
-/* The range holding p, device memory first (a registered range, rounded out
- * to pages, may hold some of the stand-in's "device" memory); ranges_lock held. */
+/* The range holding p, device memory first (the stand-in's "device" memory
+ * is host memory, which a caller could register too); ranges_lock held. */
 static int find_range(const char *p)
 {
     int host = -1;
@@ -397,13 +404,13 @@ CUresult cuMemFree_v2(unsigned long long p)
     return OK;
 }
 
+/* flags: 0x1 portable, 0x2 device map, 0x4 I/O memory, 0x8 read-only */
 CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
 {
     const char *limit = getenv("FAKE_CUDA_REGISTER_LIMIT");
     CUresult rc = OK;
     ENTER("cuMemHostRegister_v2");
-    (void)flags;
-    if (!p || !bytes)
+    if (!p || !bytes || (flags & ~0xfu))
         return ERR_INVALID_VALUE;
     if (limit && bytes > (size_t)atoll(limit))
         return ERR_OUT_OF_MEMORY;
@@ -412,6 +419,8 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
         rc = ERR_HOST_MEMORY_ALREADY_REGISTERED;
     else if (!add_range(p, bytes, NULL, REGISTERED_HOST))
         rc = ERR_OUT_OF_MEMORY;
+    else
+        ranges[range_at(p, REGISTERED_HOST)].read_only = (flags & 0x8) != 0;
     pthread_mutex_unlock(&ranges_lock);
     if (rc == OK)
         COUNT(registered, 1);
@@ -534,10 +543,28 @@ CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t by
     return OK;
 }
 
+/* 1 when the driver would refuse [p, p + bytes) as a copy's host
+ * destination: it starts in page-locked memory and ends past it, or the
+ * memory is registered read-only (CUDA_ERROR_INVALID_VALUE, as seen on an
+ * H200 when registered ranges were rounded out to whole pages). */
+static int bad_host_destination(const char *p, size_t bytes)
+{
+    int bad = 0;
+    pthread_mutex_lock(&ranges_lock);
+    for (int i = 0; i < MAX_RANGES && !bad; i++)
+        if (ranges[i].start && ranges[i].kind != DEVICE_MEMORY && p >= ranges[i].start
+            && p < ranges[i].start + ranges[i].bytes)
+            bad = p + bytes > ranges[i].start + ranges[i].bytes || ranges[i].read_only;
+    pthread_mutex_unlock(&ranges_lock);
+    return bad;
+}
+
 CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, void *stream)
 {
     ENTER("cuMemcpyDtoHAsync_v2");
     (void)stream;
+    if (bad_host_destination(dst, bytes))
+        return ERR_INVALID_VALUE;
     memcpy(dst, (const void *)(uintptr_t)src, bytes);
     return OK;
 }
@@ -569,8 +596,10 @@ CUresult cuMemcpyBatchAsync_v2(unsigned long long *dsts, unsigned long long *src
     if (!attrs || n_attrs != 1 || attrs_idxs[0] != 0 || *(int *)attrs != 1 /* in stream order */)
         return ERR_INVALID_VALUE;
     log_line("batch", stream);
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         memcpy((void *)(uintptr_t)dsts[i], (const void *)(uintptr_t)srcs[i], sizes[i]);
+        COUNT(batch_bytes, sizes[i]);
+    }
     COUNT(gathers, 1);
     return OK;
 }
@@ -578,28 +607,15 @@ CUresult cuMemcpyBatchAsync_v2(unsigned long long *dsts, unsigned long long *src
 
 /* ---- modules and kernels ----------------------------------------------------------------- */
 
-/* The kernels the stand-in runs; a function handle points at one of them. */
-enum kernel_kind { STRIDED_COPY, GATHER };
-static const struct kernel {
-    const char *name;
-    enum kernel_kind kind;
-    size_t word; /* a gather kernel's word size */
-} kernels[] = {
-    {"tq_strided_copy", STRIDED_COPY, 0},
-    {"tq_gather_w16", GATHER, 16},
-    {"tq_gather_w8", GATHER, 8},
-    {"tq_gather_w4", GATHER, 4},
-    {"tq_gather_w2", GATHER, 2},
-    {"tq_gather_w1", GATHER, 1},
-};
-#define N_KERNELS (int)(sizeof kernels / sizeof kernels[0])
+/* The one kernel the stand-in runs; a function handle points at it. */
+static const char strided_copy_name[] = "tq_strided_copy";
 
-/* A module: which of the kernels its image defines. */
+/* A module: 1 when its image defines the strided copy. */
 typedef struct {
-    int defines[N_KERNELS];
+    int defines_strided_copy;
 } module;
 
-/* 1 when `image` names `name` as a whole word (tq_gather_w1 is not tq_gather_w16). */
+/* 1 when `image` names `name` as a whole word. */
 static int names(const char *image, const char *name)
 {
     size_t len = strlen(name);
@@ -615,12 +631,9 @@ CUresult cuModuleLoadData(void **handle, const void *image)
 {
     ENTER("cuModuleLoadData");
     module *m = calloc(1, sizeof *m);
-    int any = 0;
     if (!m)
         return ERR_OUT_OF_MEMORY;
-    for (int k = 0; k < N_KERNELS; k++)
-        any |= m->defines[k] = names(image, kernels[k].name);
-    if (!any) {
+    if (!(m->defines_strided_copy = names(image, strided_copy_name))) {
         free(m);
         return ERR_INVALID_PTX;
     }
@@ -640,12 +653,10 @@ CUresult cuModuleGetFunction(void **function, void *handle, const char *name)
 {
     ENTER("cuModuleGetFunction");
     const module *m = handle;
-    for (int k = 0; k < N_KERNELS; k++)
-        if (m->defines[k] && strcmp(name, kernels[k].name) == 0) {
-            *function = (void *)&kernels[k];
-            return OK;
-        }
-    return ERR_NOT_FOUND;
+    if (!m->defines_strided_copy || strcmp(name, strided_copy_name) != 0)
+        return ERR_NOT_FOUND;
+    *function = (void *)strided_copy_name;
+    return OK;
 }
 
 /* The strided-copy kernel (c_code/tq_strided.cu): its argument, as tq_cuda.c lays it out. */
@@ -672,40 +683,15 @@ static CUresult strided_copy(void **params)
     return OK;
 }
 
-/* A gather kernel (c_code/tq_cuda.c's gather_source): every word it reads or
- * writes aligned to its size, as a GPU requires. */
-static CUresult gather(size_t word, void **params)
-{
-    char *dst = *(char **)params[0];
-    const char *src = *(const char **)params[1];
-    long long stride = *(long long *)params[2];
-    unsigned long long n_words = *(unsigned long long *)params[3];
-    const long long *idx = *(const long long **)params[4];
-    long long rows = *(long long *)params[5];
-    for (long long r = 0; r < rows; r++) {
-        const char *from = src + idx[r] * stride;
-        char *to = dst + (size_t)r * n_words * word;
-        if ((uintptr_t)from % word || (uintptr_t)to % word)
-            return ERR_MISALIGNED_ADDRESS;
-        memcpy(to, from, n_words * word);
-    }
-    COUNT(gathers, 1);
-    return OK;
-}
-
 CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                         unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params, void **extra)
 {
     ENTER("cuLaunchKernel");
     (void)shared, (void)extra;
-    const struct kernel *k = NULL;
-    for (int i = 0; i < N_KERNELS; i++)
-        if (function == (const void *)&kernels[i])
-            k = &kernels[i];
-    if (!k)
+    if (function != (const void *)strided_copy_name)
         return ERR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz || !params)
         return ERR_INVALID_VALUE;
     log_line("kernel", stream);
-    return k->kind == STRIDED_COPY ? strided_copy(params) : gather(k->word, params);
+    return strided_copy(params);
 }
