@@ -48,7 +48,7 @@ class Queue:
         until an element or a slot comes or the queue is closed.
     name : str
         Used in error messages and statistics.
-    pad_value : number, dict or None
+    pad_value : float, dict or None
         What the padding of variable-length components holds: one number for
         all of them, or by component name, e.g. ``{"tokens": -1}`` (0 for
         those left out).
