@@ -123,9 +123,9 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
     PyObject *shape_obj, *strides_obj, *dtype_obj, *stream_obj;
     unsigned long long ptr;
     PyArray_Descr *have = NULL;
-    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS];
-    int too_many;
-    if (!PyArg_ParseTuple(desc, "KOOOO", &ptr, &shape_obj, &strides_obj, &dtype_obj, &stream_obj))
+    npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS], as_rows[NPY_MAXDIMS];
+    int too_many, lead = 1; /* the leading axes that make the component's rows */
+    if (!PyArg_ParseTuple(desc, "KOOOO|i", &ptr, &shape_obj, &strides_obj, &dtype_obj, &stream_obj, &lead))
         return -1;
     if (!PyArray_DescrConverter(dtype_obj, &have))
         return -1;
@@ -141,7 +141,23 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
     src->itemsize = (size_t)have->elsize;
     Py_DECREF(have);
     int ndim = read_ints(shape_obj, "a device array's shape", dims, -1);
-    if (ndim < 0 || check_dims(self, who, c, ndim, dims))
+    if (ndim < 0)
+        return -1;
+    if (lead < 1 || lead > (ndim > 1 ? ndim : 1)) {
+        PyErr_Format(PyExc_ValueError, "%s: %d leading axes of a device array of %d make no rows", who, lead, ndim);
+        return -1;
+    }
+    /* The component sees the leading axes as one (a variable-length
+     * component's packed rows, theano_queue/layout.py); the copy sees them all. */
+    int row_ndim = ndim ? ndim - lead + 1 : 0;
+    as_rows[0] = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (d < lead)
+            as_rows[0] *= dims[d];
+        else
+            as_rows[d - lead + 1] = dims[d];
+    }
+    if (check_dims(self, who, c, row_ndim, ndim ? as_rows : dims))
         return -1;
     if (strides_obj == Py_None) { /* C order */
         npy_intp step = (npy_intp)src->itemsize;
@@ -152,7 +168,7 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
     } else if (read_ints(strides_obj, "a device array's strides", strides, ndim) < 0) {
         return -1;
     }
-    *rows = ndim ? dims[0] : 1;
+    *rows = ndim ? as_rows[0] : 1;
     src->ptr = ptr;
     merge_axes(ndim, dims, strides, src, &too_many);
     if (too_many) {

@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from theano_queue import _engine, device
+from theano_queue.layout import Layout
 from theano_queue.spec import parse_components
 
 driver = ctypes.CDLL(os.environ["THEANO_QUEUE_LIBCUDA"])
@@ -64,15 +65,22 @@ def free_device_memory():
         driver.cuMemFree_v2(ctypes.c_ulonglong(allocated.pop()))
 
 
-def gpu_ring(spec, capacity=2, name="q"):
-    """A GPU ring in the stand-in's primary context, and its parsed components."""
-    components = parse_components(spec, name)
-    ring = _engine.Ring(name, [(c.name, c.dtype, c.shape) for c in components], capacity, cu_context=PRIMARY)
-    return ring, components
+def gpu_ring(spec, capacity=2, name="q", pad_value=None):
+    """A GPU ring in the stand-in's primary context, and the layout of its components (as a Queue makes them)."""
+    layout = Layout(parse_components(spec, name, pad_value))
+    ring = _engine.Ring(name, [(c.name, c.dtype, c.shape) for c in layout.engine], capacity, cu_context=PRIMARY)
+    return ring, layout
 
 
-def put(ring, components, values, stream=None, name="q"):
-    return device.put(ring, components, values, name, None, None, stream)
+def upload(host):
+    """The stand-in's upload of a variable-length component's lengths: a copy in its device memory."""
+    array = device_copy(host)
+    return device.DeviceSource((array.__array_interface__["data"][0], array.shape, None, array.dtype, None),
+                               keep=array)
+
+
+def put(ring, layout, values, stream=None, name="q"):
+    return device.put(ring, layout, values, name, None, None, stream, upload)
 
 
 def log():

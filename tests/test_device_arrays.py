@@ -168,6 +168,26 @@ def test_pygpu_arrays_round_trip_bit_exact_contiguous_and_strided():
     assert q.stats()["dropped"] == 0
 
 
+def test_a_padded_device_array_with_host_lengths_fills_a_variable_length_component():
+    import theano
+
+    q = tq.Queue([("tokens", "int32", (4, tq.upto(16))), ("y", "int16", (4,))], capacity=3)
+    tokens, y, lengths = q.dequeue(lengths=True)
+    f = theano.function([], [tokens, y, lengths])
+    wide = np.arange(4 * 20, dtype=np.int32).reshape(4, 20)
+    for cut, rows in [(9, [9, 0, 3, 5]), (16, [16, 16, 1]), (4, [2, 4])]:
+        gx = on_gpu(wide[: len(rows)])[:, :cut]  # padded wider than the longest row, rows strided
+        q.put(tq.Padded(gx, rows), on_gpu(np.arange(len(rows), dtype=np.int16)), stream=theano_stream())
+        got, gy, got_lengths = f()
+        assert got.shape == (len(rows), max(rows)) and got_lengths.tolist() == rows
+        assert gy.tolist() == list(range(len(rows)))
+        for row, want, n in zip(got, wide, rows):
+            assert np.array_equal(row[:n], want[:n])
+    with pytest.raises(TypeError, match="needs its row lengths"):
+        q.put(on_gpu(wide[:4, :9]), on_gpu(np.arange(4, dtype=np.int16)))
+    assert q.size() == 0 and q.stats()["dropped"] == 0
+
+
 @pytest.mark.parametrize("inner", ["unit", "two items", "negative"])
 def test_cuda_array_interface_strides_and_stream(inner):
     """The protocol's parser: explicit byte strides (non-unit or negative innermost) and a stream."""

@@ -242,3 +242,29 @@ def test_the_pycuda_example_says_what_it_needs_and_exits():
                           env=dict(os.environ, THEANO_FLAGS="device=cpu,floatX=float32", PYTHONPATH=ROOT))
     assert done.returncode == 1
     assert "gpu_augment: Theano does not run on a GPU here; run with THEANO_FLAGS=device=cuda0" in done.stderr
+
+
+def test_a_padded_device_array_fills_a_variable_length_component(fake):
+    run(fake, """
+        from theano_queue.layout import Padded
+        ring, layout = gpu_ring([("x", "int32", (4, tq_upto(10), 3)), ("y", "int16", (4,))], capacity=3,
+                                pad_value={"x": -1})
+        wide = device_copy(np.arange(4 * 12 * 3, dtype=np.int32).reshape(4, 12, 3))
+        y = device_copy(np.arange(4, dtype=np.int16))
+        for data, lengths in [(wide[:, :7], [7, 0, 3, 5]),   # padded wider than its longest row: cut to 7
+                              (wide[:3, :10], [10, 10, 1]),   # rows at the bound
+                              (wide[:2, ::-1][:, :4], [2, 4])]:  # strided rows
+            put(ring, layout, [Padded(CAI(data), np.array(lengths)), CAI(y[:len(lengths)])])
+            got, gy, got_lengths = layout.unpack(ring.get(), lengths=True)
+            assert got.shape == (len(lengths), max(lengths), 3) and got_lengths.tolist() == lengths
+            assert gy.tolist() == list(range(len(lengths)))
+            for row, want, n in zip(got, np.asarray(data), lengths):
+                assert np.array_equal(row[:n], want[:n])  # past a row's length: as the array holds it
+        with pytest.raises(TypeError, match="needs its row lengths"):
+            put(ring, layout, [CAI(wide[:, :7]), CAI(y)])
+        with pytest.raises(ValueError, match="the data there is only 7 long"):
+            put(ring, layout, [Padded(CAI(wide[:, :7]), np.array([8, 1, 1, 1])), CAI(y)])
+        with pytest.raises(ValueError, match="longer than the bound upto.10."):
+            put(ring, layout, [Padded(CAI(wide), np.array([11, 1, 1, 1])), CAI(y)])
+        assert ring.stats()["enqueued"] == 3 and ring.size() == 0 and ring.stats()["dropped"] == 0
+    """.replace("tq_upto", "__import__('theano_queue').upto"))

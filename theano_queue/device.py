@@ -136,12 +136,76 @@ def _from_dlpack(value, where, copy_stream):
     return DeviceSource((ptr, shape, strides, np.dtype(typestr), None), keep=owner)
 
 
-def put(ring, components, values, queue_name, timeout, stop, stream):
-    """A device put of one element: values in component order, every one a device array."""
+def put(ring, layout, values, queue_name, timeout, stop, stream, upload=None):
+    """A device put of one element: values in component order, every one a device array.
+
+    A variable-length component's value is a :class:`~theano_queue.Padded`
+    device array with its row lengths on the host (``layout.py``);
+    ``upload(array)`` then puts the lengths on the device and returns their
+    :class:`DeviceSource` (:func:`uploader` makes one for a pygpu context).
+    """
     where = "Queue.put: queue %r" % queue_name
     handle = stream_handle(stream, where)
-    sources = [device_source(v, c, queue_name, handle, ring.copy_stream) for c, v in zip(components, values)]
-    return ring.put_device([s.description for s in sources], timeout, stop)
+    descriptions, keep = [], []
+    for i, (component, value) in enumerate(zip(layout.components, values)):
+        if i in layout.variables:
+            parts, alive = variable_descriptions(layout.variables[i], value, queue_name, handle, ring.copy_stream,
+                                                 upload)
+            descriptions.extend(parts)
+            keep.extend(alive)
+        else:
+            source = device_source(value, component, queue_name, handle, ring.copy_stream)
+            descriptions.append(source.description)
+            keep.append(source)
+    return ring.put_device(descriptions, timeout, stop)
+
+
+def uploader(context):
+    """``upload(array)`` for :func:`put`: a host array copied into a pygpu array of ``context``, on its stream."""
+    import pygpu
+
+    def upload(array):
+        on_gpu = pygpu.gpuarray.array(np.ascontiguousarray(array), context=context)
+        return _from_pygpu(on_gpu)
+
+    return upload
+
+
+def variable_descriptions(variable, value, queue_name, stream, copy_stream, upload):
+    """A variable-length component's engine descriptions from a padded device array and host lengths.
+
+    The data is described as the array's first ``n`` rows cut to the
+    element's extent on each variable axis (the array's own strides: the
+    copy packs them, device to device); the lengths are uploaded into the
+    queue's context; the extents are zero-byte descriptions (their row
+    counts are the extents).  What lies past a row's length crosses as the
+    array holds it.  Returns the descriptions and what must stay alive.
+    """
+    from .layout import Padded
+
+    if not isinstance(value, Padded):
+        raise TypeError("%s: a device array for a variable-length component needs its row lengths: "
+                        "q.put(..., lengths={%r: lengths}) or tq.Padded(device_array, lengths)"
+                        % (variable.where(queue_name), variable.name))
+    source = device_source(value.data, variable.component, queue_name, stream, copy_stream)
+    ptr, shape, strides, dtype, own_stream = source.description
+    shape = tuple(int(n) for n in shape)
+    if len(shape) != len(variable.bounds):
+        raise ValueError("%s: expected a padded device array of %d dimensions (the component is %s), got shape %s"
+                         % (variable.where(queue_name), len(variable.bounds), variable.component.shape, shape))
+    n = shape[0]
+    variable.check_rows(n, queue_name)
+    variable.check_fixed_axes(shape, 0, queue_name, "the device array")
+    lengths = variable.check_lengths(value.lengths, n, [shape[a] for a in variable.axes], queue_name)
+    extents = variable.extents(lengths)
+    if strides is None:
+        strides = tuple(int(v) for v in np.empty((0,) + shape[1:], dtype).strides) if n else (0,) * len(shape)
+        strides = (int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize,) + strides[1:]
+    on_gpu = upload(lengths.reshape((n,) + variable.engine[1].shape[1:]))
+    data = (ptr, variable.packed_shape(n, extents), tuple(strides), dtype, own_stream, len(variable.middle) + 1)
+    parts = [data, on_gpu.description]
+    parts += [(0, (extent, 0), None, np.dtype("uint8"), None) for extent in extents]
+    return parts, [source, on_gpu]
 
 
 class DeviceArray:

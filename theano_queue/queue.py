@@ -8,7 +8,7 @@ import numpy as np
 from . import device as _device
 from . import target as _target
 from .errors import QueueError
-from .layout import Layout
+from .layout import Layout, Padded
 from .spec import as_component_value, check_queue_name, element_in_order, parse_components
 
 _names = itertools.count()
@@ -172,7 +172,9 @@ class Queue:
         their data is ready), the put waits on the host until the copy has
         read the array, so the caller may reuse it at once.  The dtype must
         be the component's (device arrays are not cast) and the array must be
-        on the queue's GPU.
+        on the queue's GPU.  A variable-length component takes a padded
+        device array with host ``lengths`` (or ``Padded(array, lengths)``);
+        past each row's length it crosses as it is, not padded.
 
         A variable-length component takes a list of per-row arrays of their
         own lengths; or a padded array, every row full unless ``lengths``
@@ -188,9 +190,8 @@ class Queue:
         if plain and _all_arrays(element, len(self.components)):
             return self._ring.put(element, timeout, stop)  # the engine checks dtypes and shapes
         values = element_in_order(self.components, self._element(element), self.name)
-        on_device = [_device.is_device_array(v) for v in values]
-        if any(on_device):
-            return self._put_from_device(values, on_device, timeout, stop, stream)
+        if any(_device.is_device_array(v.data if isinstance(v, Padded) else v) for v in values):
+            return self._put_from_device(values, timeout, stop, stream, lengths)
         if stream is not None:
             raise ValueError("Queue.put: queue %r: stream is for device arrays; these are host data" % self.name)
         if not self._layout.varying:
@@ -208,19 +209,23 @@ class Queue:
             raise
         return self._ring.commit(slot, rows)
 
-    def _put_from_device(self, values, on_device, timeout, stop, stream):
+    def _put_from_device(self, values, timeout, stop, stream, lengths):
+        on_device = [_device.is_device_array(v.data if isinstance(v, Padded) else v) for v in values]
         if not all(on_device):
             host = [c.name for c, d in zip(self.components, on_device) if not d]
             raise TypeError(
                 "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
                 "components %s are host data" % (self.name, ", ".join(map(repr, host)))
             )
+        upload = None
         if self._layout.varying:
-            raise TypeError(
-                "Queue.put: queue %r: variable-length components are put from host memory; device arrays go into "
-                "queues whose axes are all fixed" % self.name
-            )
-        return _device.put(self._ring, self.components, values, self.name, timeout, stop, stream)
+            from theano.gpuarray.type import get_context
+
+            values = self._layout.with_lengths(values, lengths, self.name)
+            upload = _device.uploader(get_context(self._target.context_name))
+        elif lengths is not None:
+            self._layout.refuse_lengths(self.name, "put")
+        return _device.put(self._ring, self._layout, values, self.name, timeout, stop, stream, upload)
 
     def get(self, timeout=None, lengths=False, device=False):
         """Take the next element: a tuple of numpy arrays, one per component.
