@@ -27,10 +27,11 @@ import theano_queue as tq
 
 VOCAB = 8
 
-# Theano 1.0.5 builds scan's inner loop from Cython output that includes
-# longintrepr.h, which Python 3.11 moved: the build fails.  Scan falls back to
-# its Python loop (the step itself stays compiled) when that module cannot be
-# imported, which this entry makes so.
+# Theano 1.0.5 builds scan's inner loop from Cython output that Python 3.11
+# cannot compile.  Scan falls back to its Python loop (the step itself stays
+# compiled) when that module cannot be imported, which this entry makes so;
+# the project's venv does the same for every script (scripts/install-deps.sh),
+# and this line keeps the example running on other stacks.
 sys.modules.setdefault("theano.scan_module.scan_perform_ext", None)
 
 

@@ -37,7 +37,12 @@ cat >"$venv_abs/theanorc" <<RC
 [blas]
 ldflags = -lopenblas
 RC
+# Theano 1.0.5 builds scan's inner loop from Cython output that Python 3.11
+# cannot compile (its frame and exception internals moved), and dies there;
+# the second line makes that module's import fail, as Theano expects where it
+# cannot build it, so scan runs its own Python loop (the step stays compiled).
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 cat >"$site/theano_queue_venv.pth" <<'PTH'
 import os, sys; _rc = os.path.join(sys.prefix, "theanorc"); _have = os.environ.get("THEANORC", "~/.theanorc"); os.environ["THEANORC"] = _have if _rc in _have.split(os.pathsep) else os.pathsep.join([_rc, _have])
+import sys; sys.version_info >= (3, 11) and sys.modules.setdefault("theano.scan_module.scan_perform_ext", None)
 PTH
