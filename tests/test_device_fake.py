@@ -251,7 +251,9 @@ def test_a_padded_device_array_fills_a_variable_length_component(fake):
                                 pad_value={"x": -1})
         wide = device_copy(np.arange(4 * 12 * 3, dtype=np.int32).reshape(4, 12, 3))
         y = device_copy(np.arange(4, dtype=np.int16))
-        for data, lengths in [(wide[:, :7], [7, 0, 3, 5]),   # padded wider than its longest row: cut to 7
+        tight = device_copy(np.arange(3 * 6 * 3, dtype=np.int32).reshape(3, 6, 3))
+        for data, lengths in [(tight, [6, 2, 6]),               # C-contiguous, padded to its longest row
+                              (wide[:, :7], [7, 0, 3, 5]),   # padded wider than its longest row: cut to 7
                               (wide[:3, :10], [10, 10, 1]),   # rows at the bound
                               (wide[:2, ::-1][:, :4], [2, 4])]:  # strided rows
             put(ring, layout, [Padded(CAI(data), np.array(lengths)), CAI(y[:len(lengths)])])
@@ -266,5 +268,5 @@ def test_a_padded_device_array_fills_a_variable_length_component(fake):
             put(ring, layout, [Padded(CAI(wide[:, :7]), np.array([8, 1, 1, 1])), CAI(y)])
         with pytest.raises(ValueError, match="longer than the bound upto.10."):
             put(ring, layout, [Padded(CAI(wide), np.array([11, 1, 1, 1])), CAI(y)])
-        assert ring.stats()["enqueued"] == 3 and ring.size() == 0 and ring.stats()["dropped"] == 0
+        assert ring.stats()["enqueued"] == 4 and ring.size() == 0 and ring.stats()["dropped"] == 0
     """.replace("tq_upto", "__import__('theano_queue').upto"))

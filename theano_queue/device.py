@@ -198,9 +198,8 @@ def variable_descriptions(variable, value, queue_name, stream, copy_stream, uplo
     variable.check_fixed_axes(shape, 0, queue_name, "the device array")
     lengths = variable.check_lengths(value.lengths, n, [shape[a] for a in variable.axes], queue_name)
     extents = variable.extents(lengths)
-    if strides is None:
-        strides = tuple(int(v) for v in np.empty((0,) + shape[1:], dtype).strides) if n else (0,) * len(shape)
-        strides = (int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize,) + strides[1:]
+    if strides is None:  # C order
+        strides = tuple(int(np.prod(shape[d + 1:], dtype=np.int64)) * dtype.itemsize for d in range(len(shape)))
     on_gpu = upload(lengths.reshape((n,) + variable.engine[1].shape[1:]))
     data = (ptr, variable.packed_shape(n, extents), tuple(strides), dtype, own_stream, len(variable.middle) + 1)
     parts = [data, on_gpu.description]
