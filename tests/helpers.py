@@ -1,4 +1,5 @@
 """Small things several test modules use."""
+import importlib.util
 import os
 import signal
 import subprocess
@@ -105,3 +106,12 @@ def holding_the_gil(seconds, then):
         return then()
     finally:
         sys.setswitchinterval(interval)
+
+
+def load_example(name):
+    """examples/<name>.py as a module, so a test calls its main() in this process."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
