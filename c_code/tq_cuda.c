@@ -574,6 +574,8 @@ static tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_exten
     if ((code = enter(b, err)) != TQ_OK)
         return code;
     for (int i = 0; i < n; i++) {
+        if (!extents[i].bytes)
+            continue; /* nothing is read: nothing to order, nothing to wait for */
         if (srcs[i].stream) {
             if ((code = order_with_producer(b, srcs[i].where.context, (CUstream)srcs[i].stream, slot, 1, err)) != TQ_OK)
                 goto fail;
@@ -599,7 +601,7 @@ fail:
      * stream is this thread, which waits here.  On failure too: a copy may
      * have been queued before the call that failed. */
     for (int i = 0; recorded && i < n; i++) {
-        if (!srcs[i].stream)
+        if (!srcs[i].stream || !extents[i].bytes)
             continue;
         tq_code ordered = order_with_producer(b, srcs[i].where.context, (CUstream)srcs[i].stream, slot, 0, err);
         if (ordered != TQ_OK) {

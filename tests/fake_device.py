@@ -72,11 +72,14 @@ def gpu_ring(spec, capacity=2, name="q", pad_value=None):
     return ring, layout
 
 
+UPLOAD_STREAM = 7  # the stream an upload is queued on, as libgpuarray's is in a Queue
+
+
 def upload(host):
     """The stand-in's upload of a variable-length component's lengths: a copy in its device memory."""
     array = device_copy(host)
-    return device.DeviceSource((array.__array_interface__["data"][0], array.shape, None, array.dtype, None),
-                               keep=array)
+    return device.DeviceSource((array.__array_interface__["data"][0], array.shape, None, array.dtype,
+                                UPLOAD_STREAM), keep=array)
 
 
 def put(ring, layout, values, stream=None, name="q"):

@@ -220,7 +220,7 @@ def test_a_failed_copy_drops_its_slot_and_the_queue_goes_on(fake, failing):
 
 
 def test_device_gets_and_puts_are_refused_by_host_queues():
-    from theano_queue import Queue, QueueError
+    from theano_queue import Queue, QueueError, upto
 
     q = Queue([("x", "float32", (2,))], target="cpu", name="host")
     with pytest.raises(QueueError, match="queue 'host' lives in host memory; device=True is for GPU queues"):
@@ -234,6 +234,10 @@ def test_device_gets_and_puts_are_refused_by_host_queues():
     with pytest.raises(TypeError, match="not both; components 'y' are host data"):
         Queue([("x", "float32", (2,)), ("y", "float32", (2,))], target="cpu").put(Device(), [1.0, 2.0])
     assert q.size() == 0
+    ragged = Queue([("x", "float32", (2, upto(4)))], target="cpu", name="ragged")
+    with pytest.raises(QueueError, match="queue 'ragged' lives in host memory; put device arrays into a GPU queue"):
+        ragged.put(Device(), lengths={"x": [1, 2]})
+    assert ragged.size() == 0
 
 
 def test_the_pycuda_example_says_what_it_needs_and_exits():
@@ -256,7 +260,9 @@ def test_a_padded_device_array_fills_a_variable_length_component(fake):
                               (wide[:, :7], [7, 0, 3, 5]),   # padded wider than its longest row: cut to 7
                               (wide[:3, :10], [10, 10, 1]),   # rows at the bound
                               (wide[:2, ::-1][:, :4], [2, 4])]:  # strided rows
-            put(ring, layout, [Padded(CAI(data), np.array(lengths)), CAI(y[:len(lengths)])])
+            log()
+            put(ring, layout, [Padded(CAI(data, stream=5), np.array(lengths)), CAI(y[:len(lengths)], stream=5)])
+            assert "sync" not in log()  # every source has a stream (the zero-byte extents need none): no host wait
             got, gy, got_lengths = layout.unpack(ring.get(), lengths=True)
             assert got.shape == (len(lengths), max(lengths), 3) and got_lengths.tolist() == lengths
             assert gy.tolist() == list(range(len(lengths)))

@@ -171,6 +171,50 @@ def test_writer_packs_the_rows_written_at_the_bound():
     assert q.get()[1].shape == (8, 16)
 
 
+class Grids:
+    """Map-style: sample i is (3, (i * 7) % (bound + 1)) int32, the variable axis after a fixed one."""
+
+    def __init__(self, bound):
+        self.bound = bound
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        return (np.full((3, (i * 7) % (self.bound + 1)), i, np.int32),)
+
+
+@pytest.mark.parametrize("bound", [5, 4096])  # short sub-rows, and sub-rows of 8 KiB and more
+def test_a_variable_axis_after_a_fixed_one_is_cut_in_every_sub_row(bound):
+    q = tq.Queue([("g", "int32", (2, 3, tq.upto(bound)))], capacity=4, target="cpu", pad_value=-1)
+
+    def want(rows):
+        out = np.full((len(rows), 3, max(r.shape[1] for r in rows)), -1, np.int32)
+        for i, r in enumerate(rows):
+            out[i, :, : r.shape[1]] = r
+        return out
+
+    rng = np.random.default_rng(bound)
+    rows = [rng.integers(0, 100, (3, n)).astype("int32") for n in (bound - 2, bound)]
+    padded = np.full((2, 3, bound), 77, np.int32)
+    for i, r in enumerate(rows):
+        padded[i, :, : r.shape[1]] = r
+    q.put(padded, lengths={"g": [bound - 2, bound]})
+    q.put(padded.astype(np.int16) if bound < 100 else padded, lengths={"g": [bound - 2, bound]})  # a safe cast too
+    q.put(rows)
+    with q.writer() as slot:
+        for i, r in enumerate(rows):
+            slot["g"][i, :, : r.shape[1]] = r
+            slot.lengths["g"][i] = r.shape[1]
+    for _ in range(4):
+        got, lengths = q.get(lengths=True)
+        assert np.array_equal(got, want(rows)) and lengths.tolist() == [bound - 2, bound]
+    with tq.Feeder(q, Grids(bound)):  # batches of the queue's 2 rows
+        for b in range(6):
+            got, lengths = q.get(lengths=True)
+            assert np.array_equal(got, want([Grids(bound)[2 * b][0], Grids(bound)[2 * b + 1][0]]))
+
+
 class WideRows:
     """Map-style: sample i holds (i * 5) % 33 steps of 128 float32 features (8 KiB rows from 16 steps)."""
 

@@ -128,13 +128,15 @@ class Variable:
         n = len(packed)
         if n == 0 or packed.size == 0:
             return
-        if self.k == 1 and packed.ndim >= 2 and _rows_contiguous(source) and not np.may_share_memory(packed, source):
+        along_rows = self.axes == (1,)  # the one variable axis is a row's first: a row's used part is one run
+        if (along_rows and source.dtype == packed.dtype and _rows_contiguous(source)
+                and not np.may_share_memory(packed, source)):
             # In C over the copy pool, with the GIL released: a batch of long
             # rows is as large a copy as a fixed component's.
             _engine.pack_rows(packed, source[:n], np.ascontiguousarray(lengths.reshape(n), np.int64),
                               np.asarray(self.pad_value, packed.dtype).reshape(1))
             return
-        if self.k == 1 and packed[0].nbytes >= ROW_BY_ROW_BYTES:
+        if along_rows and packed[0].nbytes >= ROW_BY_ROW_BYTES:
             pad = self.pad_value
             for i, length in enumerate(lengths.reshape(n).tolist()):
                 packed[i, :length] = source[i, :length]
@@ -190,7 +192,11 @@ class Variable:
         return given
 
     def as_array(self, value, queue_name, ndim, what):
-        """``value`` as an array of the component's dtype (cast only when safe), with ``ndim`` dimensions."""
+        """``value`` as an array with ``ndim`` dimensions whose dtype casts safely to the component's.
+
+        An array keeps its own dtype (the copy into the slot casts it); Python
+        values become arrays of the component's dtype.
+        """
         where = self.where(queue_name)
         if isinstance(value, np.ndarray):
             if value.dtype != self.dtype and not np.can_cast(value.dtype, self.dtype, "safe"):
@@ -274,11 +280,12 @@ class Variable:
         def write(views):
             data_view, lengths_view = views[0], views[1]
             packed = self.packed_view(data_view, n, extents)
+            along_rows = self.axes == (1,)
             for i, row in enumerate(arrays):
                 packed[(i,) + tuple(slice(0, s) for s in row.shape)] = row
-                if self.k == 1:
+                if along_rows:
                     packed[i, len(row):] = self.pad_value
-            if self.k > 1:
+            if not along_rows:
                 self.pad(packed, lengths)
             lengths_view[:n] = lengths.reshape(lengths_view[:n].shape)
             return self.engine_rows(n, extents)

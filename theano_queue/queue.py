@@ -217,6 +217,9 @@ class Queue:
                 "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
                 "components %s are host data" % (self.name, ", ".join(map(repr, host)))
             )
+        if not self.on_gpu:
+            raise QueueError("Queue.put: queue %r lives in host memory; put device arrays into a GPU queue, or copy "
+                             "them to the host first" % self.name)
         upload = None
         if self._layout.varying:
             from theano.gpuarray.type import get_context
