@@ -115,3 +115,19 @@ def load_example(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def put_waiting_for_room(q, fill, element):
+    """Puts ``fill`` (as many elements as q holds), then starts a thread whose put of ``element`` waits for room.
+
+    Returns the thread once its put is waiting.
+    """
+    for value in fill:
+        q.put(value)
+    waiting = threading.Thread(target=q.put, args=(element,), kwargs={"timeout": 30})
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while q.stats()["producer_wait_s"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)  # until the put waits for room
+    time.sleep(0.02)
+    return waiting

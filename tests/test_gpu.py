@@ -7,14 +7,13 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import numpy as np
 import pytest
 
 import theano_queue as tq
-from helpers import TAGGED, holding_the_gil, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
+from helpers import TAGGED, holding_the_gil, put_waiting_for_room, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
 
 pytestmark = pytest.mark.gpu
 
@@ -166,14 +165,7 @@ def test_a_put_waiting_for_room_completes_while_a_step_holds_the_gil():
     sink = theano.shared(np.zeros((4, 4), "float32"))
     step = theano.function([], [], updates=[(sink, q.dequeue())])
     assert "GpuDequeue" in op_names(step)
-    for _ in range(2):
-        q.put(np.zeros((4, 4), "float32"))
-    waiting = threading.Thread(target=q.put, args=(np.ones((4, 4), "float32"),), kwargs={"timeout": 30})
-    waiting.start()
-    deadline = time.monotonic() + 10
-    while q.stats()["producer_wait_s"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.001)
-    time.sleep(0.02)
+    waiting = put_waiting_for_room(q, [np.zeros((4, 4), "float32")] * 2, np.ones((4, 4), "float32"))
 
     def step_then_hold():
         step()

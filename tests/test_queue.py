@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
-from helpers import TAGGED, check_tagged, holding_the_gil, tagged_element, two_producers_exactly_once
+from helpers import (TAGGED, check_tagged, holding_the_gil, put_waiting_for_room, tagged_element,
+                     two_producers_exactly_once)
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 
@@ -310,14 +311,7 @@ def test_a_put_waiting_for_room_completes_while_the_consumer_holds_the_gil():
     # A feeder woken by a step's dequeue writes its element at once, without
     # first waiting for the training thread to let go of the GIL.
     q = tq.Queue([("x", "float32", (4, 4))], capacity=2, target="cpu")
-    for _ in range(2):
-        q.put(np.zeros((4, 4), "float32"))
-    waiting = threading.Thread(target=q.put, args=(np.ones((4, 4), "float32"),), kwargs={"timeout": 30})
-    waiting.start()
-    deadline = time.monotonic() + 10
-    while q.stats()["producer_wait_s"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.001)  # until the put waits for room
-    time.sleep(0.02)
+    waiting = put_waiting_for_room(q, [np.zeros((4, 4), "float32")] * 2, np.ones((4, 4), "float32"))
 
     def take_then_hold():
         q.get()
