@@ -79,8 +79,15 @@ struct tq_backend {
      * read as it is (registered memory): a put then skips the staging. */
     int (*reads_directly)(tq_backend *self, const void *src, size_t bytes);
     /* Makes the extents of a written slot visible to readers (cuda: starts
-     * the host-to-device copy). */
-    tq_code (*publish)(tq_backend *self, int slot, const tq_extent *extents, int n_extents, tq_error *err);
+     * the host-to-device copy).  `ahead` counts the elements ready before
+     * this one: a consumer takes one of them first, so a device backend may
+     * leave this slot's copy to that consumer's take (or read_to_host),
+     * which then starts every copy left to it before its own.  A producer
+     * then makes no driver call while a training step makes its own (the
+     * driver serialises the two threads' calls: doc/design.rst, "Small
+     * steps"). */
+    tq_code (*publish)(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead,
+                       tq_error *err);
     /* Copies extent of a READING slot into host memory at dst (cuda: waits
      * for the slot's data, then copies device-to-host). */
     tq_code (*read_to_host)(tq_backend *self, int slot, const tq_extent *extent, void *dst, tq_error *err);

@@ -228,6 +228,15 @@ typedef struct {
     long long to_device;
 } attachment;
 
+/* A slot's host-to-device copy that its producer left to the consumer
+ * (publish with elements ahead), and the trace's callback for its arrival. */
+typedef struct {
+    int n; /* extents to copy; -1: nothing left here */
+    tq_extent extents[TQ_MAX_COMPONENTS];
+    void (*arrived)(void *);
+    void *arrived_arg;
+} deferred_upload;
+
 typedef struct {
     tq_backend base;
     CUcontext ctx;
@@ -238,6 +247,11 @@ typedef struct {
     int staging_registered; /* page-locked with cuMemHostRegister */
     CUdeviceptr *device;
     CUevent *filled, *consumed;
+    /* Uploads left to consumers, per slot; n_deferred counts them, so that a
+     * take with none to start takes no lock. */
+    pthread_mutex_t deferred_lock;
+    deferred_upload *deferred;
+    int n_deferred;
     pthread_mutex_t registered_lock;
     host_range *registered;
     int n_registered, registered_cap;
@@ -276,8 +290,11 @@ static tq_code cuda_alloc_slots(tq_backend *self, int capacity, size_t slot_byte
     b->device = calloc((size_t)capacity, sizeof *b->device);
     b->filled = calloc((size_t)capacity, sizeof *b->filled);
     b->consumed = calloc((size_t)capacity, sizeof *b->consumed);
-    if (!b->device || !b->filled || !b->consumed)
+    b->deferred = calloc((size_t)capacity, sizeof *b->deferred);
+    if (!b->device || !b->filled || !b->consumed || !b->deferred)
         return tq_set_error(err, TQ_ENOMEM, "out of host memory for the cuda backend's tables");
+    for (int i = 0; i < capacity; i++)
+        b->deferred[i].n = -1;
     b->capacity = capacity;
     b->slot_bytes = slot_bytes;
     /* The staging of every slot lives in one shared block that worker
@@ -316,11 +333,82 @@ static void cuda_swap_staging(tq_backend *self, int a, int b)
     tq_shm_swap_slots(&((cuda_backend *)self)->staging, a, b);
 }
 
+/* ---- uploads left to the consumer ------------------------------------------------ */
+
+/* Queues the copy of a slot's extents to the device on the copy stream: after
+ * the slot's last reader, recorded as filled.  The context is current. */
+static tq_code upload(cuda_backend *b, int slot, const tq_extent *extents, int n, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    /* The device slot is overwritten only after its last reader is done: an
+     * order on the GPU, not a wait on the host. */
+    CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
+    for (int i = 0; i < n; i++) {
+        const void *src = extents[i].src ? extents[i].src : (const char *)b->staging.slot[slot] + extents[i].offset;
+        CU(MemcpyHtoDAsync, (b->device[slot] + extents[i].offset, src, extents[i].bytes, b->copy_stream));
+    }
+    CU(EventRecord, (b->filled[slot], b->copy_stream));
+fail:
+    return code;
+}
+
+/* Takes what was left for `slot` out of the table; 0 when nothing was.  Under
+ * deferred_lock. */
+static int take_deferred(cuda_backend *b, int slot, deferred_upload *out)
+{
+    if (b->deferred[slot].n < 0)
+        return 0;
+    *out = b->deferred[slot];
+    b->deferred[slot].n = -1;
+    b->deferred[slot].arrived = NULL;
+    __atomic_sub_fetch(&b->n_deferred, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* A consumer, before it reads `first`: starts every upload left to it, that
+ * of `first` first and the others in slot order after it.  The context is
+ * current.  A producer left its upload only after the slot's data was
+ * written, and before the slot was READY: a consumer that reads a slot sees
+ * what was left for it (the ring's lock orders the two). */
+static tq_code start_deferred(cuda_backend *b, int first, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    if (!__atomic_load_n(&b->n_deferred, __ATOMIC_RELAXED))
+        return TQ_OK;
+    pthread_mutex_lock(&b->deferred_lock);
+    for (int k = 0; k < b->capacity && code == TQ_OK; k++) {
+        int slot = (first + k) % b->capacity;
+        deferred_upload left;
+        if (!take_deferred(b, slot, &left))
+            continue;
+        code = upload(b, slot, left.extents, left.n, err);
+        if (left.arrived && (code != TQ_OK || cu.LaunchHostFunc(b->copy_stream, left.arrived, left.arrived_arg)))
+            left.arrived(left.arrived_arg); /* the trace's mark is freed either way */
+    }
+    pthread_mutex_unlock(&b->deferred_lock);
+    return code;
+}
+
+/* A producer that writes `slot` anew: an upload still left there is of an
+ * element that was dropped unread, and must not overwrite the new one. */
+static void forget_deferred(cuda_backend *b, int slot)
+{
+    deferred_upload left;
+    if (!__atomic_load_n(&b->n_deferred, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&b->deferred_lock);
+    int had = take_deferred(b, slot, &left);
+    pthread_mutex_unlock(&b->deferred_lock);
+    if (had && left.arrived)
+        left.arrived(left.arrived_arg);
+}
+
 /* The staging may still feed the copy that the slot's last publish started. */
 static tq_code cuda_before_write(tq_backend *self, int slot, tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
     tq_code code;
+    forget_deferred(b, slot);
     if ((code = enter(b, err)) != TQ_OK)
         return code;
     CU(EventSynchronize, (b->filled[slot]));
@@ -329,21 +417,37 @@ fail:
     return code;
 }
 
-static tq_code cuda_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, tq_error *err)
+/* 1 when every extent is read from the slot's staging (not from user memory,
+ * which its owner may change once the put returns). */
+static int from_staging(const tq_extent *extents, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (extents[i].src)
+            return 0;
+    return 1;
+}
+
+/* With elements ahead of this one, the consumer starts the upload when it
+ * takes the first of them: it is then still queued ahead of its reader, and
+ * this thread makes no driver call while the consumer's step makes its own. */
+static tq_code cuda_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead,
+                            tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
     tq_code code;
+    if (ahead > 0 && from_staging(extents, n_extents)) {
+        pthread_mutex_lock(&b->deferred_lock);
+        deferred_upload *left = &b->deferred[slot];
+        memcpy(left->extents, extents, (size_t)n_extents * sizeof *extents);
+        left->n = n_extents;
+        left->arrived = NULL;
+        __atomic_add_fetch(&b->n_deferred, 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&b->deferred_lock);
+        return TQ_OK;
+    }
     if ((code = enter(b, err)) != TQ_OK)
         return code;
-    /* The device slot is overwritten only after its last reader is done: an
-     * order on the GPU, not a wait on the host. */
-    CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
-    for (int i = 0; i < n_extents; i++) {
-        const void *src = extents[i].src ? extents[i].src : (const char *)b->staging.slot[slot] + extents[i].offset;
-        CU(MemcpyHtoDAsync, (b->device[slot] + extents[i].offset, src, extents[i].bytes, b->copy_stream));
-    }
-    CU(EventRecord, (b->filled[slot], b->copy_stream));
-fail:
+    code = upload(b, slot, extents, n_extents, err);
     leave();
     return code;
 }
@@ -354,6 +458,8 @@ static tq_code cuda_read_to_host(tq_backend *self, int slot, const tq_extent *ex
     tq_code code;
     if ((code = enter(b, err)) != TQ_OK)
         return code;
+    if ((code = start_deferred(b, slot, err)) != TQ_OK)
+        goto fail;
     CU(StreamWaitEvent, (b->copy_stream, b->filled[slot], 0));
     CU(MemcpyDtoHAsync, (dst, b->device[slot] + extent->offset, extent->bytes, b->copy_stream));
     CU(StreamSynchronize, (b->copy_stream));
@@ -375,8 +481,12 @@ static tq_code copy_on_stream(cuda_backend *b, int slot, CUstream s, const tq_ex
     CUevent after = into_slot ? b->filled[slot] : b->consumed[slot];
     CUresult rc;
     tq_code code;
+    if (into_slot)
+        forget_deferred(b, slot);
     if ((code = enter(b, err)) != TQ_OK)
         return code;
+    if (!into_slot && (code = start_deferred(b, slot, err)) != TQ_OK)
+        goto fail;
     CU(StreamWaitEvent, (s, before, 0));
     for (int i = 0; i < n; i++) {
         CUdeviceptr in_slot = b->device[slot] + extents[i].offset, other = (CUdeviceptr)addrs[i];
@@ -571,6 +681,7 @@ static tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_exten
     int host_wait = 0, recorded = 0;
     CUresult rc;
     tq_code code;
+    forget_deferred(b, slot);
     if ((code = enter(b, err)) != TQ_OK)
         return code;
     for (int i = 0; i < n; i++) {
@@ -622,14 +733,23 @@ fail:
 static void *cuda_copy_stream(tq_backend *self) { return ((cuda_backend *)self)->copy_stream; }
 
 /* Runs fn(arg) on a driver thread once the copy stream has done what is
- * queued on it now, the slot's last copy included. */
+ * queued on it now, the slot's last copy included; for an upload left to the
+ * consumer, once that is done (or at once, should it be dropped unread). */
 static tq_code cuda_on_arrival(tq_backend *self, int slot, void (*fn)(void *), void *arg, tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
     tq_code code;
-    (void)slot;
     if (!cu.LaunchHostFunc)
         return tq_set_error(err, TQ_ESTATE, "the CUDA driver lacks cuLaunchHostFunc");
+    pthread_mutex_lock(&b->deferred_lock);
+    int left = b->deferred[slot].n >= 0;
+    if (left) {
+        b->deferred[slot].arrived = fn;
+        b->deferred[slot].arrived_arg = arg;
+    }
+    pthread_mutex_unlock(&b->deferred_lock);
+    if (left)
+        return TQ_OK;
     if ((code = enter(b, err)) != TQ_OK)
         return code;
     CU(LaunchHostFunc, (b->copy_stream, fn, arg));
@@ -1098,6 +1218,8 @@ unlock:
 static void cuda_destroy(tq_backend *self)
 {
     cuda_backend *b = (cuda_backend *)self;
+    for (int i = 0; b->deferred && i < b->capacity; i++)
+        forget_deferred(b, i); /* a trace's marks are freed */
     if (b->ctx && enter(b, NULL) == TQ_OK) {
         /* Nothing may still read or write the memory about to be freed. */
         for (int i = 0; i < b->capacity; i++) {
@@ -1143,6 +1265,8 @@ static void cuda_destroy(tq_backend *self)
     free(b->device);
     free(b->filled);
     free(b->consumed);
+    free(b->deferred);
+    pthread_mutex_destroy(&b->deferred_lock);
     free(b);
 }
 
@@ -1172,6 +1296,7 @@ tq_backend *tq_cuda_backend_create(void *cu_context, tq_error *err)
         return NULL;
     }
     pthread_mutex_init(&b->registered_lock, NULL);
+    pthread_mutex_init(&b->deferred_lock, NULL);
     pthread_mutex_init(&b->module_lock, NULL);
     pthread_mutex_init(&b->gather_lock, NULL);
     b->base = cuda;

@@ -35,9 +35,10 @@ static tq_code host_before_write(tq_backend *self, int slot, tq_error *err)
 }
 
 /* Producers wrote the staging, which is the slot: nothing moves. */
-static tq_code host_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, tq_error *err)
+static tq_code host_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead,
+                           tq_error *err)
 {
-    (void)self, (void)slot, (void)extents, (void)n_extents, (void)err;
+    (void)self, (void)slot, (void)extents, (void)n_extents, (void)ahead, (void)err;
     return TQ_OK;
 }
 

@@ -437,7 +437,7 @@ static tq_code publish(tq_ring *ring, int slot, const int64_t *rows, const void 
     tq_extent extents[TQ_MAX_COMPONENTS];
     int n_extents = data_extents(ring, rows, direct, extents);
     TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
-    tq_code code = ring->backend->publish(ring->backend, slot, extents, n_extents, err);
+    tq_code code = ring->backend->publish(ring->backend, slot, extents, n_extents, tq_ring_size(ring), err);
     if (code != TQ_OK)
         return put_failed(ring, slot, code);
     TRACE_HOOK(ring, tq_trace_published, ring->backend, slot);

@@ -2,7 +2,8 @@
 (tests/c/fake_libcuda.c, whose "device memory" is host memory it knows): the
 protocols' parsing, the strided layouts, the stream ordering, the checks and
 the clean-up, on a machine without a GPU.  tests/test_device_arrays.py runs
-the same on the GPU."""
+the same on the GPU.  Also who starts a host put's upload: the put, or the
+consumer's next take (tests/test_gpu.py runs that on the GPU)."""
 import os
 import subprocess
 import sys
@@ -276,3 +277,54 @@ def test_a_padded_device_array_fills_a_variable_length_component(fake):
             put(ring, layout, [Padded(CAI(wide), np.array([11, 1, 1, 1])), CAI(y)])
         assert ring.stats()["enqueued"] == 4 and ring.size() == 0 and ring.stats()["dropped"] == 0
     """.replace("tq_upto", "__import__('theano_queue').upto"))
+
+
+def test_a_put_with_elements_ahead_leaves_its_upload_to_the_consumers_next_take(fake):
+    # A small training step and its feeder both call the driver, which serialises the two threads: on the
+    # H200 the step lost 5 to 20 % to it (doc/design.rst, "Small steps").  With an element ahead of its own,
+    # a put calls nothing but the staging's wait; the consumer's next take starts the upload, still one
+    # element ahead of its reader.
+    run(fake, """
+        ring, comps = gpu_ring([("x", "float32", (4,))], capacity=3)
+        copy = ring.copy_stream
+        log()
+        ring.put([np.full(4, 0, np.float32)])  # nothing ahead: the put uploads at once
+        assert "upload %d" % copy in log()
+        ring.put([np.full(4, 1, np.float32)])
+        ring.put([np.full(4, 2, np.float32)])
+        assert set(log()) <= {"sync"}
+        out = device_copy(np.zeros(4, np.float32))
+        address = out.__array_interface__["data"][0]
+        ring.take_device([address], 99)
+        calls = log()
+        assert calls.count("upload %d" % copy) == 2, calls  # both left uploads start at this take
+        assert calls[-3:] == ["wait 99", "copy 99", "record 99"], calls  # then the take itself
+        assert out.tolist() == [0] * 4
+        for i in (1, 2):
+            ring.take_device([address], 99)
+            assert out.tolist() == [i] * 4
+            assert "upload %d" % copy not in log()
+        ring.put([np.full(4, 3, np.float32)])
+        ring.put([np.full(4, 4, np.float32)])
+        assert [ring.get()[0].tolist() for _ in range(2)] == [[3] * 4, [4] * 4]  # a host get starts them too
+    """)
+
+
+def test_an_upload_left_for_an_element_dropped_unread_never_lands_on_a_later_one(fake):
+    run(fake, """
+        ring, comps = gpu_ring([("x", "float32", (4,))], capacity=2)
+        ring.put([np.full(4, 1, np.float32)])
+        ring.put([np.full(4, 2, np.float32)])  # its upload is left to a take that never comes
+        ring.close(cancel_pending=True)
+        ring.reopen()
+        for i in (3, 4):  # device puts into both slots, then host puts
+            put(ring, comps, [CAI(device_copy(np.full(4, i, np.float32)))])
+        assert [ring.get()[0].tolist() for _ in range(2)] == [[3] * 4, [4] * 4]
+        ring.put([np.full(4, 5, np.float32)])
+        ring.put([np.full(4, 6, np.float32)])
+        ring.close(cancel_pending=True)
+        ring.reopen()
+        ring.put([np.full(4, 7, np.float32)])
+        ring.put([np.full(4, 8, np.float32)])
+        assert [ring.get()[0].tolist() for _ in range(2)] == [[7] * 4, [8] * 4]
+    """)

@@ -112,6 +112,35 @@ def test_gpu_enqueue_to_gpu_dequeue_round_trip():
         np.testing.assert_array_equal(label_out, element[2])
 
 
+def test_uploads_left_to_the_next_take_arrive_exact_and_none_outlives_a_drop():
+    # A put with elements ahead of its own leaves its upload to the consumer's next take (doc/design.rst,
+    # "Small steps"); tests/test_device_fake.py checks who calls what, this checks the data on the GPU.
+    import pygpu
+    import theano
+    from theano.gpuarray.type import get_context
+
+    q = tq.Queue([("x", "float32", (4096,))], capacity=3)
+    step = theano.function([], q.dequeue())
+
+    def element(i):
+        return np.full(4096, i, np.float32)
+
+    for round_ in range(20):
+        base = 10 * round_
+        for i in range(3):
+            q.put(element(base + i))
+        for i in range(3):
+            assert np.array_equal(step(), element(base + i)), (round_, i)
+    q.put(element(1))
+    q.put(element(2))  # its upload is left to a take that never comes
+    q.close(cancel_pending=True)
+    q.reopen()
+    for i in (3, 4, 5):  # device puts into the slots, one the dropped upload was left for
+        q.put(pygpu.gpuarray.array(element(i), context=get_context(None)))
+    for i in (3, 4, 5):
+        assert np.array_equal(step(), element(i)), i
+
+
 def test_host_get_reads_back_from_the_device():
     q = tq.Queue(MIXED, capacity=2)
     element = next(mixed_batches(1, seed=4))

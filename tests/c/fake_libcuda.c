@@ -27,8 +27,9 @@
  *                           registered modules" still held: all zero when the
  *                           caller released all (tests/fake_cuda.py's NOTHING_HELD)
  *   FAKE_CUDA_LOG=path      appends one line per stream-ordering call:
- *                           "record <stream>", "wait <stream>", "copy <stream>"
- *                           (device to device), "peer <stream>", "batch <stream>"
+ *                           "record <stream>", "wait <stream>", "upload <stream>"
+ *                           (host to device), "copy <stream>" (device to
+ *                           device), "peer <stream>", "batch <stream>"
  *                           (cuMemcpyBatchAsync), "kernel <stream>", and "sync"
  *                           (cuEventSynchronize); streams as numbers, none for
  *                           the NULL stream
@@ -538,7 +539,7 @@ CUresult cuEventSynchronize(void *event)
 CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t bytes, void *stream)
 {
     ENTER("cuMemcpyHtoDAsync_v2");
-    (void)stream;
+    log_line("upload", stream);
     memcpy((void *)(uintptr_t)dst, src, bytes);
     return OK;
 }

@@ -62,9 +62,11 @@ static int reads_directly(tq_backend *self, const void *src, size_t bytes)
 }
 
 /* The "device copy": staging (or registered memory) to the device slot. */
-static tq_code publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, tq_error *err)
+static tq_code publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead,
+                       tq_error *err)
 {
     test_backend *b = (test_backend *)self;
+    (void)ahead;
     if (call(b, AT_PUBLISH, err) != TQ_OK)
         return TQ_EDEVMEM;
     for (int i = 0; i < n_extents; i++) {
