@@ -417,14 +417,25 @@ fail:
     return code;
 }
 
-/* 1 when every extent is read from the slot's staging (not from user memory,
- * which its owner may change once the put returns). */
-static int from_staging(const tq_extent *extents, int n)
+/* The largest element whose upload a producer leaves to the consumer.  The
+ * driver calls it saves cost tens of microseconds a step, which matters for
+ * small elements (short steps); a larger element's copy takes longer than
+ * that on the bus, and its pipeline keeps the producer's own, earliest
+ * issue (doc/design.rst, "Small steps"). */
+#define DEFER_MAX_BYTES (2u << 20)
+
+/* 1 when the element's upload may be left to the consumer: every extent is
+ * read from the slot's staging (not from user memory, which its owner may
+ * change once the put returns), and it is small. */
+static int may_defer(const tq_extent *extents, int n)
 {
-    for (int i = 0; i < n; i++)
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
         if (extents[i].src)
             return 0;
-    return 1;
+        bytes += extents[i].bytes;
+    }
+    return bytes <= DEFER_MAX_BYTES;
 }
 
 /* With elements ahead of this one, the consumer starts the upload when it
@@ -435,7 +446,7 @@ static tq_code cuda_publish(tq_backend *self, int slot, const tq_extent *extents
 {
     cuda_backend *b = (cuda_backend *)self;
     tq_code code;
-    if (ahead > 0 && from_staging(extents, n_extents)) {
+    if (ahead > 0 && may_defer(extents, n_extents)) {
         pthread_mutex_lock(&b->deferred_lock);
         deferred_upload *left = &b->deferred[slot];
         memcpy(left->extents, extents, (size_t)n_extents * sizeof *extents);

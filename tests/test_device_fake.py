@@ -310,6 +310,20 @@ def test_a_put_with_elements_ahead_leaves_its_upload_to_the_consumers_next_take(
     """)
 
 
+def test_a_large_element_is_uploaded_by_its_put_even_with_elements_ahead(fake):
+    # Past 2 MiB an element's copy outlasts the driver calls that leaving it would save, and a
+    # transfer-bound pipeline wants it issued as early as possible: the put issues it.
+    run(fake, """
+        ring, comps = gpu_ring([("x", "float32", (1 << 20,))], capacity=3)  # 4 MiB
+        copy = ring.copy_stream
+        for i in range(3):
+            log()
+            ring.put([np.full(1 << 20, i, np.float32)])
+            assert "upload %d" % copy in log(), i
+        assert [ring.get()[0][:3].tolist() for _ in range(3)] == [[i] * 3 for i in range(3)]
+    """)
+
+
 def test_an_upload_left_for_an_element_dropped_unread_never_lands_on_a_later_one(fake):
     run(fake, """
         ring, comps = gpu_ring([("x", "float32", (4,))], capacity=2)
