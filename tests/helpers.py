@@ -10,6 +10,8 @@ import zlib
 
 import numpy as np
 
+import theano_queue as tq
+
 TAGGED = [("data", "float32", (16, 8)), ("tag", "int64", (3,))]
 
 
@@ -131,3 +133,13 @@ def put_waiting_for_room(q, fill, element):
         time.sleep(0.001)  # until the put waits for room
     time.sleep(0.02)
     return waiting
+
+
+def drain(q, timeout=60, **get_args):
+    """Every element q.get() gives until the queue is closed and drained."""
+    got = []
+    while True:
+        try:
+            got.append(q.get(timeout=timeout, **get_args))
+        except tq.QueueClosed:
+            return got

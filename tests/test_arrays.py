@@ -8,7 +8,7 @@ import pytest
 import theano
 
 import theano_queue as tq
-from helpers import holding_the_gil
+from helpers import drain, holding_the_gil
 from theano_queue.sampler import Sampler
 
 N, BATCH, FEAT = 103, 8, 7  # 12 full batches and a partial one of 7 rows; rows of 28 bytes
@@ -21,15 +21,6 @@ def dataset(n=N, feat=FEAT):
 
 def queue(capacity=4, feat=FEAT, target="cpu", batch=BATCH):
     return tq.Queue([("x", "float32", (batch, feat)), ("i", "int64", (batch,))], capacity=capacity, target=target)
-
-
-def drain(q):
-    got = []
-    while True:
-        try:
-            got.append(q.get(timeout=30))
-        except tq.QueueClosed:
-            return got
 
 
 def rows_of(got):

@@ -14,20 +14,12 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
+from helpers import drain
 from theano_queue.sampler import Sampler
 from theano_queue.target import Target
 
 MECHANISMS = ["batch", "host"]
 LARGE_ROW = 256 * 1024  # bytes: rows the default has the GPU copy
-
-
-def drain(q):
-    got = []
-    while True:
-        try:
-            got.append(q.get(timeout=60))
-        except tq.QueueClosed:
-            return got
 
 
 def gather_records(caplog):

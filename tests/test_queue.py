@@ -131,7 +131,7 @@ def blocked(call):
         except tq.QueueClosed as exc:
             outcome.append(str(exc))
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=True)  # a test that fails leaves no thread behind
     thread.start()
     time.sleep(0.2)
     assert thread.is_alive() and not outcome, "it did not block"
@@ -448,19 +448,7 @@ def test_deleting_the_queue_wakes_a_thread_blocked_on_it():
     q = tq.Queue(XY, target="cpu", name="dropped")
     x, _ = q.dequeue()
     f = theano.function([], x.sum())
-    outcome = []
-
-    def consume():
-        try:
-            f()
-            outcome.append("element")
-        except tq.QueueClosed as exc:
-            outcome.append(str(exc))
-
-    consumer = threading.Thread(target=consume, daemon=True)
-    consumer.start()
-    time.sleep(0.3)
-    assert consumer.is_alive()
+    consumer, outcome = blocked(f)
     del q
     gc.collect()
     consumer.join(5)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
+from helpers import drain
 from worker_datasets import BOUND, RAGGED_SPEC, ROWS, Ragged, ragged_length, ragged_sample
 
 SPEC = [("image", "uint8", (8, 3)), ("tokens", "int32", (8, tq.upto(16))), ("label", "int64", (8,))]
@@ -417,21 +418,12 @@ def expected_ragged(indices):
     return data, np.array(labels, np.int64), lengths
 
 
-def take_all(q):
-    out = []
-    while True:
-        try:
-            out.append(q.get(lengths=True))
-        except tq.QueueClosed:
-            return out
-
-
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_map_style_dataset_of_ragged_samples_is_packed_by_the_feeder(workers):
     q = tq.Queue(RAGGED_SPEC, capacity=3, target="cpu")
     dataset = Ragged(45)
     with tq.Feeder(q, dataset, workers=workers, start_method="fork" if workers else None):
-        got = take_all(q)
+        got = drain(q, lengths=True)
     assert len(got) == 6
     for b, (tokens, labels, lengths) in enumerate(got):
         want_tokens, want_labels, want_lengths = expected_ragged(range(b * ROWS, min(45, (b + 1) * ROWS)))
@@ -443,7 +435,7 @@ def test_a_map_style_dataset_of_ragged_samples_is_packed_by_the_feeder(workers):
 def test_worker_processes_pack_ragged_samples_out_of_order_too():
     q = tq.Queue(RAGGED_SPEC, capacity=3, target="cpu")
     with tq.Feeder(q, Ragged(64), workers=3, ordered=False, start_method="fork"):
-        got = take_all(q)
+        got = drain(q, lengths=True)
     seen = collections.Counter()
     for tokens, labels, lengths in got:
         want_tokens, _, want_lengths = expected_ragged(labels)
@@ -457,7 +449,7 @@ def test_an_iterable_yields_lists_of_rows_or_padded_values():
     rows = [np.arange(n, dtype="int32") for n in (3, 0, 12)]
     batches = [(rows, np.arange(3)), (tq.Padded(*padded(rows, pad=9)), np.arange(3))]
     with tq.Feeder(q, batches):
-        got = take_all(q)
+        got = drain(q, lengths=True)
     for tokens, labels, lengths in got:
         assert np.array_equal(tokens, padded(rows, pad=0)[0]) and np.array_equal(lengths, [3, 0, 12])
 
@@ -466,7 +458,7 @@ def test_an_iterable_in_worker_processes_packs_in_the_worker():
     q = tq.Queue(RAGGED_SPEC, capacity=2, target="cpu")
     rows = [np.arange(n, dtype="int32") for n in (3, 0, 12)]
     with tq.Feeder(q, [(rows, np.arange(3))] * 4, workers=2, start_method="fork"):
-        got = take_all(q)
+        got = drain(q, lengths=True)
     assert len(got) == 4 and all(np.array_equal(t, padded(rows, pad=0)[0]) for t, _, _ in got)
 
 
@@ -478,7 +470,7 @@ def test_a_ragged_sample_longer_than_the_bound_fails_the_feeder_with_the_compone
     q = tq.Queue(RAGGED_SPEC, capacity=3, target="cpu")
     with tq.Feeder(q, TooLong(16)):
         with pytest.raises(tq.FeederError, match="sample 5 .*component 'tokens': a sample of length 13 .* upto"):
-            take_all(q)
+            drain(q, lengths=True)
 
 
 def test_a_fill_function_gets_the_lengths_views_after_the_components():
@@ -493,7 +485,7 @@ def test_a_fill_function_gets_the_lengths_views_after_the_components():
         return 1
 
     with tq.Feeder(q, fill=fill):
-        got = take_all(q)
+        got = drain(q, lengths=True)
     assert [g[0].tolist() for g in got] == [[[0, 0]], [[1, 1]]]
 
 
@@ -547,7 +539,7 @@ def test_bucketing_is_deterministic_exactly_once_and_groups_similar_lengths():
     assert run[:per_epoch] != run[per_epoch:]  # each epoch its own order
     plain = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
     with tq.Feeder(plain, Ragged(203), shuffle=True, seed=3):
-        unbucketed = [(g[1].tolist(), g[2].tolist()) for g in take_all(plain)]
+        unbucketed = [(g[1].tolist(), g[2].tolist()) for g in drain(plain, lengths=True)]
     assert spread(run) < spread(unbucketed) / 3
 
 
@@ -555,7 +547,7 @@ def test_bucketing_within_a_window_of_one_batch_keeps_the_batches_and_sorts_insi
     run, _ = bucketed_run(seed=5, epochs=1, bucket_window=1)
     plain = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
     with tq.Feeder(plain, Ragged(203), shuffle=True, seed=5):
-        unbucketed = [g[1].tolist() for g in take_all(plain)]
+        unbucketed = [g[1].tolist() for g in drain(plain, lengths=True)]
     assert [sorted(b) for b, _ in run] == [sorted(b) for b in unbucketed]
     assert all(lengths == sorted(lengths) for _, lengths in run)
 
@@ -576,7 +568,7 @@ def test_bucket_by_an_array_of_lengths_and_in_worker_processes():
     q = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
     with tq.Feeder(q, Ragged(203), shuffle=True, seed=3, epochs=2, bucket_by=lengths, workers=2,
                    start_method="fork"):
-        got = [(g[1].tolist(), g[2].tolist()) for g in take_all(q)]
+        got = [(g[1].tolist(), g[2].tolist()) for g in drain(q, lengths=True)]
     assert got == run
 
 
@@ -645,7 +637,7 @@ def test_gpu_feeder_workers_pack_ragged_samples():
     q = tq.Queue(RAGGED_SPEC, capacity=3)
     assert q.on_gpu
     with tq.Feeder(q, Ragged(45), workers=2):
-        got = take_all(q)
+        got = drain(q, lengths=True)
     for b, (tokens, labels, lengths) in enumerate(got):
         want_tokens, want_labels, want_lengths = expected_ragged(range(b * ROWS, min(45, (b + 1) * ROWS)))
         assert np.array_equal(tokens, want_tokens) and np.array_equal(lengths, want_lengths)

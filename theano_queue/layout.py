@@ -496,35 +496,30 @@ class Layout:
                 engine_rows.append(rows[i])
         return engine_rows
 
-    def unpack(self, arrays, lengths=False):
-        """A taken element (engine arrays) as the user's arrays, then the lengths with ``lengths``."""
+    def _users_components(self, parts, join, lengths):
+        """The user's components from the engine's ``parts`` (a variable component's through
+        ``join(variable, its parts) -> (data, lengths)``), then the lengths with ``lengths``."""
         if not self.varying:
-            return tuple(arrays)
+            return list(parts)
         out, extra = [], []
         for i, (start, end) in enumerate(self.spans):
             if i in self.variables:
-                data, lens = self.variables[i].unpack(arrays[start:end])
+                data, lens = join(self.variables[i], parts[start:end])
                 out.append(data)
                 extra.append(lens)
             else:
-                out.append(arrays[start])
-        return tuple(out + extra) if lengths else tuple(out)
+                out.append(parts[start])
+        return out + extra if lengths else out
+
+    def unpack(self, arrays, lengths=False):
+        """A taken element (engine arrays) as the user's arrays, then the lengths with ``lengths``."""
+        return tuple(self._users_components(arrays, Variable.unpack, lengths))
 
     # ---- graph side ------------------------------------------------------------------------
 
     def graph_outputs(self, variables, lengths=False):
         """The user's variables from the engine's outputs of one Dequeue node."""
-        if not self.varying:
-            return list(variables)
-        out, extra = [], []
-        for i, (start, end) in enumerate(self.spans):
-            if i in self.variables:
-                data, lens = self.variables[i].graph_output(variables[start:end])
-                out.append(data)
-                extra.append(lens)
-            else:
-                out.append(variables[start])
-        return out + extra if lengths else out
+        return self._users_components(variables, Variable.graph_output, lengths)
 
     def graph_inputs(self, values, lengths, queue_name):
         """The engine's inputs of an Enqueue node for the user's values (and lengths by name)."""
