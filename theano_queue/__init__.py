@@ -5,13 +5,12 @@ a :class:`Feeder` fills it in the background; ``q.dequeue()`` gives symbolic
 variables that a compiled ``theano.function`` takes the next batch into.
 """
 from .errors import CudaError, FeederError, QueueClosed, QueueError, QueueTimeout
-from .feeder import Feeder
+from .feed import Feeder, worker_info
 from .layout import Padded
 from .monitor import Monitor, monitor
 from .queue import Queue
 from .spec import Component, upto
 from .trace import Trace
-from .workers import worker_info
 
 __version__ = "0.1.0"
 __all__ = ["Queue", "Feeder", "Component", "upto", "Padded", "worker_info", "monitor", "Monitor", "Trace",

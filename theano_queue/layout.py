@@ -297,7 +297,8 @@ class Variable:
         where = self.where(queue_name)
         if value.dtype != self.dtype and not np.can_cast(value.dtype, self.dtype, "safe"):
             if not (value.size == 0 and value.dtype == np.float64):  # [] as a row of length 0
-                raise TypeError("%s: a sample of dtype %s does not fit %s" % (where, value.dtype, self.dtype))
+                raise TypeError("%s: expected dtype %s, got %s, which does not cast safely to it"
+                                % (where, self.dtype, value.dtype))
         if value.ndim != dst.ndim:
             raise ValueError("%s: a sample must have %d dimensions (the component's without its batch axis, %s), "
                              "got shape %s" % (where, dst.ndim, self.component.shape[1:], value.shape))

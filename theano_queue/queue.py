@@ -1,15 +1,13 @@
 """Queue: a bounded FIFO of batches that compiled Theano graphs dequeue from."""
-import contextlib
 import itertools
-from collections.abc import Mapping
 
-import numpy as np
 
 from . import device as _device
 from . import target as _target
 from .errors import QueueError
-from .layout import Layout, Padded
-from .spec import as_component_value, check_queue_name, element_in_order, parse_components
+from .layout import Layout
+from .port import Port, SlotWriter, element_of  # noqa: F401  (SlotWriter: documented here)
+from .spec import check_queue_name, element_in_order, parse_components
 
 _names = itertools.count()
 
@@ -63,6 +61,11 @@ class Queue:
         self._target = _target.resolve(target, self.name)
         self._ring = _target.make_ring(self._target, self.name, self._layout.engine, capacity, timeout)
         self._tokens = itertools.count()
+        # What producers hold: the ring and the put/writer core, not the Queue (theano_queue/port.py).
+        self._port = Port(self.name, self.components, self._layout, self._target, self._ring)
+        #: The Feeders attached to this queue (theano_queue/feed/feeder.py): a Feeder appends itself when it
+        #: starts and removes itself when it ends; the queue closes when the last of them is done.
+        self._feeders = []
 
     def __del__(self):
         # The last user reference is gone, but a thread may still be blocked in
@@ -186,49 +189,7 @@ class Queue:
 
     def _put(self, element, timeout, stop=None, lengths=None, stream=None):
         """put(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
-        plain = stream is None and lengths is None and not self._layout.varying
-        if plain and _all_arrays(element, len(self.components)):
-            return self._ring.put(element, timeout, stop)  # the engine checks dtypes and shapes
-        values = element_in_order(self.components, self._element(element), self.name)
-        if any(_device.is_device_array(v.data if isinstance(v, Padded) else v) for v in values):
-            return self._put_from_device(values, timeout, stop, stream, lengths)
-        if stream is not None:
-            raise ValueError("Queue.put: queue %r: stream is for device arrays; these are host data" % self.name)
-        if not self._layout.varying:
-            if lengths is not None:
-                self._layout.refuse_lengths(self.name, "put")
-            arrays = [as_component_value(c, v, self.name) for c, v in zip(self.components, values)]
-            return self._ring.put(arrays, timeout, stop)
-        write = self._layout.prepare(self._layout.with_lengths(values, lengths, self.name), self.name)
-        # Packed straight into the slot's staging: the only copy on the host.
-        slot, views = self._ring.reserve(timeout, stop)
-        try:
-            rows = write(views)
-        except BaseException:
-            self._ring.abort(slot)
-            raise
-        return self._ring.commit(slot, rows)
-
-    def _put_from_device(self, values, timeout, stop, stream, lengths):
-        on_device = [_device.is_device_array(v.data if isinstance(v, Padded) else v) for v in values]
-        if not all(on_device):
-            host = [c.name for c, d in zip(self.components, on_device) if not d]
-            raise TypeError(
-                "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
-                "components %s are host data" % (self.name, ", ".join(map(repr, host)))
-            )
-        if not self.on_gpu:
-            raise QueueError("Queue.put: queue %r lives in host memory; put device arrays into a GPU queue, or copy "
-                             "them to the host first" % self.name)
-        upload = None
-        if self._layout.varying:
-            from theano.gpuarray.type import get_context
-
-            values = self._layout.with_lengths(values, lengths, self.name)
-            upload = _device.uploader(get_context(self._target.context_name))
-        elif lengths is not None:
-            self._layout.refuse_lengths(self.name, "put")
-        return _device.put(self._ring, self._layout, values, self.name, timeout, stop, stream, upload)
+        return self._port.put(element, timeout, stop, lengths, stream)
 
     def get(self, timeout=None, lengths=False, device=False):
         """Take the next element: a tuple of numpy arrays, one per component.
@@ -279,20 +240,9 @@ class Queue:
         """
         return self._writer(timeout)
 
-    @contextlib.contextmanager
     def _writer(self, timeout, stop=None):
         """writer(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
-        slot, views = self._ring.reserve(timeout, stop)
-        writer = SlotWriter(self.components, views, self._layout)
-        try:
-            yield writer
-            rows = writer.engine_rows(self.name)  # packs variable-length components in place
-        except BaseException:
-            self._ring.abort(slot)
-            raise
-        finally:
-            writer.seal()
-        self._ring.commit(slot, rows)
+        return self._port.writer(timeout, stop)
 
     def register_host(self, array):
         """Page-lock ``array`` so that puts of it (or of contiguous slices of it) skip the staging copy.
@@ -328,15 +278,7 @@ class Queue:
 
         return Trace(self, path, steps)
 
-    @staticmethod
-    def _element(args):
-        """The arguments of put/enqueue as one element.
-
-        ``(x, y)``, ``((x, y),)`` and ``({"x": x, "y": y},)`` all name one element.
-        """
-        if isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], (tuple, list, Mapping)):
-            return args[0]
-        return args
+    _element = staticmethod(element_of)
 
     def close(self, cancel_pending=False):
         """No more puts.  Consumers take what is left, then get QueueClosed.
@@ -351,7 +293,24 @@ class Queue:
         self._ring.fail(exc)
 
     def reopen(self):
-        """Open a closed (or failed) queue again, for the next epoch.  It must be drained."""
+        """Open a closed (or failed) queue again, for the next epoch.
+
+        It must be drained, but for what an epoch left early left behind:
+        the elements still queued when the last Feeder's ``with`` block was
+        left are dropped here, so that none of them reaches the next epoch.
+        Feeders still attached (after ``close(cancel_pending=True)``, say) are
+        stopped and waited for first: nothing they produced lands after the
+        reopen, and they can no longer close or fail the queue.
+        """
+        port = self._port
+        if self.closed:
+            port.generation += 1
+            for feeder in list(self._feeders):
+                feeder._cancel()
+            port.close_when_last = False
+            if port.epoch_left and self.size():
+                self._ring.close(cancel_pending=True)
+        port.epoch_left = False
         self._ring.reopen()
 
     @property
@@ -395,53 +354,3 @@ class Queue:
         a["fill_integral"]) / (b["clock_s"] - a["clock_s"])``.
         """
         return self._ring.stats()
-
-
-def _all_arrays(element, n):
-    """True for a tuple of n numpy arrays: already what the engine takes (it checks dtypes and shapes).
-
-    The common element of a Feeder's source, spared element_arrays' Python
-    work per batch: the feeder's thread holds the GIL for less time.
-    """
-    return type(element) is tuple and len(element) == n and all(type(v) is np.ndarray for v in element)
-
-
-class SlotWriter:
-    """The slot :meth:`~theano_queue.Queue.writer` hands out: writable views, one per component.
-
-    A variable-length component's view is shaped at its bounds, and
-    :attr:`lengths` holds each row's length there, by component name.
-    """
-
-    def __init__(self, components, views, layout=None):
-        self.components = components
-        self.layout = layout
-        self.engine_views = views
-        if layout is not None and layout.varying:
-            self.arrays, self.lengths = layout.staged(views)
-        else:
-            self.arrays, self.lengths = views, {}
-        #: Rows written along the batch axis; None means full.
-        self.rows = None
-
-    def __getitem__(self, name):
-        for component, view in zip(self.components, self.arrays):
-            if component.name == name:
-                return view
-        raise KeyError("no component %r; the components are %s" % (name, [c.name for c in self.components]))
-
-    def rows_per_component(self):
-        if self.rows is None:
-            return [c.shape[0] if c.shape else 1 for c in self.components]
-        return [self.rows if c.shape else 1 for c in self.components]
-
-    def engine_rows(self, queue_name):
-        """Rows per engine component, packing variable-length components to their longest row first."""
-        rows = self.rows_per_component()
-        if self.layout is None or not self.layout.varying:
-            return rows
-        return self.layout.finish(self.engine_views, rows, queue_name)
-
-    def seal(self):
-        for view in list(self.arrays) + list(self.engine_views):
-            view.flags.writeable = False

@@ -216,21 +216,42 @@ class Sampler:
         return state
 
     def cursor(self, state=None):
-        """The cursor a state dict saved; a fresh one for None.  ValueError if the state does not fit."""
+        """The cursor a state dict saved; a fresh one for None.
+
+        ValueError, naming the field, when the state does not fit these
+        settings or a field is missing or out of range.
+        """
         if state is None:
             return Cursor()
         if not isinstance(state, dict) or state.get("kind") != "map":
-            raise ValueError("this state was not saved by a Feeder over a map-style dataset: %r" % (state,))
+            raise ValueError("this state was not saved by a Feeder over a map-style dataset (its kind is %r): %r"
+                             % (state.get("kind") if isinstance(state, dict) else None, state))
         if state.get("version") != STATE_VERSION:
             raise ValueError("state version %r; this theano_queue reads version %d" % (state.get("version"),
                                                                                        STATE_VERSION))
         config = self.config
+        missing = [key for key in _CONFIG_KEYS + ("position",) if key not in state]
+        if missing:
+            raise ValueError("the state has no %s: it was not saved by Feeder.state_dict()" % ", ".join(missing))
         wrong = ["%s=%r (saved: %r)" % (key, config[key], _listed(state.get(key))) for key in _CONFIG_KEYS
                  if _listed(state.get(key)) != config[key]]
         if wrong:
             raise ValueError("the state was saved with other settings; resuming would give other batches: "
                              + ", ".join(wrong))
-        return Cursor(state["position"], state.get("done", ()))
+        position = _int(state["position"], "the state's position", 0)
+        done = state.get("done", [])
+        if not isinstance(done, (list, tuple)):
+            raise ValueError("the state's done must be a list of positions, got %r" % (done,))
+        done = [_int(p, "each of the state's done positions", position + 1) for p in done]
+        if self.total is not None and max([position] + done) > self.total:
+            raise ValueError("the state's position %d (done: %s) lies past the run's %d batches"
+                             % (position, done, self.total))
+        if self.batches_per_epoch and ("epoch" in state or "batch" in state):
+            saved = (state.get("epoch"), state.get("batch"))
+            if saved != divmod(position, self.batches_per_epoch):
+                raise ValueError("the state's epoch and batch %r do not match its position %d (%d batches per epoch)"
+                                 % (saved, position, self.batches_per_epoch))
+        return Cursor(position, done)
 
 
 def _listed(value):

@@ -214,6 +214,13 @@ def element_in_order(components, element, queue_name):
         element = [element[n] for n in names]
     elif len(components) == 1 and not isinstance(element, tuple):
         element = [element]
+    elif not isinstance(element, (tuple, list)):
+        shape = " of shape %s" % (np.shape(element),) if hasattr(element, "shape") else ""
+        raise ValueError(
+            "Queue %r: expected %d components (%s), got a bare %s%s: give one value per component, as a tuple "
+            "or a dict keyed by name" % (queue_name, len(components), ", ".join(names),
+                                         "array" if shape else type(element).__name__, shape)
+        )
     elif len(element) != len(components):
         raise ValueError(
             "Queue %r: expected %d component%s (%s), got %d"

@@ -1,0 +1,19 @@
+"""Feeding a queue: one :class:`~.producers.Producer` per kind of source, one checked door, one Feeder.
+
+* :mod:`.feeder`: the :class:`Feeder` (the thread, the lifecycle, the queue's attachment);
+* :mod:`.factory`: which producer a Feeder's arguments ask for;
+* :mod:`.producers` (fill, iterable, map-style in the Feeder's thread), :mod:`.arrays` (array datasets),
+  :mod:`.dispatcher` (worker processes: the parent's side), :mod:`.pool` (their processes),
+  :mod:`.child` (what runs in them), :mod:`.protocol` (what they say over their pipes);
+* :mod:`.check`: the one door every value passes (``Queue.put``'s rules and messages);
+* :mod:`.sources`, :mod:`.rows`, :mod:`.state`, :mod:`.info`: reading sources, writing rows, resume state,
+  :func:`worker_info`.
+
+Nothing here imports theano.
+"""
+from .factory import make_producer
+from .feeder import Feeder
+from .info import worker_info
+from .producers import Producer
+
+__all__ = ["Feeder", "Producer", "make_producer", "worker_info"]

@@ -1,0 +1,378 @@
+"""Feeder: runs one producer (:mod:`.producers`) in a background thread, attached to its queue."""
+from __future__ import annotations
+
+import threading
+import warnings
+import weakref
+from typing import Any, Callable, Optional, Tuple
+
+from .. import _engine
+from ..errors import QueueClosed, QueueError
+from ..monitor import Monitor
+from .factory import make_producer
+from .producers import IterableProducer, SourceFailed
+
+# Guards every queue's list of attached Feeders (queue._feeders) and its closing by them.
+_attach_lock = threading.Lock()
+
+
+class Feeder:
+    """Fills ``queue`` from ``dataset`` in the background: a thread, and ``workers`` processes.
+
+    ::
+
+        with Feeder(q, batches):          # starts; on exit stops and joins
+            while True:
+                try:
+                    f()
+                except QueueClosed:       # the source is exhausted and drained
+                    break
+
+    ``dataset`` is either
+
+    * an **iterable** of elements (whole batches): tuples in component order,
+      dicts keyed by component name, or bare arrays for a one-component
+      queue.  A generator, a list of batches, any object with ``__iter__``.
+      With ``workers=N`` each worker runs its own iterator, which splits
+      itself with :func:`theano_queue.worker_info`; elements are taken from
+      the workers in turn.
+    * or an **array dataset**: a tuple (in component order) or a dict (keyed
+      by component name) of arrays in memory, ``np.memmap`` included, one
+      per component, sharing their leading axis (the samples).  Rows are
+      gathered into the slots by native threads, without the GIL and
+      without Python per batch; the arguments below (shuffle, seed, shard,
+      epochs, drop_last, state) mean what they mean for a map-style
+      dataset.  ``workers`` must stay 0.  (A *list* is still a list of
+      batches.)
+    * or a **map-style** dataset: ``__len__`` and ``__getitem__`` (and not a
+      list, tuple, dict or array), where ``dataset[i]`` is *one sample*: a
+      tuple or dict of arrays shaped like the components without their
+      leading axis.  The feeder batches samples into elements of ``shape[0]``
+      rows, writing each sample into its row of the slot.  A dataset that
+      defines ``read_into(i, row)`` is given the row itself instead (a tuple,
+      also indexed by component name, of writable views into the slot): it
+      decodes there, with no copy.
+
+    ``workers=N`` (N >= 1) produces in N worker processes that write straight
+    into the queue's slots (shared memory; page-locked on a GPU queue).  They
+    never initialise CUDA; they are started with ``start_method`` ("spawn" by
+    default, safe with a CUDA context and threads in this process;
+    "forkserver", "fork" or a multiprocessing context where wanted), so the
+    dataset must pickle unless it is "fork".  A batch is cut into row ranges
+    shared among the workers.  Elements come out in batch order whatever the
+    workers' timing; ``ordered=False`` lets whichever batch is done first go
+    first.
+
+    A map-style or array dataset's batches: ``shuffle`` gives a permutation per epoch
+    drawn from ``seed`` and the epoch number, ``shard=(rank, world)`` this
+    rank's part of every epoch as ``DistributedSampler`` does, ``drop_last``
+    drops the padding of uneven shards and the epoch's last, partial batch.
+    ``epochs`` is the number of passes (``None``: without end; iterables that
+    can be run again too).  :attr:`batches_per_epoch` helps a loop count
+    them.
+
+    :meth:`state_dict` says where the consumer is; ``Feeder(..., state=saved)``
+    continues with the element after the last one the graph took before the
+    save (elements queued but not taken are produced again).  The Feeder must
+    be its queue's only producer for this count to hold.
+
+    Or, to skip the copy into the queue, give ``fill``: a function called with
+    writable arrays (one per component, full shape) that are the next slot
+    itself (pinned staging for a GPU queue).  It writes the next element there
+    and returns the number of rows written (None for a full batch), or raises
+    StopIteration when there is nothing left.
+
+    When the source is exhausted the queue is closed (``close_when_done``), so
+    the consumer sees QueueClosed after the last element.  When the source
+    raises, the queue fails: the consumer gets every element produced before,
+    then :class:`FeederError` whose ``__cause__`` is the source's exception.
+    A bad element (wrong dtype or shape) fails the queue the same way.
+    Every value, from every kind of source, is checked by ``Queue.put``'s
+    rules: the component's dtype or one that casts to it safely (Python
+    values where numpy calls the cast safe), its shape, one per component.
+    With workers, ``timeout`` bounds the seconds a worker may spend on one
+    sample (or one element of an iterable), as ``DataLoader(timeout=)``
+    does: past it the consumer gets a :class:`FeederError` naming the
+    worker, its pid and the sample.  Without it, one warning on the
+    ``theano_queue`` logger says when a sample has taken over 30 s.
+
+    Leaving the ``with`` block (normally or by an exception) stops the thread,
+    waits for it (``stop_timeout`` seconds at most) and, with
+    ``close_when_done``, closes the queue once no other Feeder is attached to
+    it (several Feeders may fill one queue: it closes when the last is
+    done).  Elements already in the queue stay there for the consumer; the
+    next ``q.reopen()`` drops those of an epoch left early, so that none of
+    them reaches the next epoch.  ``q.reopen()`` also stops a Feeder still
+    attached to the queue (after ``q.close(cancel_pending=True)``): nothing
+    it produced can land in the reopened queue.
+
+    ``progress=True`` (or a dict of :class:`Monitor` options) shows a live
+    line and a verdict at the end: see :func:`monitor`.
+
+    **Variable-length components** (:class:`~theano_queue.upto` axes): a
+    map-style dataset's samples hold arrays of their own length, packed by
+    the feeder (in worker processes too; ``read_into`` is not for them); an
+    iterable yields batches as ``Queue.put`` takes them (a list of per-row
+    arrays, or :class:`~theano_queue.Padded`); a ``fill`` function gets each
+    such component's lengths view after the component views.
+    ``bucket_by`` groups samples of similar length into batches: a function
+    of a sample (``dataset[i]``, or the tuple of an array dataset's rows),
+    called once per sample in the Feeder's thread when an epoch's order is
+    first needed, or an int array of every sample's length (no call).  Each
+    window of ``bucket_window`` batches (default 16) of the epoch's order is
+    sorted by length and cut into batches, whose order within the window is
+    shuffled from the seed (with ``shuffle``): deterministic, every sample
+    once per epoch, and resumable with :meth:`state_dict`.
+    """
+
+    def __init__(self, queue, dataset: Any = None, workers: int = 0, shuffle: bool = False, seed: int = 0,
+                 shard: Tuple[int, int] = (0, 1), epochs: Optional[int] = 1, drop_last: bool = False,
+                 state: Optional[dict] = None, *, ordered: bool = True, start_method: Any = None,
+                 fill: Optional[Callable[..., Optional[int]]] = None, close_when_done: bool = True,
+                 stop_timeout: float = 10.0, name: Optional[str] = None, source: Any = None, progress: Any = False,
+                 bucket_by: Any = None, bucket_window: Optional[int] = None, timeout: Optional[float] = None):
+        if source is not None:  # the argument's name before workers came
+            if dataset is not None:
+                raise TypeError("Feeder(%s): give dataset or source, not both" % queue.name)
+            dataset = source
+        if (dataset is None) == (fill is None):
+            raise TypeError("Feeder(%s): give either a source iterable or a fill function" % queue.name)
+        self.queue = queue
+        self.source = self.dataset = dataset
+        self.epochs = epochs
+        self.fill = fill
+        self.name = name or "Feeder(%s)" % queue.name
+        self.close_when_done = close_when_done
+        self.stop_timeout = stop_timeout
+        # What the thread holds: the run's state and the queue's port, never this Feeder nor the Queue, so
+        # that a Feeder and Queue the user dropped are collected (and the Queue's ring closed, which ends us).
+        self._run = _Run(self.name, queue, close_when_done)
+        self._producer = make_producer(self._run, queue._port, dataset, workers=workers, shuffle=shuffle, seed=seed,
+                                       shard=shard, epochs=epochs, drop_last=drop_last, state=state,
+                                       ordered=ordered, start_method=start_method, fill=fill,
+                                       bucket_by=bucket_by, bucket_window=bucket_window, timeout=timeout)
+        if isinstance(self._producer, IterableProducer):
+            self.source = self._producer.stream
+        # Set by stop(); it also wakes a put that waits for a free slot.
+        self._stop = _engine.Stop(queue._ring)
+        self._thread = None
+        self.progress, self._monitor = progress, None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return "<%s %s, %d produced>" % (self.name, state, self.produced)
+
+    @property
+    def produced(self) -> int:
+        """Elements put so far."""
+        return self._run.produced
+
+    @property
+    def exception(self) -> Optional[BaseException]:
+        """What failed the run (the source's exception, a bad element, a worker's failure), else None."""
+        return self._run.exception
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> "Feeder":
+        """Start the background thread.  A Feeder runs once."""
+        if self._thread is not None:
+            raise RuntimeError("%s: already started; make a new Feeder for the next epoch" % self.name)
+        if self.queue.closed:
+            # Without this, the epoch would be empty and nothing would say why.
+            raise QueueClosed(
+                "%s: queue '%s' is closed (the last epoch ended it); call q.reopen() before starting "
+                "the next epoch's Feeder" % (self.name, self.queue.name)
+            )
+        self._producer.start()
+        self._run.attach(self)
+        self._thread = threading.Thread(target=_thread_main, args=(self._run, self._producer, self._stop),
+                                        name=self.name, daemon=True)
+        self._thread.start()
+        self._monitor = Monitor.for_feeder(self, self.progress).start() if self.progress else None
+        return self
+
+    def stop(self) -> None:
+        """Ask the thread to stop: it does before its next put, and at once if it waits on a full queue."""
+        self._stop.set()
+
+    def join(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the thread; True once it has ended."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
+
+    def close(self) -> None:
+        """What leaving the ``with`` block does: stop, wait (``stop_timeout`` at most), close the queue
+        (with ``close_when_done``, once no other Feeder is attached).  Worker processes are gone when it returns."""
+        if self._thread is not None:
+            self.__exit__(None, None, None)
+
+    def __enter__(self) -> "Feeder":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self.stop()
+        if not self.join(self.stop_timeout):
+            warnings.warn(
+                "%s: still running %g s after stop(); its source is blocked inside next()"
+                % (self.name, self.stop_timeout),
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        if self.close_when_done:
+            self._run.leave_epoch()
+        if self._monitor is not None:
+            self._monitor.close()
+        return False
+
+    def _cancel(self) -> None:
+        """Queue.reopen(): stop and wait; refused while the thread still runs (it might still put)."""
+        self.stop()
+        if not self.join(self.stop_timeout):
+            raise QueueError("Queue %r: cannot reopen while %s still runs: it did not stop within %g s (its source "
+                             "is blocked); stop it first" % (self.queue.name, self.name, self.stop_timeout))
+        self._run.detach()
+
+    def state_dict(self) -> dict:
+        """Where the consumer is: a small picklable dict for ``Feeder(..., state=...)``.
+
+        Counts what the graph (or ``q.get()``) has taken from the queue, not
+        what was produced: resuming from it produces again the elements that
+        were queued but not taken, and nothing that was taken.
+        """
+        return self._producer.state_dict()
+
+    def stats(self) -> dict:
+        """How busy the producers are, as a dict.
+
+        ``busy`` is the mean fraction of time the workers (or, without
+        workers, the feeder's thread) spent producing samples since they
+        started (a float); ``worker_busy`` the same per worker (a list).  Near 1 means the input
+        pipeline runs flat out: when the queue's ``stats()["consumer_wait_s"]``
+        (the model waiting for data) grows as well, more workers help.  Well
+        below 1, with the queue's ``producer_wait_s`` growing, the model is the
+        bottleneck.  Also ``elements``, ``samples`` and ``samples_per_s``;
+        for an array dataset ``gather``, who gathers its rows: ``"host"``,
+        ``"numpy"`` (rows that are not contiguous, or cast, read batch by
+        batch with their strides), or ``"batch"`` on a GPU queue whose GPU
+        copies the rows of at least one component itself (those of 256 KiB
+        or more; the host gathers the rest).
+        """
+        return self._producer.stats()
+
+    @property
+    def batches_per_epoch(self) -> Optional[int]:
+        """Elements per epoch of a map-style or array dataset (None for an iterable)."""
+        sampler = getattr(self._producer, "sampler", None)
+        return sampler.batches_per_epoch if sampler is not None else None
+
+    @property
+    def planned_elements(self) -> Optional[int]:
+        """Elements the whole run puts, where that is known before it runs (else None).
+
+        A list or tuple of batches, or a map-style or array dataset, times ``epochs``.
+        """
+        if self.epochs is None:
+            return None
+        if isinstance(self.dataset, (list, tuple)) and self.batches_per_epoch is None:
+            return len(self.dataset) * self.epochs
+        per_epoch = self.batches_per_epoch
+        return None if per_epoch is None else per_epoch * self.epochs
+
+
+class _Run:
+    """One Feeder's run as its thread and producer see it: the name, the count, the failure, and the queue
+    attachment (the queue held weakly, its port strongly).
+
+    ``generation`` is the queue's reopen count when the Feeder started: once
+    the queue was reopened, this run may neither fail nor close it.
+    """
+
+    def __init__(self, name: str, queue, close_when_done: bool):
+        self.name = name
+        self.port = queue._port
+        self.queue_ref = weakref.ref(queue)
+        self.feeder_ref = None
+        self.close_when_done = close_when_done
+        self.produced = 0
+        self.exception = None
+        self.generation = None
+        self.failed = False
+
+    def current(self) -> bool:
+        return self.generation == self.port.generation
+
+    def attach(self, feeder: Feeder) -> None:
+        self.feeder_ref = weakref.ref(feeder)
+        self.generation = self.port.generation
+        with _attach_lock:
+            feeder.queue._feeders.append(feeder)
+
+    def detach(self) -> list:
+        """Leaves the queue's list; the Feeders still attached (under the lock)."""
+        queue, feeder = self.queue_ref(), self.feeder_ref() if self.feeder_ref else None
+        if queue is None:
+            return []
+        if feeder is not None and feeder in queue._feeders:
+            queue._feeders.remove(feeder)
+        return queue._feeders
+
+    def _fail(self, exc: BaseException) -> None:
+        """The queue fails with ``exc`` (consumers get FeederError once drained); once, and not after a reopen."""
+        if self.exception is None:
+            self.exception = exc
+        with _attach_lock:
+            if self.current() and not self.failed:
+                self.failed = True
+                self.port.fail(exc)
+
+    def finish(self, exhausted: bool) -> None:
+        """The thread ends: leave the queue, closing it when the source ended and no other Feeder is attached."""
+        with _attach_lock:
+            others = self.detach()
+            if not self.current() or self.failed:
+                return
+            if exhausted and self.close_when_done:
+                self.port.close_when_last = True
+            if self.port.close_when_last and not others:
+                self.port.close_when_last = False
+                self.port.close()
+
+    def leave_epoch(self) -> None:
+        """The ``with`` block was left (its source done or not): close once no other Feeder is attached; what
+        is left in the queue is dropped by the next reopen, so that no element of this epoch reaches the next."""
+        with _attach_lock:
+            others = self.detach()
+            if not self.current():
+                return
+            self.port.close_when_last = True
+            if not others:
+                self.port.close_when_last = False
+                self.port.epoch_left = True
+                if not self.port._ring.closed:
+                    self.port.close()
+
+
+def _thread_main(run: _Run, producer, stop) -> None:
+    exhausted = False
+    try:
+        exhausted = _produce(run, producer, stop)
+    finally:
+        producer.shutdown()  # worker processes, after the consumer was told
+        run.finish(exhausted)
+
+
+def _produce(run: _Run, producer, stop) -> bool:
+    """Runs the producer; True when its source ended.  What goes wrong fails the queue."""
+    try:
+        return producer.run(stop)
+    except SourceFailed as failed:  # anything the source raises reaches the consumer,
+        run._fail(failed.__cause__)  # QueueClosed from a source that reads another queue too
+    except QueueClosed:
+        pass  # our put found the queue closed under us: the consumer is done
+    except BaseException as exc:  # a bad element, a worker's failure, bucket_by
+        run._fail(exc)
+    return False

@@ -1,0 +1,173 @@
+"""The producers of a Feeder, one class per kind, all behind one interface (:class:`Producer`).
+
+Worker processes have theirs in :mod:`.dispatcher`, array datasets in
+:mod:`.arrays`.  Every value goes into the queue through :mod:`.check`.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Optional
+
+from ..errors import Stopped
+from .rows import RowWriter, SampleError, describe_failure, sample_failed
+from .sources import stream
+from .state import Progress, iterable_state
+
+
+class Producer:
+    """What a Feeder's thread runs.
+
+    :meth:`start` (in the caller's thread, before the Feeder's thread
+    starts), :meth:`run` (in the Feeder's thread: produce until the source is
+    exhausted, True, or ``stop`` is set, False; anything it raises fails the
+    queue), :meth:`shutdown` (after run, on every path; idempotent),
+    :meth:`state_dict` and :meth:`stats` (from any thread).
+    """
+
+    def __init__(self, feeder, queue):
+        self.feeder, self.queue = feeder, queue
+        self.progress = Progress(queue._ring)
+        self.busy = 0.0
+        self.samples = 0
+        self.started = self.ended = None
+
+    def start(self) -> None:
+        self.progress.start()
+        self.started = time.perf_counter()
+
+    def run(self, stop) -> bool:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        self.ended = time.perf_counter()
+
+    def state_dict(self) -> dict:
+        raise TypeError("%s: a Feeder with a fill function keeps no state" % self.feeder.name)
+
+    def elapsed(self) -> float:
+        return (self.ended or time.perf_counter()) - self.started if self.started else 0.0
+
+    def stats(self) -> dict:
+        elapsed = self.elapsed()
+        busy = float(self.busy / elapsed) if elapsed else 0.0
+        return {"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]}
+
+
+class SourceFailed(Exception):
+    """The source raised (its exception is the ``__cause__``): kept apart from the puts' own QueueClosed."""
+
+
+def from_source(call, *args):
+    """call(*args), with what the source raises (but StopIteration, its end) wrapped in SourceFailed."""
+    try:
+        return call(*args)
+    except StopIteration:
+        raise
+    except BaseException as exc:
+        raise SourceFailed() from exc
+
+
+class FillProducer(Producer):
+    """``Feeder(fill=...)``: the function writes each element into the next slot itself."""
+
+    def __init__(self, feeder, queue, fill):
+        super().__init__(feeder, queue)
+        self.fill = fill
+
+    def run(self, stop) -> bool:
+        while True:
+            began = time.perf_counter()
+            try:
+                with self.queue.writer(math.inf, stop) as slot:
+                    # Variable-length components' lengths views follow the components (as dequeue(lengths=True)).
+                    slot.rows = from_source(self.fill, *slot.arrays, *slot.lengths.values())
+                    self.busy += time.perf_counter() - began
+            except Stopped:
+                return False
+            except StopIteration:
+                return not stop.is_set()
+            self.feeder.produced += 1
+
+    def stats(self) -> dict:
+        return {"workers": 0, "elements": self.feeder.produced}
+
+
+class IterableProducer(Producer):
+    """An iterable of whole batches, run in the Feeder's thread; each batch goes through ``Queue.put``'s door."""
+
+    def __init__(self, feeder, queue, dataset, epochs: Optional[int], skip: int):
+        super().__init__(feeder, queue)
+        self.skip = skip
+        self.stream = stream(dataset, epochs, skip, timer=self)
+
+    def run(self, stop) -> bool:
+        elements = iter(self.stream)
+        while not stop.is_set():
+            try:
+                element = from_source(next, elements)
+            except StopIteration:
+                return True
+            try:
+                self.queue.put(element, math.inf, stop)
+            except Stopped:
+                return False
+            self.feeder.produced += 1
+        return False
+
+    def state_dict(self) -> dict:
+        if self.progress.base is None:
+            return iterable_state([self.skip])
+        taken = self.progress.ring.stats()["dequeued"] - self.progress.base
+        return iterable_state([self.skip + max(0, taken)])
+
+
+class InlineMapProducer(Producer):
+    """A map-style dataset produced in the Feeder's own thread, sample by sample, into the slot."""
+
+    def __init__(self, feeder, queue, dataset: Any, sampler, cursor):
+        super().__init__(feeder, queue)
+        self.sampler, self.start_cursor, self.consumed = sampler, cursor.copy(), cursor.copy()
+        self.writer = RowWriter(queue._layout, dataset, queue.name) if dataset is not None else None
+
+    def run(self, stop) -> bool:
+        for position in self.sampler.pending(self.start_cursor):
+            indices = self.sampler.batch(position)
+            try:
+                # The writer gives the slot back if filling it raises, and commits it otherwise.
+                with self.queue.writer(math.inf, stop) as slot:
+                    self._fill(slot, position, indices)
+            except Stopped:
+                return False
+            self.samples += len(indices)
+            self.feeder.produced += 1
+        return True
+
+    def _fill(self, slot, position, indices):
+        began = time.perf_counter()
+        try:
+            self.writer.fill(slot.engine_views, 0, indices.tolist())
+        except SampleError as exc:
+            cause = exc.__cause__
+            text = describe_failure(cause)
+            raise sample_failed("sample %d (batch %d of epoch %d) raised %s: %s\n\nTraceback:\n%s" % (
+                exc.index, position % self.sampler.batches_per_epoch, self.sampler.epoch_of(position),
+                type(cause).__name__, cause, text.rstrip()), exc.index, None, text, cause) from cause
+        finally:
+            self.busy += time.perf_counter() - began
+        slot.rows = len(indices)
+        with self.progress.lock:  # before the commit: consumers may take it at once
+            self.progress.log.append(position)
+
+    def state_dict(self) -> dict:
+        with self.progress.lock:
+            for position in self.progress.consumed_keys():
+                self.consumed.add(position)
+            return self.sampler.state_dict(self.consumed)
+
+    def stats(self) -> dict:
+        elapsed = self.elapsed()
+        stats = super().stats()
+        stats.update(samples=self.samples, samples_per_s=self.samples / elapsed if elapsed else 0.0,
+                     batches_per_epoch=self.sampler.batches_per_epoch)
+        return stats

@@ -1,0 +1,156 @@
+"""What a producer holds of a queue: the ring and the put/writer core, not the Queue object.
+
+A Feeder's thread and producers hold a :class:`Port`, so that a Queue (and
+its Feeder) that the user drops is collected: ``Queue.__del__`` closes the
+ring, and the producer still running ends with QueueClosed.  ``generation``
+counts the queue's reopens: a Feeder started in an earlier one may no
+longer close or fail the queue.
+"""
+import contextlib
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import device as _device
+from .errors import QueueError
+from .layout import Padded
+from .spec import as_component_value, element_in_order
+
+
+def element_of(args):
+    """The arguments of put/enqueue as one element.
+
+    ``(x, y)``, ``((x, y),)`` and ``({"x": x, "y": y},)`` all name one element.
+    """
+    if isinstance(args, tuple) and len(args) == 1 and isinstance(args[0], (tuple, list, Mapping)):
+        return args[0]
+    return args
+
+
+class Port:
+    """The host-side core of a queue: ``put`` (every host path checked by put's rules) and ``writer``."""
+
+    def __init__(self, name, components, layout, target, ring):
+        self.name, self.components, self._layout, self._target, self._ring = name, components, layout, target, ring
+        self.generation = 0  # reopens so far
+        self.close_when_last = False  # a Feeder that closes the queue is done: the last attached one closes it
+        self.epoch_left = False  # a Feeder's with block was left: the next reopen drops what is left
+
+    on_gpu = property(lambda self: self._target.on_gpu)
+
+    def put(self, element, timeout, stop=None, lengths=None, stream=None):
+        """Queue.put; a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
+        plain = stream is None and lengths is None and not self._layout.varying
+        if plain and _all_arrays(element, len(self.components)):
+            return self._ring.put(element, timeout, stop)  # the engine checks dtypes and shapes
+        values = element_in_order(self.components, element_of(element), self.name)
+        if any(_device.is_device_array(v.data if isinstance(v, Padded) else v) for v in values):
+            return self._put_from_device(values, timeout, stop, stream, lengths)
+        if stream is not None:
+            raise ValueError("Queue.put: queue %r: stream is for device arrays; these are host data" % self.name)
+        if not self._layout.varying:
+            if lengths is not None:
+                self._layout.refuse_lengths(self.name, "put")
+            arrays = [as_component_value(c, v, self.name) for c, v in zip(self.components, values)]
+            return self._ring.put(arrays, timeout, stop)
+        write = self._layout.prepare(self._layout.with_lengths(values, lengths, self.name), self.name)
+        # Packed straight into the slot's staging: the only copy on the host.
+        slot, views = self._ring.reserve(timeout, stop)
+        try:
+            rows = write(views)
+        except BaseException:
+            self._ring.abort(slot)
+            raise
+        return self._ring.commit(slot, rows)
+
+    def _put_from_device(self, values, timeout, stop, stream, lengths):
+        on_device = [_device.is_device_array(v.data if isinstance(v, Padded) else v) for v in values]
+        if not all(on_device):
+            host = [c.name for c, d in zip(self.components, on_device) if not d]
+            raise TypeError(
+                "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
+                "components %s are host data" % (self.name, ", ".join(map(repr, host)))
+            )
+        if not self.on_gpu:
+            raise QueueError("Queue.put: queue %r lives in host memory; put device arrays into a GPU queue, or copy "
+                             "them to the host first" % self.name)
+        upload = None
+        if self._layout.varying:
+            from theano.gpuarray.type import get_context
+
+            values = self._layout.with_lengths(values, lengths, self.name)
+            upload = _device.uploader(get_context(self._target.context_name))
+        elif lengths is not None:
+            self._layout.refuse_lengths(self.name, "put")
+        return _device.put(self._ring, self._layout, values, self.name, timeout, stop, stream, upload)
+
+    def fail(self, exc):
+        self._ring.fail(exc)
+
+    def close(self, cancel_pending=False):
+        self._ring.close(cancel_pending)
+
+    @contextlib.contextmanager
+    def writer(self, timeout, stop=None):
+        """writer(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
+        slot, views = self._ring.reserve(timeout, stop)
+        writer = SlotWriter(self.components, views, self._layout)
+        try:
+            yield writer
+            rows = writer.engine_rows(self.name)  # packs variable-length components in place
+        except BaseException:
+            self._ring.abort(slot)
+            raise
+        finally:
+            writer.seal()
+        self._ring.commit(slot, rows)
+
+
+def _all_arrays(element, n):
+    """True for a tuple of n numpy arrays: already what the engine takes (it checks dtypes and shapes).
+
+    The common element of a Feeder's source, spared element_arrays' Python
+    work per batch: the feeder's thread holds the GIL for less time.
+    """
+    return type(element) is tuple and len(element) == n and all(type(v) is np.ndarray for v in element)
+
+
+class SlotWriter:
+    """The slot :meth:`~theano_queue.Queue.writer` hands out: writable views, one per component.
+
+    A variable-length component's view is shaped at its bounds, and
+    :attr:`lengths` holds each row's length there, by component name.
+    """
+
+    def __init__(self, components, views, layout=None):
+        self.components = components
+        self.layout = layout
+        self.engine_views = views
+        if layout is not None and layout.varying:
+            self.arrays, self.lengths = layout.staged(views)
+        else:
+            self.arrays, self.lengths = views, {}
+        #: Rows written along the batch axis; None means full.
+        self.rows = None
+
+    def __getitem__(self, name):
+        for component, view in zip(self.components, self.arrays):
+            if component.name == name:
+                return view
+        raise KeyError("no component %r; the components are %s" % (name, [c.name for c in self.components]))
+
+    def rows_per_component(self):
+        if self.rows is None:
+            return [c.shape[0] if c.shape else 1 for c in self.components]
+        return [self.rows if c.shape else 1 for c in self.components]
+
+    def engine_rows(self, queue_name):
+        """Rows per engine component, packing variable-length components to their longest row first."""
+        rows = self.rows_per_component()
+        if self.layout is None or not self.layout.varying:
+            return rows
+        return self.layout.finish(self.engine_views, rows, queue_name)
+
+    def seal(self):
+        for view in list(self.arrays) + list(self.engine_views):
+            view.flags.writeable = False
