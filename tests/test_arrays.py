@@ -182,7 +182,7 @@ def test_bad_shapes_are_refused_naming_the_component():
         tq.Feeder(queue(), (x[:, :6], i))
     with pytest.raises(ValueError, match=r"share their leading axis; got x: 103 rows, i: 100 rows"):
         tq.Feeder(queue(), (x, i[:100]))
-    with pytest.raises(ValueError, match=r"one array per component \(x, i\), got 1"):
+    with pytest.raises(ValueError, match=r"expected 2 components \(x, i\), got 1 array"):
         tq.Feeder(queue(), (x,))
     with pytest.raises(ValueError, match=r"keyed \['x', 'i'\]"):
         tq.Feeder(queue(), {"x": x, "j": i})

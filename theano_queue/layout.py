@@ -546,6 +546,14 @@ def holds_no_numbers(value):
     return isinstance(value, (list, tuple)) and all(holds_no_numbers(v) for v in value)
 
 
+def shape_bound(shape):
+    """A component's shape as the engine's messages write it, e.g. ``(<=4, 3)``: the batch axis is a bound."""
+    if not shape:
+        return "()"
+    dims = ["<=%d" % shape[0]] + [str(d) for d in shape[1:]]
+    return "(%s)" % (dims[0] + "," if len(dims) == 1 else ", ".join(dims))
+
+
 def fixed_writer(component, value, queue_name):
     """A fixed component's value checked as put checks it; returns ``write(views) -> [rows]``."""
     where = "Queue %r, component %r" % (queue_name, component.name)
@@ -557,8 +565,7 @@ def fixed_writer(component, value, queue_name):
         value = as_component_value(component, value, queue_name)
     shape, want = value.shape, component.shape
     if len(shape) != len(want) or (want and (shape[0] > want[0] or shape[1:] != want[1:])):
-        raise ValueError("%s: expected shape %s with at most %s rows, got %s"
-                         % (where, want, want[0] if want else 1, shape))
+        raise ValueError("%s: expected shape %s, got %s" % (where, shape_bound(want), shape))
 
     def write(views):
         view = views[0]

@@ -58,8 +58,9 @@ def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
         arrays = [dataset[name] for name in names]
     elif isinstance(dataset, tuple) and dataset and all(isinstance(v, np.ndarray) for v in dataset):
         if len(dataset) != len(components):
-            raise ValueError("%s: an array dataset needs one array per component (%s), got %d arrays"
-                             % (where, ", ".join(names), len(dataset)))
+            raise ValueError("%s: expected %d components (%s), got %d array%s: an array dataset has one array per "
+                             "component" % (where, len(names), ", ".join(names), len(dataset),
+                                            "" if len(dataset) == 1 else "s"))
         arrays = list(dataset)
     else:
         return None
