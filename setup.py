@@ -45,7 +45,7 @@ setup(
     long_description_content_type="text/x-rst",
     packages=["theano_queue"],
     python_requires=">=3.9",
-    install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60"],
+    install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60", "cloudpickle>=2"],
     extras_require={
         "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", *RAY],
         "demo": ["scikit-learn>=1.2"],

@@ -251,13 +251,15 @@ def test_a_bare_array_for_two_components_says_so():
 
 def test_a_bucket_by_error_names_the_feeder_once():
     q = tq.Queue(SPEC, capacity=2, target="cpu")
+    with pytest.raises(ValueError) as err:
+        tq.Feeder(q, Tagged(20), bucket_by=np.arange(3))  # lengths of 3 samples for 20
+    assert str(err.value).startswith("Feeder(%s): bucket_by" % q.name)
+    assert str(err.value).count("Feeder(") == 1
     feeder = tq.Feeder(q, Tagged(20), bucket_by=no_length).start()
     with pytest.raises(tq.FeederError) as err:
         drain(q)
     feeder.close()
-    text = str(err.value) + " " + str(err.value.__cause__)
-    assert "Feeder(%s): Feeder(%s)" % (q.name, q.name) not in text
-    assert "bucket_by" in text
+    assert "bucket_by gave None for sample 0" in str(err.value.__cause__)
 
 
 # ---- issue 19, 5. leaving an epoch early --------------------------------------------------------------

@@ -107,7 +107,7 @@ def _sampler(queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, st
                              "%s: %d" % (c.name, c.shape[0]) for c in queue.components)))
     try:
         sampler = Sampler(len(arrays[0]) if arrays else len(dataset), sizes.pop(), shuffle, seed, shard,
-                          drop_last, epochs, bucket_lengths(bucket_by, dataset, arrays, where), bucket_window)
+                          drop_last, epochs, bucket_lengths(bucket_by, dataset, arrays), bucket_window)
         return sampler, sampler.cursor(state)
     except ValueError as exc:
         raise ValueError("%s: %s" % (where, exc)) from None

@@ -134,13 +134,13 @@ class BucketError(ValueError):
     """``bucket_by`` raised, or gave no length, for a sample."""
 
 
-def bucket_lengths(bucket_by: Any, dataset: Any, arrays: Optional[list], where: str) -> Optional[Callable]:
+def bucket_lengths(bucket_by: Any, dataset: Any, arrays: Optional[list]) -> Optional[Callable]:
     """The Sampler's length function for ``Feeder(bucket_by=...)``: indices -> lengths.
 
     ``bucket_by`` is a function of one sample (``dataset[i]``, or the tuple of
     an array dataset's rows ``i``), called in the Feeder's thread, or an
     array of every sample's length.  What it raises, or a length that is no
-    number, is a :class:`BucketError` naming the sample.
+    number, is a :class:`BucketError` naming the sample.  (The caller names the Feeder.)
     """
     if bucket_by is None:
         return None
@@ -148,8 +148,8 @@ def bucket_lengths(bucket_by: Any, dataset: Any, arrays: Optional[list], where: 
         given = np.asarray(bucket_by)
         count = len(arrays[0]) if arrays is not None else len(dataset)
         if given.shape != (count,) or given.dtype.kind not in "iu":
-            raise ValueError("%s: bucket_by must be a function of a sample or an int array of the %d samples' "
-                             "lengths, got %r" % (where, count, bucket_by if given.ndim == 0 else given.shape))
+            raise ValueError("bucket_by must be a function of a sample or an int array of the %d samples' "
+                             "lengths, got %r" % (count, bucket_by if given.ndim == 0 else given.shape))
         return lambda indices: given[indices]
     sample = (lambda i: tuple(a[i] for a in arrays)) if arrays is not None else dataset.__getitem__
 
