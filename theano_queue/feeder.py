@@ -1,2 +1,4 @@
 """The Feeder (kept importable from here; it lives in :mod:`theano_queue.feed`)."""
-from .feed.feeder import Feeder  # noqa: F401
+from .feed.feeder import Feeder
+
+__all__ = ["Feeder"]
