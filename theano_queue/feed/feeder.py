@@ -90,11 +90,12 @@ class Feeder:
     Every value, from every kind of source, is checked by ``Queue.put``'s
     rules: the component's dtype or one that casts to it safely (Python
     values where numpy calls the cast safe), its shape, one per component.
-    With workers, ``timeout`` bounds the seconds a worker may spend on one
-    sample (or one element of an iterable), as ``DataLoader(timeout=)``
-    does: past it the consumer gets a :class:`FeederError` naming the
-    worker, its pid and the sample.  Without it, one warning on the
-    ``theano_queue`` logger says when a sample has taken over 30 s.
+    With workers, ``timeout`` bounds the seconds a worker may spend on what
+    it was handed (its rows of one batch, or one element of an iterable), as
+    ``DataLoader(timeout=)`` bounds a batch: past it the consumer gets a
+    :class:`FeederError` naming the worker, its pid and the samples.  Without
+    it, one warning on the ``theano_queue`` logger says when a worker has
+    been on its samples for over 30 s.
 
     Leaving the ``with`` block (normally or by an exception) stops the thread,
     waits for it (``stop_timeout`` seconds at most) and, with
@@ -234,7 +235,8 @@ class Feeder:
         if not self.join(self.stop_timeout):
             raise QueueError("Queue %r: cannot reopen while %s still runs: it did not stop within %g s (its source "
                              "is blocked); stop it first" % (self.queue.name, self.name, self.stop_timeout))
-        self._run.detach()
+        with _attach_lock:
+            self._run.detach()
 
     def state_dict(self) -> dict:
         """Where the consumer is: a small picklable dict for ``Feeder(..., state=...)``.
