@@ -19,7 +19,7 @@ import theano.tensor as T
 
 import theano_queue as tq
 from common import MiB, best_of, mlp_train_step, reading, time_steps
-from theano_queue.feed.arrays import GATHER_ENV
+from theano_queue.datasets import GATHER_ENV
 from theano_queue.probe import h2d_seconds, host_copy_gbps
 
 

@@ -1,7 +1,6 @@
 """Queue: a bounded FIFO of batches that compiled Theano graphs dequeue from."""
 import itertools
 
-
 from . import device as _device
 from . import target as _target
 from .errors import QueueError
