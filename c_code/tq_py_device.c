@@ -381,39 +381,3 @@ PyObject *dlpack_source(PyObject *module, PyObject *capsule)
     return Py_BuildValue("(NKNNNii)", owner, (unsigned long long)((uintptr_t)t->data + t->byte_offset), shape,
                          strides, typestr, (int)t->device.device_type, (int)t->device.device_id);
 }
-
-/* ---- libgpuarray's buffers (pygpu) ------------------------------------------------------ */
-
-/* A function of libgpuarray's CUDA extension (cuda_wait, ...), or NULL with
- * QueueError.  libgpuarray is loaded by pygpu whenever there is a GpuArray. */
-static void *gpuarray_extension(const char *name)
-{
-    void *lib = dlopen("libgpuarray.so.3", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib)
-        lib = dlopen("libgpuarray.so", RTLD_NOW | RTLD_NOLOAD);
-    void *(*get_extension)(const char *) = lib ? (void *(*)(const char *))dlsym(lib, "gpuarray_get_extension") : NULL;
-    void *fn = get_extension ? get_extension(name) : NULL;
-    if (lib)
-        dlclose(lib); /* stays loaded: pygpu holds it */
-    if (!fn)
-        PyErr_Format(QueueError, "libgpuarray is not loaded or lacks its CUDA extension '%s'", name);
-    return fn;
-}
-
-static void *address_arg(PyObject *obj, const char *what)
-{
-    void *p = PyLong_AsVoidPtr(obj);
-    if (!p && !PyErr_Occurred())
-        PyErr_Format(PyExc_ValueError, "%s must not be NULL", what);
-    return p;
-}
-
-/* gpu_context_stream(gpu_context_ptr) -> the CUstream of a libgpuarray
- * context (pygpu's GpuContext.ptr), on which Theano computes. */
-PyObject *gpu_context_stream(PyObject *module, PyObject *arg)
-{
-    (void)module;
-    void *ctx = address_arg(arg, "gpu_context");
-    void *(*fn)(void *) = ctx ? (void *(*)(void *))gpuarray_extension("cuda_get_stream") : NULL;
-    return fn ? PyLong_FromVoidPtr(fn(ctx)) : NULL;
-}

@@ -11,6 +11,30 @@
 
 /* ---- waits ---------------------------------------------------------------------- */
 
+/* Seconds a wait may last, < 0 for no limit: `fallback` for None (a call's
+ * None is the ring's timeout; the ring's own None is no limit), no limit for
+ * math.inf. */
+int parse_timeout(PyObject *obj, double fallback, double *out)
+{
+    if (obj == NULL || obj == Py_None) {
+        *out = fallback;
+        return 0;
+    }
+    double t = PyFloat_AsDouble(obj);
+    if (t == -1.0 && PyErr_Occurred())
+        return -1;
+    if (t < 0 || t != t) {
+        PyErr_Format(PyExc_ValueError, "timeout must be None or a number >= 0, got %R", obj);
+        return -1;
+    }
+    *out = t == Py_HUGE_VAL ? -1.0 : t;
+    return 0;
+}
+
+/* Host memory for gpu_context and cu_context None, else the device of a
+ * libgpuarray context given as its address (pygpu's GpuContext.ptr), or of a
+ * CUcontext given as its handle (front ends without libgpuarray, and the
+ * tests' stand-in driver). */
 typedef tq_code (*reserve_fn)(tq_ring *, double, const int *, int *, tq_error *);
 
 int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot)

@@ -8,10 +8,9 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = ["c_code/tq_base.c", "c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_copy.c", "c_code/tq_gather.c", "c_code/tq_trace.c",
-           "c_code/tq_shm.c",
-           "tests/c/test_backend.c", "tests/c/test_ring.c"]
+from c_sources import ROOT, engine_sources
+
+SOURCES = [*engine_sources("core"), "tests/c/test_backend.c", "tests/c/test_ring.c"]
 BUILDS = {"plain": ["-O2"], "thread": ["-O1", "-fsanitize=thread"], "address": ["-O1", "-fsanitize=address,undefined"]}
 
 

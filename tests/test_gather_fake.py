@@ -11,12 +11,12 @@ import subprocess
 
 import pytest
 
+from c_sources import engine_sources
 from fake_cuda import NOTHING_HELD, ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
-ENGINE = ["c_code/tq_base.c", "c_code/tq_ring.c", "c_code/tq_cuda.c", "c_code/tq_copy.c", "c_code/tq_gather.c",
-          "c_code/tq_trace.c", "c_code/tq_shm.c", "tests/c/test_gather.c"]
+ENGINE = [*engine_sources("core", "cuda"), "tests/c/test_gather.c"]
 LARGE_ROW = 256 * 1024  # the rows "auto" has the device copy: this large or larger
 
 
