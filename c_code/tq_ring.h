@@ -29,6 +29,13 @@
 extern "C" {
 #endif
 
+/* The slot layout: each component starts on this boundary within a slot, as
+ * device copies want aligned sources and destinations (256 suits both DMA
+ * engines and AVX stores); a component takes rows x row_bytes rounded up to
+ * it, an element of nothing one boundary.  theano_queue._engine exports it
+ * (SLOT_ALIGN, slot_bytes) so that Python sizes rings as the engine does. */
+#define TQ_ALIGN 256
+
 typedef enum { TQ_STATE_OPEN = 0, TQ_STATE_CLOSED, TQ_STATE_FAILED } tq_state;
 
 /* One component of an element, as the engine sees it: rows of bytes.  A
