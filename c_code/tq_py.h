@@ -86,6 +86,9 @@ int parse_timeout(PyObject *obj, double fallback, double *out);
  * seconds (< 0: no limit) with the GIL released, and waking for Ctrl-C.
  * 0, or -1 with an exception.  stop: NULL or a Stop's flag. */
 int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot);
+/* The engine's view of a component of this dtype and shape: rows of bytes
+ * (a scalar is one row). */
+tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_intp *shape);
 /* 0 when an array of this shape fits component c, else -1 with ValueError. */
 int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims);
 /* Validates and puts one element; the queue's size after it, or -1. */

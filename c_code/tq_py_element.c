@@ -121,6 +121,14 @@ static int produce(RingObject *self, double timeout_s, const int *stop, const ch
 
 /* ---- checks ----------------------------------------------------------------------- */
 
+tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_intp *shape)
+{
+    size_t row_bytes = (size_t)descr->elsize;
+    for (int d = 1; d < ndim; d++)
+        row_bytes *= (size_t)shape[d];
+    return (tq_component){ndim ? shape[0] : 1, row_bytes};
+}
+
 /* "(128, 64)", or "(<=128, 64)" with bound_leading. */
 static void format_shape(char *buf, size_t len, int ndim, const npy_intp *dims, int bound_leading)
 {

@@ -108,7 +108,47 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* slot_bytes(components) -> the bytes of one slot of a ring of these
+ * (name, dtype, shape) components: the slot layout (tq_ring.h, TQ_ALIGN) that
+ * theano_queue/target.py sizes rings with. */
+static PyObject *slot_bytes(PyObject *module, PyObject *components)
+{
+    (void)module;
+    PyObject *seq = PySequence_Fast(components, "slot_bytes: expected a sequence of (name, dtype, shape)");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    tq_component *comps = PyMem_Calloc((size_t)(n ? n : 1), sizeof *comps);
+    PyObject *result = NULL;
+    if (!comps) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t c = 0; c < n; c++) {
+        PyObject *name, *dtype, *shape;
+        PyArray_Descr *descr = NULL;
+        PyArray_Dims dims = {NULL, 0};
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, c), "OOO", &name, &dtype, &shape) ||
+            !PyArray_DescrConverter(dtype, &descr) || !PyArray_IntpConverter(shape, &dims)) {
+            Py_XDECREF(descr);
+            goto done;
+        }
+        comps[c] = engine_component(descr, dims.len, dims.ptr);
+        Py_DECREF(descr);
+        PyDimMem_FREE(dims.ptr);
+    }
+    size_t bytes = tq_ring_slot_bytes(comps, (int)n);
+    result = bytes == SIZE_MAX ? PyErr_Format(PyExc_OverflowError, "slot_bytes: the components overflow a slot")
+                               : PyLong_FromSize_t(bytes);
+done:
+    PyMem_Free(comps);
+    Py_DECREF(seq);
+    return result;
+}
+
 PyMethodDef engine_functions[] = {
+    {"slot_bytes", slot_bytes, METH_O,
+     "slot_bytes(components) -> bytes of one slot of (name, dtype, shape) components, as the engine lays it out."},
     {"pack_rows", pack_rows, METH_VARARGS,
      "pack_rows(packed, source, lengths, pad): each row's first lengths[r] items along axis 1, then pad."},
     {"set_copy_threads", set_copy_threads, METH_O,

@@ -42,7 +42,8 @@ PyMODINIT_FUNC PyInit__engine(void)
     PyObject *api = capi_capsule();
     if (PyModule_AddType(m, &RingType) < 0 || PyModule_AddType(m, &StopType) < 0 || !api ||
         PyModule_AddObject(m, "_C_API", api) < 0 || PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS) ||
-        PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY)) {
+        PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY) ||
+        PyModule_AddIntConstant(m, "SLOT_ALIGN", TQ_ALIGN)) {
         Py_XDECREF(api);
         Py_DECREF(m);
         return NULL;

@@ -42,11 +42,7 @@ static int parse_component(RingObject *self, int c, PyObject *spec, tq_component
     self->ndims[c] = dims.len;
     memcpy(self->shapes[c], dims.ptr, (size_t)dims.len * sizeof(npy_intp));
     PyDimMem_FREE(dims.ptr);
-    size_t row_bytes = (size_t)self->descrs[c]->elsize;
-    for (int d = 1; d < self->ndims[c]; d++)
-        row_bytes *= (size_t)self->shapes[c][d];
-    comp->row_bytes = row_bytes;
-    comp->max_rows = self->ndims[c] ? self->shapes[c][0] : 1;
+    *comp = engine_component(self->descrs[c], self->ndims[c], self->shapes[c]);
     return 0;
 }
 

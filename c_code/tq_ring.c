@@ -79,6 +79,18 @@ static int init_sync(tq_ring *ring)
     return rc ? -1 : 0;
 }
 
+size_t tq_ring_slot_bytes(const tq_component *components, int n_components)
+{
+    size_t offset = 0;
+    for (int c = 0; c < n_components; c++) {
+        size_t room = SIZE_MAX / 2 - offset, rows = components[c].max_rows > 0 ? (size_t)components[c].max_rows : 0;
+        if (components[c].row_bytes && rows > room / components[c].row_bytes)
+            return SIZE_MAX;
+        offset += align_up(rows * components[c].row_bytes);
+    }
+    return offset ? offset : TQ_ALIGN;
+}
+
 static tq_code layout(tq_ring *ring, const tq_component *components, tq_error *err)
 {
     size_t offset = 0;
@@ -95,7 +107,7 @@ static tq_code layout(tq_ring *ring, const tq_component *components, tq_error *e
         ring->offsets[c] = offset;
         offset += align_up((size_t)comp->max_rows * comp->row_bytes);
     }
-    ring->slot_bytes = offset ? offset : TQ_ALIGN;
+    ring->slot_bytes = tq_ring_slot_bytes(components, ring->n_components); /* offset, or one boundary */
     return TQ_OK;
 }
 

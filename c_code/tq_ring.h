@@ -63,6 +63,10 @@ typedef struct {
 
 typedef struct tq_ring tq_ring;
 
+/* The bytes of one slot holding these components (TQ_ALIGN above), as
+ * tq_ring_create lays it out; SIZE_MAX when they overflow a slot. */
+size_t tq_ring_slot_bytes(const tq_component *components, int n_components);
+
 /* Creates a ring of `capacity` slots laid out for `components`; takes ownership
  * of `backend` (destroyed with the ring, or here on failure). */
 tq_ring *tq_ring_create(const tq_component *components, int n_components, int capacity, tq_backend *backend,

@@ -57,13 +57,13 @@ def check_capacity(capacity, queue_name):
     return int(capacity)
 
 
-# The engine lays each component out on this boundary within a slot (tq_ring.c).
-SLOT_ALIGN = 256
+# The engine lays each component out on this boundary within a slot (c_code/tq_ring.h).
+SLOT_ALIGN = _engine.SLOT_ALIGN
 
 
 def ring_bytes(components, capacity):
-    """Bytes of memory the ring's slots take: capacity x the aligned components."""
-    return capacity * sum(-(-c.nbytes // SLOT_ALIGN) * SLOT_ALIGN for c in components) or SLOT_ALIGN
+    """Bytes of memory the ring's slots take: capacity x one slot, laid out by the engine itself."""
+    return capacity * _engine.slot_bytes([(c.name, c.dtype, c.shape) for c in components])
 
 
 def host_memory_bytes():
