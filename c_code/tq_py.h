@@ -48,6 +48,7 @@ typedef struct {
     npy_intp (*shapes)[NPY_MAXDIMS];
     double timeout;          /* default for gets, < 0 for none */
     PyObject *failure;       /* the exception handed to fail(), or NULL */
+    PyObject *on_stall;      /* called with the seconds a consumer has waited, or NULL */
     PyObject *weakrefs;
 } RingObject;
 
@@ -79,6 +80,9 @@ tq_code cu_context_of(PyObject *gpu_context, void **cu_context, tq_error *err);
 PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
 
 /* ---- tq_py_element.c ---- */
+/* Seconds a consumer's wait lasts before its Ring's on_stall hook is called
+ * (once per wait; < 0: never); returns the setting it replaces. */
+double set_stall_after(double seconds);
 /* Seconds a wait may last, < 0 for no limit, from a Python timeout (None:
  * `fallback`); 0, or -1 with an exception. */
 int parse_timeout(PyObject *obj, double fallback, double *out);

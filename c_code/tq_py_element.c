@@ -37,58 +37,59 @@ int parse_timeout(PyObject *obj, double fallback, double *out)
  * tests' stand-in driver). */
 typedef tq_code (*reserve_fn)(tq_ring *, double, const int *, int *, tq_error *);
 
-int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot)
+/* What a producer does with each slot it reserved, without the GIL: write
+ * it and publish it (the engine's put calls).  `index` counts the slots of
+ * one wait from 0. */
+typedef tq_code (*fill_fn)(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err);
+
+/* Seconds a consumer waits before its Ring's on_stall hook is told (once per
+ * wait); < 0: never.  Set by set_stall_warning (theano_queue/stall.py sets
+ * its default on import), read with the GIL held. */
+static double stall_after_s = -1.0;
+
+double set_stall_after(double seconds)
+{
+    double was = stall_after_s;
+    stall_after_s = seconds;
+    return was;
+}
+
+/* Tells the Ring's on_stall hook (theano_queue/stall.py's, set by the Queue)
+ * that a consumer has waited `waited` seconds.  A hook that raises is
+ * reported as unraisable: a warning must not end the wait. */
+static void report_stall(RingObject *self, double waited)
+{
+    if (!self->on_stall)
+        return;
+    PyObject *hook = self->on_stall, *result;
+    Py_INCREF(hook);
+    result = PyObject_CallFunction(hook, "d", waited);
+    if (result)
+        Py_DECREF(result);
+    else
+        PyErr_WriteUnraisable(hook);
+    Py_DECREF(hook);
+}
+
+/* The one wait of the face: reserves `count` slots in turn (a producer's
+ * with producer, else a consumer's), each then filled by fill when given,
+ * giving the GIL up once for all of them and again only every WAIT_SLICE_S
+ * of waiting, to run Ctrl-C, honour the deadline and report a stalled
+ * consumer.  A producer woken by a consumer writes at once: taking the GIL
+ * back between the reservation and the copy would make it wait for the
+ * consumer's thread, which holds the GIL through a whole training step, and
+ * hand the GIL over twice per element.  *done: the slots reserved (and
+ * filled); *slot: the last one.  0, or -1 with an exception (Stopped when
+ * stop was raised). */
+static int sliced_wait(RingObject *self, int producer, double timeout_s, const int *stop, const char *who,
+                       fill_fn fill, void *job, int64_t count, int64_t *done, int *slot)
 {
     reserve_fn reserve = producer ? tq_ring_reserve_put : tq_ring_reserve_get;
     tq_error err;
-    /* The common case, an element or a slot already there, keeps the GIL:
-     * giving it up costs more than the reservation itself.  A deadline of 0
-     * has passed: no wait. */
-    tq_code code = reserve(self->ring, 0.0, stop, slot, &err);
-    if (code != TQ_TIMEOUT)
-        return code == TQ_OK ? 0 : raise_error(who, self, &err);
-
-    double deadline = timeout_s < 0 ? -1.0 : tq_now() + timeout_s;
-    for (;;) {
-        double slice_end = tq_now() + WAIT_SLICE_S;
-        if (deadline >= 0 && deadline < slice_end)
-            slice_end = deadline;
-        Py_BEGIN_ALLOW_THREADS
-        code = reserve(self->ring, slice_end, stop, slot, &err);
-        Py_END_ALLOW_THREADS
-        if (code == TQ_OK)
-            return 0;
-        if (code != TQ_TIMEOUT)
-            return raise_error(who, self, &err);
-        if (PyErr_CheckSignals())
-            return -1;
-        if (deadline >= 0 && tq_now() >= deadline) {
-            tq_set_error(&err, TQ_TIMEOUT, "%s within %g s", producer ? "no free slot" : "no element", timeout_s);
-            return raise_error(who, self, &err);
-        }
-    }
-}
-
-/* What a producer does with each slot it reserved, without the GIL: write
- * it and publish it (the engine's put calls).  `index` counts the slots of
- * one produce() call from 0. */
-typedef tq_code (*fill_fn)(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err);
-
-/* Reserves and fills `count` slots in turn, giving the GIL up once for all of
- * them, and again only every WAIT_SLICE_S of waiting (for Ctrl-C and the
- * deadline, as wait_for_slot).  A producer woken by a consumer writes at
- * once: taking the GIL back between the reservation and the copy would make
- * it wait for the consumer's thread, which holds the GIL through a whole
- * training step, and hand the GIL over twice per element.  *done is the
- * number of slots published.  0, or -1 with an exception (Stopped when stop
- * was raised). */
-static int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
-                   int64_t count, int64_t *done)
-{
-    tq_error err;
     tq_code code = TQ_OK;
     int reserved = 0;
-    double deadline = timeout_s < 0 ? -1.0 : tq_now() + timeout_s;
+    double start = tq_now(), deadline = timeout_s < 0 ? -1.0 : start + timeout_s;
+    double report_at = !producer && stall_after_s >= 0 ? start + stall_after_s : -1.0;
     *done = 0;
     while (*done < count) {
         double slice_end = tq_now() + WAIT_SLICE_S;
@@ -96,27 +97,54 @@ static int produce(RingObject *self, double timeout_s, const int *stop, const ch
             slice_end = deadline;
         Py_BEGIN_ALLOW_THREADS
         for (; *done < count; ++*done) {
-            int slot;
             reserved = 0;
-            code = tq_ring_reserve_put(self->ring, slice_end, stop, &slot, &err);
+            code = reserve(self->ring, slice_end, stop, slot, &err);
             if (code != TQ_OK)
                 break;
             reserved = 1;
-            code = fill(self->ring, slot, job, *done, &err);
-            if (code != TQ_OK)
+            if (fill && (code = fill(self->ring, *slot, job, *done, &err)) != TQ_OK)
                 break;
         }
         Py_END_ALLOW_THREADS
         if (code != TQ_OK && (reserved || code != TQ_TIMEOUT))
             return raise_error(who, self, &err);
-        if (*done < count && PyErr_CheckSignals())
+        if (*done == count)
+            break;
+        if (PyErr_CheckSignals())
             return -1;
-        if (*done < count && deadline >= 0 && tq_now() >= deadline) {
-            tq_set_error(&err, TQ_TIMEOUT, "no free slot within %g s", timeout_s);
+        double now = tq_now();
+        if (deadline >= 0 && now >= deadline) {
+            tq_set_error(&err, TQ_TIMEOUT, "%s within %g s", producer ? "no free slot" : "no element", timeout_s);
             return raise_error(who, self, &err);
+        }
+        if (report_at >= 0 && now >= report_at) {
+            report_at = -1.0;
+            report_stall(self, now - start);
         }
     }
     return 0;
+}
+
+int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot)
+{
+    tq_error err;
+    int64_t done;
+    /* The common case, an element or a slot already there, keeps the GIL:
+     * giving it up costs more than the reservation itself.  A deadline of 0
+     * has passed: no wait. */
+    tq_code code = (producer ? tq_ring_reserve_put : tq_ring_reserve_get)(self->ring, 0.0, stop, slot, &err);
+    if (code != TQ_TIMEOUT)
+        return code == TQ_OK ? 0 : raise_error(who, self, &err);
+    return sliced_wait(self, producer, timeout_s, stop, who, NULL, NULL, 1, &done, slot);
+}
+
+/* Reserves and fills `count` slots in turn (sliced_wait); *done is the
+ * number of slots published. */
+static int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
+                   int64_t count, int64_t *done)
+{
+    int slot;
+    return sliced_wait(self, 1, timeout_s, stop, who, fill, job, count, done, &slot);
 }
 
 /* ---- checks ----------------------------------------------------------------------- */

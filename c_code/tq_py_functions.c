@@ -146,7 +146,30 @@ done:
     return result;
 }
 
+/* set_stall_warning(seconds) -> the previous setting: a consumer that waits
+ * this long calls its Ring's on_stall hook once (None: never). */
+static PyObject *set_stall_warning(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    double seconds = -1.0;
+    if (arg != Py_None) {
+        seconds = PyFloat_AsDouble(arg);
+        if (seconds == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!(seconds >= 0)) {
+            PyErr_Format(PyExc_ValueError, "set_stall_warning: expected seconds >= 0 or None, got %R", arg);
+            return NULL;
+        }
+    }
+    double was = set_stall_after(seconds);
+    if (was < 0)
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(was);
+}
+
 PyMethodDef engine_functions[] = {
+    {"set_stall_warning", set_stall_warning, METH_O,
+     "set_stall_warning(seconds or None) -> previous: a dequeue waiting this long calls Ring.on_stall once."},
     {"slot_bytes", slot_bytes, METH_O,
      "slot_bytes(components) -> bytes of one slot of (name, dtype, shape) components, as the engine lays it out."},
     {"pack_rows", pack_rows, METH_VARARGS,

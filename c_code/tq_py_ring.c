@@ -129,6 +129,7 @@ static void Ring_dealloc(RingObject *self)
     Py_XDECREF(self->names);
     Py_XDECREF(self->name);
     Py_XDECREF(self->failure);
+    Py_XDECREF(self->on_stall);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -410,7 +411,30 @@ static PyMethodDef Ring_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *Ring_get_on_stall(RingObject *self, void *unused)
+{
+    (void)unused;
+    PyObject *hook = self->on_stall ? self->on_stall : Py_None;
+    Py_INCREF(hook);
+    return hook;
+}
+
+static int Ring_set_on_stall(RingObject *self, PyObject *value, void *unused)
+{
+    (void)unused;
+    if (value && value != Py_None && !PyCallable_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "Ring.on_stall: expected a callable or None, got %R", value);
+        return -1;
+    }
+    Py_XINCREF(value == Py_None ? NULL : value);
+    Py_XSETREF(self->on_stall, value == Py_None ? NULL : value);
+    return 0;
+}
+
 static PyGetSetDef Ring_getset[] = {
+    {"on_stall", (getter)Ring_get_on_stall, (setter)Ring_set_on_stall,
+     "None, or a callable given the seconds a consumer has waited, once a wait passes set_stall_warning's time.",
+     NULL},
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
     {"copy_stream", (getter)Ring_get_copy_stream, NULL,

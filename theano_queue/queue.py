@@ -6,6 +6,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import device as _device
+from . import stall as _stall
 from . import target as _target
 from .errors import QueueError
 from .layout import Layout, Padded
@@ -62,6 +63,7 @@ class Queue:
         capacity = _target.check_capacity(capacity, self.name)
         self._target = _target.resolve(target, self.name)
         self._ring = _target.make_ring(self._target, self.name, self._layout.engine, capacity, timeout)
+        _stall.watch(self)  # a dequeue that waits long says so (theano_queue/stall.py)
         self._tokens = itertools.count()
 
     def __del__(self):
