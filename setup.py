@@ -57,7 +57,8 @@ setup(
     python_requires=">=3.9",
     install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60"],
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", *RAY],
+        # ruff is pinned: its formatting is `make lint`'s standard (ruff.toml); mypy checks the package's types.
+        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", "ruff==0.17.6", "mypy>=2.4,<3", *RAY],
         "demo": ["scikit-learn>=1.2"],
         "ray": RAY,
         # A producer of device arrays (examples/gpu_augment.py); builds against a CUDA toolkit.

@@ -10,7 +10,10 @@
 
 static uint64_t device_allocated, pinned_allocated;
 
-static void account(uint64_t *counter, int64_t delta) { __atomic_add_fetch(counter, (uint64_t)delta, __ATOMIC_RELAXED); }
+static void account(uint64_t *counter, int64_t delta)
+{
+    __atomic_add_fetch(counter, (uint64_t)delta, __ATOMIC_RELAXED);
+}
 
 void tq_cuda_allocated(uint64_t *device_bytes, uint64_t *pinned_bytes)
 {
@@ -280,15 +283,28 @@ static void cuda_destroy(tq_backend *self)
 tq_backend *tq_cuda_backend_create(void *cu_context, tq_error *err)
 {
     static const tq_backend cuda = {
-        .name = "cuda", .on_device = 1,
-        .alloc_slots = cuda_alloc_slots, .write_ptr = cuda_write_ptr, .before_write = cuda_before_write,
-        .reads_directly = cuda_reads_directly, .publish = cuda_publish, .read_to_host = cuda_read_to_host,
-        .register_host = cuda_register_host, .unregister_host = cuda_unregister_host,
-        .take = cuda_take, .put_from_device = cuda_put_from_device, .shared_staging = cuda_shared_staging,
-        .swap_staging = cuda_swap_staging, .on_arrival = cuda_on_arrival, .destroy = cuda_destroy,
-        .probe_device = cuda_probe_device, .put_device_arrays = cuda_put_device_arrays,
+        .name = "cuda",
+        .on_device = 1,
+        .alloc_slots = cuda_alloc_slots,
+        .write_ptr = cuda_write_ptr,
+        .before_write = cuda_before_write,
+        .reads_directly = cuda_reads_directly,
+        .publish = cuda_publish,
+        .read_to_host = cuda_read_to_host,
+        .register_host = cuda_register_host,
+        .unregister_host = cuda_unregister_host,
+        .take = cuda_take,
+        .put_from_device = cuda_put_from_device,
+        .shared_staging = cuda_shared_staging,
+        .swap_staging = cuda_swap_staging,
+        .on_arrival = cuda_on_arrival,
+        .destroy = cuda_destroy,
+        .probe_device = cuda_probe_device,
+        .put_device_arrays = cuda_put_device_arrays,
         .copy_stream = cuda_copy_stream,
-        .attach_rows = cuda_attach_rows, .detach_rows = cuda_detach_rows, .gathers_rows = cuda_gathers_rows,
+        .attach_rows = cuda_attach_rows,
+        .detach_rows = cuda_detach_rows,
+        .gathers_rows = cuda_gathers_rows,
         .publish_rows = cuda_publish_rows,
     };
     if (tq_cuda_load(err) != TQ_OK)

@@ -74,7 +74,7 @@ typedef struct {
     tq_gather_mechanism gather; /* TQ_GATHER_HOST while nothing is attached */
     attachment *attached;
     int n_attached;
-    int on_device[TQ_MAX_COMPONENTS]; /* the components whose rows the device copies */
+    int on_device[TQ_MAX_COMPONENTS];     /* the components whose rows the device copies */
     CUdeviceptr *batch_dsts, *batch_srcs; /* one batch's copies, built under gather_lock */
     size_t *batch_sizes, batch_cap;
 } cuda_backend;

@@ -102,8 +102,8 @@ static tq_code copy_component(cuda_backend *b, CUdeviceptr dst, const tq_device_
         if (src->where.same_context)
             CU(MemcpyDtoDAsync, (dst, (CUdeviceptr)src->ptr, bytes, b->copy_stream));
         else
-            CU(MemcpyPeerAsync, (dst, b->ctx, (CUdeviceptr)src->ptr, (CUcontext)src->where.context, bytes,
-                                 b->copy_stream));
+            CU(MemcpyPeerAsync,
+               (dst, b->ctx, (CUdeviceptr)src->ptr, (CUcontext)src->where.context, bytes, b->copy_stream));
         return TQ_OK;
     }
     CUfunction fn;
@@ -130,8 +130,8 @@ static tq_code copy_component(cuda_backend *b, CUdeviceptr dst, const tq_device_
     char *to = (char *)(uintptr_t)dst;
     void *params[] = {&from, &to, &desc};
     long long blocks = (desc.n + 255) / 256;
-    CU(LaunchKernel, (fn, (unsigned int)(blocks < 4096 ? blocks : 4096), 1, 1, 256, 1, 1, 0, b->copy_stream, params,
-                      NULL));
+    CU(LaunchKernel,
+       (fn, (unsigned int)(blocks < 4096 ? blocks : 4096), 1, 1, 256, 1, 1, 0, b->copy_stream, params, NULL));
 fail:
     return code;
 }
@@ -140,8 +140,7 @@ fail:
  * record, the copy stream waits for what is queued on `stream` now; without,
  * `stream` waits for the slot's filled event.  Events are recorded in the
  * stream's own context, as the driver requires. */
-static tq_code order_with_producer(cuda_backend *b, void *context, CUstream stream, int slot, int record,
-                                   tq_error *err)
+static tq_code order_with_producer(cuda_backend *b, void *context, CUstream stream, int slot, int record, tq_error *err)
 {
     CUcontext ctx = context ? (CUcontext)context : b->ctx;
     CUevent event = NULL;
@@ -163,8 +162,8 @@ fail:
     return code;
 }
 
-tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *extents, int n,
-                                      const tq_device_src *srcs, tq_error *err)
+tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *extents, int n, const tq_device_src *srcs,
+                               tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
     int host_wait = 0, recorded = 0;
@@ -186,8 +185,8 @@ tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *exte
     /* The device slot is overwritten only after its last reader is done. */
     CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
     for (int i = 0; i < n; i++)
-        if (extents[i].bytes && (code = copy_component(b, b->device[slot] + extents[i].offset, &srcs[i],
-                                                       extents[i].bytes, err)) != TQ_OK)
+        if (extents[i].bytes &&
+            (code = copy_component(b, b->device[slot] + extents[i].offset, &srcs[i], extents[i].bytes, err)) != TQ_OK)
             goto fail;
 fail:
     /* Recorded on every path once anything may be queued: a slot dropped

@@ -49,53 +49,54 @@ typedef struct {
 /* Every driver function we call, written once: the struct of pointers and the
  * dlsym table below are both generated from it.  X(field, symbol, parameters):
  * `symbol` is the versioned name the driver exports for the API we mean. */
-#define TQ_CUDA_FUNCTIONS(X)                                         \
-    X(Init, cuInit, (unsigned int))                                  \
-    X(GetErrorName, cuGetErrorName, (CUresult, const char **))       \
-    X(GetErrorString, cuGetErrorString, (CUresult, const char **))   \
-    X(CtxGetCurrent, cuCtxGetCurrent, (CUcontext *))                 \
-    X(CtxPushCurrent, cuCtxPushCurrent_v2, (CUcontext))              \
-    X(CtxPopCurrent, cuCtxPopCurrent_v2, (CUcontext *))              \
-    X(CtxGetDevice, cuCtxGetDevice, (CUdevice *))                    \
-    X(PointerGetAttribute, cuPointerGetAttribute, (void *, int, CUdeviceptr)) \
-    X(MemAlloc, cuMemAlloc_v2, (CUdeviceptr *, size_t))              \
-    X(MemFree, cuMemFree_v2, (CUdeviceptr))                          \
-    X(MemHostRegister, cuMemHostRegister_v2, (void *, size_t, unsigned int)) \
-    X(MemHostUnregister, cuMemHostUnregister, (void *))              \
-    X(MemGetInfo, cuMemGetInfo_v2, (size_t *, size_t *))             \
-    X(StreamCreate, cuStreamCreate, (CUstream *, unsigned int))      \
-    X(StreamDestroy, cuStreamDestroy_v2, (CUstream))                 \
-    X(StreamSynchronize, cuStreamSynchronize, (CUstream))            \
-    X(StreamWaitEvent, cuStreamWaitEvent, (CUstream, CUevent, unsigned int)) \
-    X(EventCreate, cuEventCreate, (CUevent *, unsigned int))         \
-    X(EventDestroy, cuEventDestroy_v2, (CUevent))                    \
-    X(EventRecord, cuEventRecord, (CUevent, CUstream))               \
-    X(EventSynchronize, cuEventSynchronize, (CUevent))               \
-    X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream)) \
-    X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream)) \
-    X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream)) \
-    X(MemcpyPeerAsync, cuMemcpyPeerAsync, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream)) \
-    X(ModuleLoadData, cuModuleLoadData, (CUmodule *, const void *))  \
-    X(ModuleGetFunction, cuModuleGetFunction, (CUfunction *, CUmodule, const char *)) \
-    X(ModuleUnload, cuModuleUnload, (CUmodule))                      \
-    X(LaunchKernel, cuLaunchKernel, (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, \
-                                     unsigned int, unsigned int, unsigned int, CUstream, void **, void **))
+#define TQ_CUDA_FUNCTIONS(X)                                                                                         \
+    X(Init, cuInit, (unsigned int))                                                                                  \
+    X(GetErrorName, cuGetErrorName, (CUresult, const char **))                                                       \
+    X(GetErrorString, cuGetErrorString, (CUresult, const char **))                                                   \
+    X(CtxGetCurrent, cuCtxGetCurrent, (CUcontext *))                                                                 \
+    X(CtxPushCurrent, cuCtxPushCurrent_v2, (CUcontext))                                                              \
+    X(CtxPopCurrent, cuCtxPopCurrent_v2, (CUcontext *))                                                              \
+    X(CtxGetDevice, cuCtxGetDevice, (CUdevice *))                                                                    \
+    X(PointerGetAttribute, cuPointerGetAttribute, (void *, int, CUdeviceptr))                                        \
+    X(MemAlloc, cuMemAlloc_v2, (CUdeviceptr *, size_t))                                                              \
+    X(MemFree, cuMemFree_v2, (CUdeviceptr))                                                                          \
+    X(MemHostRegister, cuMemHostRegister_v2, (void *, size_t, unsigned int))                                         \
+    X(MemHostUnregister, cuMemHostUnregister, (void *))                                                              \
+    X(MemGetInfo, cuMemGetInfo_v2, (size_t *, size_t *))                                                             \
+    X(StreamCreate, cuStreamCreate, (CUstream *, unsigned int))                                                      \
+    X(StreamDestroy, cuStreamDestroy_v2, (CUstream))                                                                 \
+    X(StreamSynchronize, cuStreamSynchronize, (CUstream))                                                            \
+    X(StreamWaitEvent, cuStreamWaitEvent, (CUstream, CUevent, unsigned int))                                         \
+    X(EventCreate, cuEventCreate, (CUevent *, unsigned int))                                                         \
+    X(EventDestroy, cuEventDestroy_v2, (CUevent))                                                                    \
+    X(EventRecord, cuEventRecord, (CUevent, CUstream))                                                               \
+    X(EventSynchronize, cuEventSynchronize, (CUevent))                                                               \
+    X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream))                          \
+    X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                           \
+    X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream))                                \
+    X(MemcpyPeerAsync, cuMemcpyPeerAsync, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))        \
+    X(ModuleLoadData, cuModuleLoadData, (CUmodule *, const void *))                                                  \
+    X(ModuleGetFunction, cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                \
+    X(ModuleUnload, cuModuleUnload, (CUmodule))                                                                      \
+    X(LaunchKernel, cuLaunchKernel,                                                                                  \
+      (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, \
+       CUstream, void **, void **))
 
 /* The same for functions the backend works without: a driver that lacks one
  * still loads, its pointer stays NULL, and what needs it checks.  Only traces
  * use cuLaunchHostFunc (on_arrival, FILLED). */
-#define TQ_CUDA_OPTIONAL_FUNCTIONS(X) \
+#define TQ_CUDA_OPTIONAL_FUNCTIONS(X)                                         \
     X(LaunchHostFunc, cuLaunchHostFunc, (CUstream, void (*)(void *), void *)) \
     TQ_CUDA_GATHER_FUNCTIONS(X)
 
 /* The device gather's (doc/design.rst, "The GPU gather"): a driver without
  * them gathers on the host.  cuMemcpyBatchAsync_v2 is CUDA 13's; the
  * unversioned name is CUDA 12.8's, with one more parameter (failIdx). */
-#define TQ_CUDA_GATHER_FUNCTIONS(X)                                                              \
-    X(MemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, (CUdeviceptr *, void *, unsigned int)) \
-    X(MemcpyBatchAsync, cuMemcpyBatchAsync_v2,                                                   \
+#define TQ_CUDA_GATHER_FUNCTIONS(X)                                                                       \
+    X(MemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, (CUdeviceptr *, void *, unsigned int))       \
+    X(MemcpyBatchAsync, cuMemcpyBatchAsync_v2,                                                            \
       (CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *, size_t *, size_t, CUstream)) \
-    X(MemcpyBatchAsync12, cuMemcpyBatchAsync,                                                    \
+    X(MemcpyBatchAsync12, cuMemcpyBatchAsync,                                                             \
       (CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *, size_t *, size_t, size_t *, CUstream))
 
 #define TQ_DECLARE(field, symbol, params) CUresult(*field) params;
@@ -113,13 +114,13 @@ extern tq_cu_driver tq_cu;
 tq_code cuda_error(tq_error *err, const char *call, CUresult rc);
 
 /* Calls a driver function; on failure sets `code` and err, and jumps to fail. */
-#define CU(call, args)                              \
-    do {                                            \
-        CUresult rc_ = tq_cu.call args;                \
-        if (rc_ != CUDA_SUCCESS) {                  \
+#define CU(call, args)                               \
+    do {                                             \
+        CUresult rc_ = tq_cu.call args;              \
+        if (rc_ != CUDA_SUCCESS) {                   \
             code = cuda_error(err, "cu" #call, rc_); \
-            goto fail;                              \
-        }                                           \
+            goto fail;                               \
+        }                                            \
     } while (0)
 
 /* Pops the context a call pushed (cuCtxPushCurrent). */

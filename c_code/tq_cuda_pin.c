@@ -51,7 +51,8 @@ tq_code cuda_pin_host(char *start, char *end, int read_only, host_pin **out, tq_
         goto done;
     }
     unsigned int flags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP;
-    CUresult rc = tq_cu.MemHostRegister(start, (size_t)(end - start), flags | (read_only ? CU_MEMHOSTREGISTER_READ_ONLY : 0));
+    CUresult rc =
+        tq_cu.MemHostRegister(start, (size_t)(end - start), flags | (read_only ? CU_MEMHOSTREGISTER_READ_ONLY : 0));
     if (rc != CUDA_SUCCESS) {
         free(p);
         p = NULL;

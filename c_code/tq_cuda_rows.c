@@ -114,9 +114,9 @@ tq_code cuda_detach_all(cuda_backend *b, tq_error *err)
     return code;
 }
 
-tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t *bytes,
-                                const size_t *row_bytes, const int *read_only, int n, tq_gather_mechanism mechanism,
-                                tq_gather_mechanism *used, tq_error *err)
+tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t *bytes, const size_t *row_bytes,
+                         const int *read_only, int n, tq_gather_mechanism mechanism, tq_gather_mechanism *used,
+                         tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
     source_range ranges[TQ_MAX_COMPONENTS];
@@ -252,14 +252,14 @@ static tq_code launch_batch(cuda_backend *b, size_t count, tq_error *err)
     if (tq_cu.MemcpyBatchAsync)
         CU(MemcpyBatchAsync, (b->batch_dsts, b->batch_srcs, b->batch_sizes, count, &attrs, &first, 1, b->copy_stream));
     else
-        CU(MemcpyBatchAsync12, (b->batch_dsts, b->batch_srcs, b->batch_sizes, count, &attrs, &first, 1, &fail_at,
-                                b->copy_stream));
+        CU(MemcpyBatchAsync12,
+           (b->batch_dsts, b->batch_srcs, b->batch_sizes, count, &attrs, &first, 1, &fail_at, b->copy_stream));
 fail:
     return code;
 }
 
-tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, int n, const int64_t *idx,
-                                 int64_t rows, tq_error *err)
+tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, int n, const int64_t *idx, int64_t rows,
+                          tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
     const attachment *at[TQ_MAX_COMPONENTS];

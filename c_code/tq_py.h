@@ -38,17 +38,17 @@
 typedef struct {
     PyObject_HEAD
     tq_ring *ring;
-    pid_t pid;               /* the process that made it, for messages */
-    unsigned long forks;     /* fork_count when it was made */
-    PyObject *name;          /* str, for messages */
-    int n;                   /* components */
-    PyObject *names;         /* tuple of str */
-    PyArray_Descr **descrs;  /* n */
-    int *ndims;              /* n */
+    pid_t pid;              /* the process that made it, for messages */
+    unsigned long forks;    /* fork_count when it was made */
+    PyObject *name;         /* str, for messages */
+    int n;                  /* components */
+    PyObject *names;        /* tuple of str */
+    PyArray_Descr **descrs; /* n */
+    int *ndims;             /* n */
     npy_intp (*shapes)[NPY_MAXDIMS];
-    double timeout;          /* default for gets, < 0 for none */
-    PyObject *failure;       /* the exception handed to fail(), or NULL */
-    PyObject *on_stall;      /* called with the seconds a consumer has waited, or NULL */
+    double timeout;     /* default for gets, < 0 for none */
+    PyObject *failure;  /* the exception handed to fail(), or NULL */
+    PyObject *on_stall; /* called with the seconds a consumer has waited, or NULL */
     PyObject *weakrefs;
 } RingObject;
 
@@ -130,7 +130,6 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
 PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts, void *stream, double timeout_s);
 /* Module function dlpack_source. */
 PyObject *dlpack_source(PyObject *module, PyObject *capsule);
-
 
 /* ---- tq_py_stop.c ---- */
 /* The flag of a Stop made for this ring (NULL for None), or -1 with TypeError. */

@@ -81,8 +81,8 @@ static void report_stall(RingObject *self, double waited)
  * hand the GIL over twice per element.  *done: the slots reserved (and
  * filled); *slot: the last one.  0, or -1 with an exception (Stopped when
  * stop was raised). */
-static int sliced_wait(RingObject *self, int producer, double timeout_s, const int *stop, const char *who,
-                       fill_fn fill, void *job, int64_t count, int64_t *done, int *slot)
+static int sliced_wait(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, fill_fn fill,
+                       void *job, int64_t count, int64_t *done, int *slot)
 {
     reserve_fn reserve = producer ? tq_ring_reserve_put : tq_ring_reserve_get;
     tq_error err;
@@ -162,8 +162,8 @@ static void format_shape(char *buf, size_t len, int ndim, const npy_intp *dims, 
 {
     size_t used = (size_t)snprintf(buf, len, "(");
     for (int d = 0; d < ndim && used < len; d++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s%lld", d ? ", " : "",
-                                 d == 0 && bound_leading ? "<=" : "", (long long)dims[d]);
+        used += (size_t)snprintf(buf + used, len - used, "%s%s%lld", d ? ", " : "", d == 0 && bound_leading ? "<=" : "",
+                                 (long long)dims[d]);
     if (used < len)
         snprintf(buf + used, len - used, ndim == 1 ? ",)" : ")");
 }
@@ -186,8 +186,9 @@ int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_int
     format_shape(want_s, sizeof want_s, want_ndim, want, 1);
     format_shape(got_s, sizeof got_s, ndim, dims, 0);
     if (ndim != want_ndim)
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s",
-                     who, self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s", who,
+                     self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
     else
         PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected shape %s, got %s", who, self->name,
                      component_name(self, c), want_s, got_s);
@@ -262,8 +263,8 @@ Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, doub
         PyObject *sep = PyUnicode_FromString(", ");
         PyObject *names = sep ? PyUnicode_Join(sep, self->names) : NULL;
         Py_XDECREF(sep);
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d components (%U), got %zd", who, self->name,
-                     self->n, names ? names : self->name, PySequence_Fast_GET_SIZE(seq));
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d components (%U), got %zd", who, self->name, self->n,
+                     names ? names : self->name, PySequence_Fast_GET_SIZE(seq));
         Py_XDECREF(names);
         goto done;
     }
@@ -295,19 +296,23 @@ static int source_rows(RingObject *self, const char *who, int c, PyObject *src, 
     const char *name = component_name(self, c);
     if (!PyArray_Check(src) || !PyArray_EquivTypes(PyArray_DESCR(arr), self->descrs[c])) {
         PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected an array of dtype %S, got %R", who,
-                     self->name, name, (PyObject *)self->descrs[c], PyArray_Check(src) ? (PyObject *)PyArray_DESCR(arr) : src);
+                     self->name, name, (PyObject *)self->descrs[c],
+                     PyArray_Check(src) ? (PyObject *)PyArray_DESCR(arr) : src);
         return -1;
     }
     int ndim = PyArray_NDIM(arr);
     int fits = self->ndims[c] >= 1 && ndim == self->ndims[c] && PyArray_DIM(arr, 0) == n;
     npy_intp step = PyArray_ITEMSIZE(arr);
     for (int d = ndim - 1; fits && d >= 1; d--) {
-        fits = PyArray_DIM(arr, d) == self->shapes[c][d] && (PyArray_DIM(arr, d) == 1 || PyArray_STRIDE(arr, d) == step);
+        fits =
+            PyArray_DIM(arr, d) == self->shapes[c][d] && (PyArray_DIM(arr, d) == 1 || PyArray_STRIDE(arr, d) == step);
         step *= PyArray_DIM(arr, d);
     }
     if (!fits) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected %zd rows shaped like the component "
-                     "without its batch axis, each C-contiguous", who, self->name, name, (Py_ssize_t)n);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: queue '%U', component '%s': expected %zd rows shaped like the component "
+                     "without its batch axis, each C-contiguous",
+                     who, self->name, name, (Py_ssize_t)n);
         return -1;
     }
     rows->base = PyArray_DATA(arr);
@@ -422,8 +427,10 @@ static void Lease_dealloc(LeaseObject *self)
 }
 
 PyTypeObject LeaseType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Lease", .tp_basicsize = sizeof(LeaseObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = (destructor)Lease_dealloc,
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Lease",
+    .tp_basicsize = sizeof(LeaseObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Lease_dealloc,
     .tp_doc = "The memory of a dequeued element lent to its consumer; given back to the queue when freed.",
 };
 
@@ -448,8 +455,7 @@ int lend_element(RingObject *self, int slot, PyObject **views)
         int ndim = element_shape(self, slot, c, dims);
         Py_INCREF(self->descrs[c]);
         views[c] = PyArray_NewFromDescr(&PyArray_Type, self->descrs[c], ndim, dims, NULL,
-                                        (char *)data + tq_ring_component_offset(self->ring, c), NPY_ARRAY_CARRAY,
-                                        NULL);
+                                        (char *)data + tq_ring_component_offset(self->ring, c), NPY_ARRAY_CARRAY, NULL);
         if (!views[c] || (Py_INCREF(owner), PyArray_SetBaseObject((PyArrayObject *)views[c], (PyObject *)owner) < 0)) {
             Py_CLEAR(views[c]);
             break;

@@ -80,8 +80,9 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
         step *= PyArray_DIM(source, d);
     }
     if (!fits) {
-        PyErr_SetString(PyExc_ValueError, "pack_rows: expected packed (n, L, ...) C-contiguous, source (n, W >= L, "
-                                          "...) of its dtype contiguous within rows, int64 lengths (n,), a one-item pad");
+        PyErr_SetString(PyExc_ValueError,
+                        "pack_rows: expected packed (n, L, ...) C-contiguous, source (n, W >= L, "
+                        "...) of its dtype contiguous within rows, int64 lengths (n,), a one-item pad");
         return NULL;
     }
     npy_intp per_length = item; /* bytes of one step along the variable axis */
@@ -99,8 +100,14 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
         }
         used[r] = length[r] * per_length;
     }
-    tq_pack_job job = {PyArray_DATA(packed), (size_t)(PyArray_DIM(packed, 1) * per_length), PyArray_DATA(source),
-                       PyArray_STRIDE(source, 0), used, n, PyArray_DATA(pad), (size_t)item};
+    tq_pack_job job = {PyArray_DATA(packed),
+                       (size_t)(PyArray_DIM(packed, 1) * per_length),
+                       PyArray_DATA(source),
+                       PyArray_STRIDE(source, 0),
+                       used,
+                       n,
+                       PyArray_DATA(pad),
+                       (size_t)item};
     Py_BEGIN_ALLOW_THREADS
     tq_pack_rows(&job);
     Py_END_ALLOW_THREADS

@@ -24,7 +24,8 @@ static PyObject *register_array(RingObject *self, PyObject *array, int undo)
     void *data = PyArray_DATA((PyArrayObject *)array);
     size_t bytes = (size_t)PyArray_NBYTES((PyArrayObject *)array);
     Py_BEGIN_ALLOW_THREADS /* page-locking is slow; unregistering waits for copies */
-    code = undo ? tq_ring_unregister_host(self->ring, data, &err) : tq_ring_register_host(self->ring, data, bytes, &err);
+    code =
+        undo ? tq_ring_unregister_host(self->ring, data, &err) : tq_ring_register_host(self->ring, data, bytes, &err);
     Py_END_ALLOW_THREADS
     if (code != TQ_OK)
         return raise_error(who, self, &err), NULL;
@@ -76,8 +77,10 @@ PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds
         if (strcmp(wanted, names[m]) == 0)
             mechanism = m;
     if (mechanism < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected a gather mechanism of 'auto', 'batch' or 'host', "
-                     "got '%s'", who, self->name, wanted);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: queue '%U': expected a gather mechanism of 'auto', 'batch' or 'host', "
+                     "got '%s'",
+                     who, self->name, wanted);
         return NULL;
     }
     PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of arrays, one per component");

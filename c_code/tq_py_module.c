@@ -22,8 +22,15 @@ static PyObject *trace_events(void)
 }
 
 static struct PyModuleDef engine_module = {
-    PyModuleDef_HEAD_INIT, "theano_queue._engine",
-    "The queue engine (c_code/tq_ring.c) and its Python face.", -1, engine_functions, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "theano_queue._engine",
+    "The queue engine (c_code/tq_ring.c) and its Python face.",
+    -1,
+    engine_functions,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__engine(void)

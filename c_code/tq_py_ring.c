@@ -72,8 +72,7 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n < 1 || n > TQ_MAX_COMPONENTS) {
-        PyErr_Format(PyExc_ValueError, "Queue '%U': expected 1 to %d components, got %zd", name,
-                     TQ_MAX_COMPONENTS, n);
+        PyErr_Format(PyExc_ValueError, "Queue '%U': expected 1 to %d components, got %zd", name, TQ_MAX_COMPONENTS, n);
         goto done;
     }
     self->n = (int)n;
@@ -202,9 +201,15 @@ static PyObject *next_element(RingObject *self, PyObject *args, PyObject *kwds, 
     return lend ? take_element(self, who, t) : get_element(self, who, t);
 }
 
-static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 0); }
+static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    return next_element(self, args, kwds, 0);
+}
 
-static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 1); }
+static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    return next_element(self, args, kwds, 1);
+}
 
 /* put_rows(sources, indices, batch, first, count, stop=None) -> batches put. */
 static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
@@ -214,7 +219,8 @@ static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
     long long batch, first, count;
     const int *flag;
     if (ring_usable(self, "Feeder") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|O", kwlist, &sources, &indices, &batch, &first, &count, &stop) ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|O", kwlist, &sources, &indices, &batch, &first, &count,
+                                     &stop) ||
         stop_flag(self, "Feeder", stop, &flag))
         return NULL;
     Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, flag);
@@ -278,11 +284,11 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
         return NULL;
     tq_ring_stats(self->ring, &s);
     /* fill_integral: element-seconds up to clock_s, the time.monotonic() of the snapshot. */
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued, "dequeued",
-                         s.dequeued, "dropped", s.dropped, "lent", s.lent, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
-                         "producer_wait_s", s.producer_wait_s, "consumer_wait_s", s.consumer_wait_s, "size", s.size,
-                         "capacity", s.capacity, "state", state_names[s.state], "backend", s.backend,
-                         "fill_integral", s.fill_integral, "clock_s", s.clock_s);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued,
+                         "dequeued", s.dequeued, "dropped", s.dropped, "lent", s.lent, "bytes_in", s.bytes_in,
+                         "bytes_out", s.bytes_out, "producer_wait_s", s.producer_wait_s, "consumer_wait_s",
+                         s.consumer_wait_s, "size", s.size, "capacity", s.capacity, "state", state_names[s.state],
+                         "backend", s.backend, "fill_integral", s.fill_integral, "clock_s", s.clock_s);
 }
 
 static PyObject *Ring_get_closed(RingObject *self, void *unused)
@@ -433,28 +439,26 @@ static int Ring_set_on_stall(RingObject *self, PyObject *value, void *unused)
 
 static PyGetSetDef Ring_getset[] = {
     {"on_stall", (getter)Ring_get_on_stall, (setter)Ring_set_on_stall,
-     "None, or a callable given the seconds a consumer has waited, once a wait passes set_stall_warning's time.",
-     NULL},
+     "None, or a callable given the seconds a consumer has waited, once a wait passes set_stall_warning's time.", NULL},
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
     {"copy_stream", (getter)Ring_get_copy_stream, NULL,
      "The CUstream device puts copy on (an int), None for a host ring.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout,
      "Seconds a wait lasts when its call gives no timeout; None for no limit.", NULL},
-    {"staging_bytes", (getter)Ring_get_staging_bytes, NULL, "Size of the shared staging block (see staging_fd).",
-     NULL},
+    {"staging_bytes", (getter)Ring_get_staging_bytes, NULL, "Size of the shared staging block (see staging_fd).", NULL},
     {"component_offsets", (getter)Ring_get_component_offsets, NULL,
      "Byte offset of each component within a slot's staging.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject RingType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "theano_queue._engine.Ring",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Ring",
     .tp_basicsize = sizeof(RingObject),
     .tp_dealloc = (destructor)Ring_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Ring(name, components, capacity, timeout=None, gpu_context=None, cu_context=None): the engine's ring of slots.",
+    .tp_doc = "Ring(name, components, capacity, timeout=None, gpu_context=None, cu_context=None): the engine's ring of "
+              "slots.",
     .tp_weaklistoffset = offsetof(RingObject, weakrefs),
     .tp_methods = Ring_methods,
     .tp_getset = Ring_getset,

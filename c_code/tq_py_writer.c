@@ -43,8 +43,7 @@ PyObject *Ring_reserve(RingObject *self, PyObject *args, PyObject *kwds)
     int slot;
     tq_error err;
     tq_code code;
-    if (ring_usable(self, "Queue.writer") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "|OO", kwlist, &timeout, &stop) ||
+    if (ring_usable(self, "Queue.writer") || !PyArg_ParseTupleAndKeywords(args, kwds, "|OO", kwlist, &timeout, &stop) ||
         parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.writer", stop, &flag))
         return NULL;
     if (wait_for_slot(self, 1, t, flag, "Queue.writer", &slot))
@@ -86,8 +85,9 @@ PyObject *Ring_commit(RingObject *self, PyObject *args)
     if (bad) {
         PyErr_Clear();
         tq_ring_abort_put(self->ring, slot);
-        PyErr_Format(PyExc_ValueError, "Queue.writer: queue '%U': rows %R do not fit the components; the element was dropped",
-                     self->name, rows_obj);
+        PyErr_Format(PyExc_ValueError,
+                     "Queue.writer: queue '%U': rows %R do not fit the components; the element was dropped", self->name,
+                     rows_obj);
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS

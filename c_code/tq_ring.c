@@ -413,8 +413,8 @@ tq_code tq_ring_gather_on_device(tq_ring *ring, const void *const *ptrs, const s
     if (mechanism == TQ_GATHER_HOST)
         return TQ_OK;
     if (n != ring->n_components)
-        return tq_set_error(err, TQ_EINVAL, "expected one source array per component (%d), got %d",
-                            ring->n_components, n);
+        return tq_set_error(err, TQ_EINVAL, "expected one source array per component (%d), got %d", ring->n_components,
+                            n);
     size_t row_bytes[TQ_MAX_COMPONENTS];
     for (int c = 0; c < n; c++)
         row_bytes[c] = ring->components[c].row_bytes;
@@ -523,9 +523,9 @@ tq_code tq_ring_reopen(tq_ring *ring, tq_error *err)
     reclaim_dropped_head(ring);
     if (ring->state != TQ_STATE_OPEN) {
         if (ring->head < ring->tail) {
-            code = tq_set_error(err, TQ_ESTATE,
-                                "still holds %d element(s); drain it, or close it cancelling them, first",
-                                ring->n_ready);
+            code =
+                tq_set_error(err, TQ_ESTATE, "still holds %d element(s); drain it, or close it cancelling them, first",
+                             ring->n_ready);
         } else {
             ring->state = TQ_STATE_OPEN;
             ring->cancelled = 0;

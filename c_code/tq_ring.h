@@ -48,14 +48,14 @@ typedef struct {
 
 typedef struct {
     uint64_t enqueued, dequeued, dropped;
-    uint64_t lent;  /* elements dequeued by lending their memory (tq_ring_lend) */
+    uint64_t lent; /* elements dequeued by lending their memory (tq_ring_lend) */
     uint64_t bytes_in, bytes_out;
     double producer_wait_s, consumer_wait_s;
     /* The integral of size over time (element-seconds) up to clock_s, the
      * monotonic time of the snapshot: the mean fill between two snapshots is
      * the difference of fill_integral over the difference of clock_s. */
     double fill_integral, clock_s;
-    int size;      /* elements READY now */
+    int size; /* elements READY now */
     int capacity;
     tq_state state;
     const char *backend; /* the backend's name */

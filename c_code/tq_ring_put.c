@@ -29,8 +29,6 @@ void *tq_ring_write_ptr(tq_ring *ring, int slot, int component)
     return (char *)ring->backend->write_ptr(ring->backend, slot) + ring->offsets[component];
 }
 
-
-
 /* The byte ranges of a slot that hold data, merged where they touch. */
 static int data_extents(const tq_ring *ring, const int64_t *rows, const void *const *direct, tq_extent *extents)
 {
@@ -163,7 +161,6 @@ tq_code tq_ring_put_rows(tq_ring *ring, int slot, const tq_rows *srcs, const int
     }
     return publish(ring, slot, counts, NULL, err);
 }
-
 
 tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uint64_t *srcs, const int64_t *rows,
                                 tq_error *err)

@@ -25,11 +25,11 @@ struct tq_ring {
 
     int capacity, n_components;
     tq_component *components;
-    size_t *offsets;   /* byte offset of each component in a slot */
+    size_t *offsets; /* byte offset of each component in a slot */
     size_t slot_bytes;
 
     unsigned char *slot_state;
-    int64_t *rows;     /* capacity x n_components: rows of each component */
+    int64_t *rows; /* capacity x n_components: rows of each component */
 
     /* Reservation counters; slot = counter % capacity.  head <= tail, and the
      * slots in [head, tail) are WRITING, READY or DROPPED. */
@@ -37,7 +37,7 @@ struct tq_ring {
     int n_ready;
 
     tq_state state;
-    int cancelled;     /* close(cancel=1): writes still in flight are dropped */
+    int cancelled;         /* close(cancel=1): writes still in flight are dropped */
     char error[TQ_ERRLEN]; /* the message given to tq_ring_fail */
 
     tq_stats stats;
@@ -48,11 +48,11 @@ struct tq_ring {
 };
 
 /* The trace being recorded, or NULL: the only cost of tracing when it is off. */
-#define TRACE_HOOK(ring, hook, ...)                                                  \
-    do {                                                                             \
-        tq_trace *trace_ = __atomic_load_n(&(ring)->trace, __ATOMIC_ACQUIRE);         \
-        if (trace_)                                                                  \
-            hook(trace_, __VA_ARGS__);                                               \
+#define TRACE_HOOK(ring, hook, ...)                                           \
+    do {                                                                      \
+        tq_trace *trace_ = __atomic_load_n(&(ring)->trace, __ATOMIC_ACQUIRE); \
+        if (trace_)                                                           \
+            hook(trace_, __VA_ARGS__);                                        \
     } while (0)
 
 /* Under the lock, before n_ready changes: adds the time at the old fill. */

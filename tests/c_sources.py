@@ -1,4 +1,5 @@
 """The engine's C sources for the C tests, from c_code/sources.txt (the list setup.py builds from)."""
+
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

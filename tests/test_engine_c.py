@@ -2,12 +2,12 @@
 without Python, with a backend that fails on demand (tests/c/test_backend.c),
 built with gcc and run under ThreadSanitizer and AddressSanitizer +
 UndefinedBehaviorSanitizer, and plainly."""
+
 import os
 import shutil
 import subprocess
 
 import pytest
-
 from c_sources import ROOT, engine_sources
 
 SOURCES = [*engine_sources("core"), "tests/c/test_backend.c", "tests/c/test_ring.c"]
@@ -18,14 +18,30 @@ BUILDS = {"plain": ["-O2"], "thread": ["-O1", "-fsanitize=thread"], "address": [
 @pytest.mark.parametrize("build", sorted(BUILDS))
 def test_engine_in_c(build, tmp_path):
     binary = str(tmp_path / ("test_ring_" + build))
-    command = ["gcc", "-std=gnu11", "-g", "-Wall", "-Werror", "-Ic_code", "-Itests/c", *BUILDS[build], *SOURCES, "-o", binary,
-               "-lpthread"]
+    command = [
+        "gcc",
+        "-std=gnu11",
+        "-g",
+        "-Wall",
+        "-Werror",
+        "-Ic_code",
+        "-Itests/c",
+        *BUILDS[build],
+        *SOURCES,
+        "-o",
+        binary,
+        "-lpthread",
+    ]
     built = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if built.returncode and build != "plain" and "sanitize" in built.stderr:
         pytest.skip("gcc has no %s sanitizer runtime here" % build)
     assert built.returncode == 0, built.stderr
-    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1", ASAN_OPTIONS="detect_leaks=1",
-               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    env = dict(
+        os.environ,
+        TSAN_OPTIONS="halt_on_error=1",
+        ASAN_OPTIONS="detect_leaks=1",
+        UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1",
+    )
     ran = subprocess.run([binary], capture_output=True, text=True, env=env, timeout=100)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.strip().endswith(" 0 failed")

@@ -1,5 +1,6 @@
 """The slot layout is the engine's own (c_code/tq_ring.h, TQ_ALIGN): Python sizes rings with the engine's
 export (_engine.SLOT_ALIGN, _engine.slot_bytes), never with a copy of the rule."""
+
 import numpy as np
 
 from theano_queue import _engine, target

@@ -1,5 +1,6 @@
 """A silent stall says so (issue 19, item 6): a dequeue that has waited set_stall_warning's time logs one
 warning on the "theano_queue" logger naming the queue, the producers attached and what the ring holds."""
+
 import logging
 import threading
 import time

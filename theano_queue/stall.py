@@ -8,6 +8,7 @@ many Feeders are attached to it and what its ring holds.  The engine decides
 when (``c_code/tq_py_element.c``, the one wait loop); this module says what.
 Imports no Theano.
 """
+
 import logging
 import weakref
 from typing import Optional
@@ -38,8 +39,17 @@ def describe(queue, waited: float) -> str:
         "Queue %r: a dequeue has waited %.1f s for an element; %d producer%s attached; the ring holds %d of %d "
         "element(s) and is %s (%d put, %d taken so far). Start a Feeder or put elements, or give the queue a "
         "timeout to fail instead of waiting."
-        % (queue.name, waited, producers, "" if producers == 1 else "s", stats["size"], stats["capacity"],
-           stats["state"], stats["enqueued"], stats["dequeued"])
+        % (
+            queue.name,
+            waited,
+            producers,
+            "" if producers == 1 else "s",
+            stats["size"],
+            stats["capacity"],
+            stats["state"],
+            stats["enqueued"],
+            stats["dequeued"],
+        )
     )
 
 
