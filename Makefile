@@ -5,7 +5,7 @@ VENV        ?= .venv
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 EXT         := build/engine.stamp
-ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) setup.py
+ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) c_code/sources.txt setup.py
 # The venv's own Theano defaults (scripts/install-deps.sh) make THEANO_FLAGS optional.
 
 # What `make lint` checks for style (tq_strided_ptx.h is generated); .clang-format is clang-format 14's, Debian

@@ -13,6 +13,18 @@ Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
 the chart are rendered from it by bench/report.py (run at the end, or later).
 """
+
+if __name__ == "__main__" and not __package__:
+    # `python bench/run.py` (the command of the docs, `make bench` and `theano-queue bench`) runs this module
+    # as `python -m bench.run` does, from the checkout's root: the one place the package is found by path.
+    import os
+    import runpy
+    import sys
+
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runpy.run_module("bench.run", run_name="__main__", alter_sys=True)
+    sys.exit(0)
+
 import argparse
 import json
 import os
@@ -26,12 +38,10 @@ import numpy as np
 import theano
 import theano.tensor as T
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import theano_queue as tq  # noqa: E402
-from common import MiB, best_of, cycle, layer, mlp_train_step, reading, slices, time_steps  # noqa: E402
-from theano_queue import _engine  # noqa: E402
-from theano_queue.probe import h2d_seconds  # noqa: E402
+import theano_queue as tq
+from bench.common import MiB, best_of, cycle, layer, mlp_train_step, queue_throughput, reading, slices, time_steps
+from theano_queue import _engine
+from theano_queue.probe import h2d_seconds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -85,47 +95,21 @@ def limit(b):
     x = pygpu.gpuarray.zeros((mib * MiB // 4,), dtype="float32", context=b.context)
     np.asarray(x[:1])
     d2d = time_steps(lambda: np.asarray(x.copy()[:1]), 20)
-    rows.append({"MiB": mib, "device-to-device GB/s": mib * MiB / d2d / 1e9,
-                 "PCIe time / D2D time": (mib * MiB / b.limit[mib] / 1e9) / d2d})
-    return {"rows": rows,
-            "headline": "pinned H2D %.1f GB/s at %d MiB; a slot's D2D copy costs 1/%.0f of its PCIe trip"
-                        % (b.limit[max(b.limit)], max(b.limit), rows[-1]["PCIe time / D2D time"])}
+    rows.append(
+        {
+            "MiB": mib,
+            "device-to-device GB/s": mib * MiB / d2d / 1e9,
+            "PCIe time / D2D time": (mib * MiB / b.limit[mib] / 1e9) / d2d,
+        }
+    )
+    return {
+        "rows": rows,
+        "headline": "pinned H2D %.1f GB/s at %d MiB; a slot's D2D copy costs 1/%.0f of its PCIe trip"
+        % (b.limit[max(b.limit)], max(b.limit), rows[-1]["PCIe time / D2D time"]),
+    }
 
 
 # ---- 2 -------------------------------------------------------------------------------
-
-
-def queue_throughput(b, rows, cols, source_kind, dtype="float32", convert=False):
-    """Seconds per element through a queue into a graph that reads one value back.
-
-    With convert, the graph first turns the whole batch into float32 in [0, 1]
-    and multiplies it by a vector (a first layer's worth of reading it; a
-    full reduction would cost Theano more than the transfer).
-    """
-    itemsize = np.dtype(dtype).itemsize
-    nbytes = rows * cols * itemsize
-    pool = 4 if nbytes >= 64 * MiB else 8
-    data = (b.rng.standard_normal((pool * rows, cols)) * 50).astype(dtype)
-    q = tq.Queue([("x", dtype, (rows, cols))], capacity=3, name="throughput")
-    x = q.dequeue()
-    if convert:
-        probe = theano.shared(np.ones(cols, "float32"))
-        out = T.dot(T.cast(x, "float32") / np.float32(255), probe)[0]
-    else:
-        out = x[0, 0]
-    f = reading(theano.function([], out))
-    steps = b.steps_for(nbytes)
-    if source_kind == "registered":
-        q.register_host(data)
-        source = slices(data, rows)
-    else:
-        source = cycle([data[i * rows:(i + 1) * rows].copy() for i in range(pool)])
-    with tq.Feeder(q, source, close_when_done=False):
-        seconds = best_of(lambda: time_steps(f, steps), 2)
-    q.close(cancel_pending=True)
-    if source_kind == "registered":
-        q.unregister_host(data)
-    return seconds
 
 
 @scenario(2, "Transfer-bound: effective bandwidth through the queue")
@@ -140,9 +124,12 @@ def transfer_bound(b):
             rows_out.append({"MiB": mib, "source": kind, "GB/s": gbps, "x limit": gbps / b.limit[mib]})
     b.transfer = rows_out
     worst = {kind: min(r["x limit"] for r in rows_out if r["source"] == kind) for kind in ("numpy", "registered")}
-    return {"rows": rows_out, "target": ">= 0.90 x limit", "met": min(worst.values()) >= 0.90,
-            "headline": "numpy batches >= %.2f x limit, registered >= %.2f x limit" % (worst["numpy"],
-                                                                                     worst["registered"])}
+    return {
+        "rows": rows_out,
+        "target": ">= 0.90 x limit",
+        "met": min(worst.values()) >= 0.90,
+        "headline": "numpy batches >= %.2f x limit, registered >= %.2f x limit" % (worst["numpy"], worst["registered"]),
+    }
 
 
 # ---- 3 -------------------------------------------------------------------------------
@@ -177,14 +164,14 @@ def balanced(b):
     numpy_in = T.fmatrix("numpy_in")
     weights_rng = np.random.default_rng(1)
     given_numpy = theano.function([numpy_in], layer(numpy_in, cols, width, weights_rng))
-    host_batches = [dataset[i * rows:(i + 1) * rows].copy() for i in range(4)]
+    host_batches = [dataset[i * rows : (i + 1) * rows].copy() for i in range(4)]
     numbered = iter(cycle(host_batches))
 
     # The shared-variable idiom: load a chunk, then index minibatches from it.
     chunk = theano.shared(np.concatenate(host_batches[:2]))
     index = T.lscalar("index")
     weights_rng = np.random.default_rng(1)
-    from_chunk = theano.function([index], layer(chunk[index * rows:(index + 1) * rows], cols, width, weights_rng))
+    from_chunk = theano.function([index], layer(chunk[index * rows : (index + 1) * rows], cols, width, weights_rng))
 
     def shared_idiom_step():  # two steps per chunk load, per step
         chunk.set_value(np.concatenate(host_batches[:2]))
@@ -198,21 +185,36 @@ def balanced(b):
     numpy_s = best_of(lambda: time_steps(lambda: float(given_numpy(next(numbered))), max(5, steps // 3)))
     shared_s = best_of(lambda: time_steps(shared_idiom_step, max(3, steps // 6))) / 2
     q.unregister_host(dataset)
-    b.balanced = {"rows": rows, "cols": cols, "width": width, "transfer_s": transfer_s, "compute_s": compute_s,
-                  "both_s": both_s}
+    b.balanced = {
+        "rows": rows,
+        "cols": cols,
+        "width": width,
+        "transfer_s": transfer_s,
+        "compute_s": compute_s,
+        "both_s": both_s,
+    }
     ratio = both_s / max(compute_s, transfer_s)
     table = [
         {"what": "transfer alone (queue)", "ms": 1e3 * transfer_s},
         {"what": "compute alone (resident)", "ms": 1e3 * compute_s},
         {"what": "theano_queue: both", "ms": 1e3 * both_s, "x max": ratio},
         {"what": "theano.function given numpy", "ms": 1e3 * numpy_s, "x max": numpy_s / max(compute_s, transfer_s)},
-        {"what": "shared-variable idiom (2 batches a chunk)", "ms": 1e3 * shared_s,
-         "x max": shared_s / max(compute_s, transfer_s)},
+        {
+            "what": "shared-variable idiom (2 batches a chunk)",
+            "ms": 1e3 * shared_s,
+            "x max": shared_s / max(compute_s, transfer_s),
+        },
     ]
-    return {"rows": table, "batch": [rows, cols], "MiB": nbytes / MiB, "layer_width": width,
-            "target": "<= 1.05 x max(compute, transfer)", "met": ratio <= 1.05,
-            "headline": "step = %.3f x max(compute, transfer); numpy input %.2f x, shared idiom %.2f x"
-                        % (ratio, table[3]["x max"], table[4]["x max"])}
+    return {
+        "rows": table,
+        "batch": [rows, cols],
+        "MiB": nbytes / MiB,
+        "layer_width": width,
+        "target": "<= 1.05 x max(compute, transfer)",
+        "met": ratio <= 1.05,
+        "headline": "step = %.3f x max(compute, transfer); numpy input %.2f x, shared idiom %.2f x"
+        % (ratio, table[3]["x max"], table[4]["x max"]),
+    }
 
 
 @scenario(3.5, "Balanced: 3-layer MLP training step on 128 MiB batches")
@@ -233,7 +235,7 @@ def mlp(b):
     fed = reading(compiled(x, y))
     xin, yin = T.fmatrix("x"), T.ivector("y")
     given = compiled(xin, yin, (xin, yin))
-    host_batches = [dataset[i * rows:(i + 1) * rows].copy() for i in range(3)]
+    host_batches = [dataset[i * rows : (i + 1) * rows].copy() for i in range(3)]
     numbered = iter(cycle(host_batches))
 
     resident_s = best_of(lambda: time_steps(resident, steps))
@@ -256,16 +258,23 @@ def mlp(b):
     table = [
         {"what": "data resident on the GPU", "ms": 1e3 * resident_s},
         {"what": "pinned copy of the batch (limit)", "ms": 1e3 * pinned_copy_s},
-        {"what": "theano_queue, registered dataset", "ms": 1e3 * results["registered"],
-         "x max": results["registered"] / bound},
+        {
+            "what": "theano_queue, registered dataset",
+            "ms": 1e3 * results["registered"],
+            "x max": results["registered"] / bound,
+        },
         {"what": "theano_queue, numpy batches", "ms": 1e3 * results["numpy"], "x max": results["numpy"] / bound},
         {"what": "theano.function given numpy", "ms": 1e3 * numpy_s, "x max": numpy_s / bound},
     ]
-    return {"rows": table, "batch": [rows, cols], "hidden": hidden,
-            "target": "<= 1.05 x max(resident step, pinned copy)", "met": max(results.values()) / bound <= 1.05,
-            "headline": "queue-fed step %.3f x (registered) / %.3f x (numpy) max(resident, pinned copy); "
-                        "numpy input %.2f x" % (results["registered"] / bound, results["numpy"] / bound,
-                                                numpy_s / bound)}
+    return {
+        "rows": table,
+        "batch": [rows, cols],
+        "hidden": hidden,
+        "target": "<= 1.05 x max(resident step, pinned copy)",
+        "met": max(results.values()) / bound <= 1.05,
+        "headline": "queue-fed step %.3f x (registered) / %.3f x (numpy) max(resident, pinned copy); "
+        "numpy input %.2f x" % (results["registered"] / bound, results["numpy"] / bound, numpy_s / bound),
+    }
 
 
 # ---- 4 -------------------------------------------------------------------------------
@@ -289,13 +298,19 @@ def compute_bound(b):
     resident = reading(theano.function([], heavy(theano.shared(dataset[:rows]))))
     fed = reading(theano.function([], heavy(q.dequeue())))
     resident_s = best_of(lambda: time_steps(resident, steps))
-    with tq.Feeder(q, cycle([dataset[i * rows:(i + 1) * rows].copy() for i in range(4)]), close_when_done=False):
+    with tq.Feeder(q, cycle([dataset[i * rows : (i + 1) * rows].copy() for i in range(4)]), close_when_done=False):
         fed_s = best_of(lambda: time_steps(fed, steps))
     q.close(cancel_pending=True)
     overhead = fed_s / resident_s - 1
-    return {"rows": [{"what": "resident", "ms": 1e3 * resident_s}, {"what": "queue-fed", "ms": 1e3 * fed_s,
-                                                                    "overhead %": 100 * overhead}],
-            "target": "<= 2 %", "met": overhead <= 0.02, "headline": "overhead %.2f %%" % (100 * overhead)}
+    return {
+        "rows": [
+            {"what": "resident", "ms": 1e3 * resident_s},
+            {"what": "queue-fed", "ms": 1e3 * fed_s, "overhead %": 100 * overhead},
+        ],
+        "target": "<= 2 %",
+        "met": overhead <= 0.02,
+        "headline": "overhead %.2f %%" % (100 * overhead),
+    }
 
 
 # ---- 5 and 9 --------------------------------------------------------------------------
@@ -328,10 +343,15 @@ def dequeue_overhead_us(target, calls):
 def small_batches(b):
     fed_us, resident_us = dequeue_overhead_us(None, 500 if b.quick else 2000)
     overhead = fed_us - resident_us
-    return {"rows": [{"what": "function on resident data", "us/call": resident_us},
-                     {"what": "function that dequeues a ready batch", "us/call": fed_us,
-                      "dequeue overhead us": overhead}],
-            "target": "<= 20 us", "met": overhead <= 20, "headline": "%.1f us per dequeue" % overhead}
+    return {
+        "rows": [
+            {"what": "function on resident data", "us/call": resident_us},
+            {"what": "function that dequeues a ready batch", "us/call": fed_us, "dequeue overhead us": overhead},
+        ],
+        "target": "<= 20 us",
+        "met": overhead <= 20,
+        "headline": "%.1f us per dequeue" % overhead,
+    }
 
 
 @scenario(9, "CPU target: dequeue overhead and host copy throughput", needs_gpu=False)
@@ -351,14 +371,23 @@ def cpu_target(b):
 
     put_s = best_of(lambda: min(put_then_take() for _ in range(5)))
     memcpy_s = best_of(lambda: time_steps(lambda: np.copyto(dst, src), 5, warmup=1))
-    return {"rows": [{"what": "function on resident data", "us/call": resident_us},
-                     {"what": "function that dequeues a ready batch", "us/call": fed_us,
-                      "dequeue overhead us": fed_us - resident_us},
-                     {"what": "plain memcpy (np.copyto)", "GB/s": mib * MiB / memcpy_s / 1e9},
-                     {"what": "Queue.put (copy threads: %d)" % _engine.copy_threads(),
-                      "GB/s": mib * MiB / put_s / 1e9, "x memcpy": memcpy_s / put_s}],
-            "headline": "%.1f us per dequeue; put copies at %.2f x memcpy"
-                        % (fed_us - resident_us, memcpy_s / put_s)}
+    return {
+        "rows": [
+            {"what": "function on resident data", "us/call": resident_us},
+            {
+                "what": "function that dequeues a ready batch",
+                "us/call": fed_us,
+                "dequeue overhead us": fed_us - resident_us,
+            },
+            {"what": "plain memcpy (np.copyto)", "GB/s": mib * MiB / memcpy_s / 1e9},
+            {
+                "what": "Queue.put (copy threads: %d)" % _engine.copy_threads(),
+                "GB/s": mib * MiB / put_s / 1e9,
+                "x memcpy": memcpy_s / put_s,
+            },
+        ],
+        "headline": "%.1f us per dequeue; put copies at %.2f x memcpy" % (fed_us - resident_us, memcpy_s / put_s),
+    }
 
 
 # ---- 6 -------------------------------------------------------------------------------
@@ -366,36 +395,54 @@ def cpu_target(b):
 
 @scenario(6, "Peer: PyTorch DataLoader(pin_memory=True) with a CUDA-stream prefetcher")
 def peer(b):
-    command = shlex.split(b.args.torch_python) + [os.path.join(HERE, "torch_peer.py"),
-                                                   "--sizes", ",".join(map(str, b.sizes_mib())),
-                                                   "--balanced", "%d,%d,%d" % (b.balanced["rows"], b.balanced["cols"],
-                                                                                b.balanced["width"])]
+    command = shlex.split(b.args.torch_python) + [
+        "-m",
+        "bench.torch_peer",
+        "--sizes",
+        ",".join(map(str, b.sizes_mib())),
+        "--balanced",
+        "%d,%d,%d" % (b.balanced["rows"], b.balanced["cols"], b.balanced["width"]),
+    ]
     if b.quick:
         command.append("--quick")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     if done.returncode != 0:
         return {"skipped": "PyTorch peer did not run: %s" % done.stderr.strip()[-500:]}
     torch = json.loads(done.stdout.strip().splitlines()[-1])
     ours = {(r["MiB"], r["source"]): r["GB/s"] for r in b.transfer}
     rows = []
     for t in torch["transfer"]:
-        rows.append({"workload": "transfer-bound %d MiB" % t["MiB"], "PyTorch GB/s": t["GB/s"],
-                     "PyTorch workers": t["workers"], "theano_queue GB/s (numpy)": ours[(t["MiB"], "numpy")],
-                     "ours / theirs": ours[(t["MiB"], "numpy")] / t["GB/s"]})
+        rows.append(
+            {
+                "workload": "transfer-bound %d MiB" % t["MiB"],
+                "PyTorch GB/s": t["GB/s"],
+                "PyTorch workers": t["workers"],
+                "theano_queue GB/s (numpy)": ours[(t["MiB"], "numpy")],
+                "ours / theirs": ours[(t["MiB"], "numpy")] / t["GB/s"],
+            }
+        )
     tb = torch["balanced"]
-    rows.append({"workload": "balanced %dx%d, width %d" % (b.balanced["rows"], b.balanced["cols"],
-                                                           b.balanced["width"]),
-                 "PyTorch step ms": 1e3 * tb["both_s"], "PyTorch compute ms": 1e3 * tb["compute_s"],
-                 "PyTorch transfer ms": 1e3 * tb["transfer_s"], "theano_queue step ms": 1e3 * b.balanced["both_s"],
-                 "theirs / ours (step)": tb["both_s"] / b.balanced["both_s"]})
+    rows.append(
+        {
+            "workload": "balanced %dx%d, width %d" % (b.balanced["rows"], b.balanced["cols"], b.balanced["width"]),
+            "PyTorch step ms": 1e3 * tb["both_s"],
+            "PyTorch compute ms": 1e3 * tb["compute_s"],
+            "PyTorch transfer ms": 1e3 * tb["transfer_s"],
+            "theano_queue step ms": 1e3 * b.balanced["both_s"],
+            "theirs / ours (step)": tb["both_s"] / b.balanced["both_s"],
+        }
+    )
     worst = min(r["ours / theirs"] for r in rows[:-1])
     step_gain = tb["both_s"] / b.balanced["both_s"]
-    return {"rows": rows, "torch": torch["versions"],
-            "target": "theano_queue at least matches PyTorch (within 5 %, the run-to-run spread of the limit itself)",
-            "met": worst >= 0.95 and step_gain >= 0.95,
-            "headline": "transfer-bound: theano_queue %.1f x PyTorch's GB/s or more; balanced step %.1f x faster"
-                        % (worst, step_gain)}
+    return {
+        "rows": rows,
+        "torch": torch["versions"],
+        "target": "theano_queue at least matches PyTorch (within 5 %, the run-to-run spread of the limit itself)",
+        "met": worst >= 0.95 and step_gain >= 0.95,
+        "headline": "transfer-bound: theano_queue %.1f x PyTorch's GB/s or more; balanced step %.1f x faster"
+        % (worst, step_gain),
+    }
 
 
 # ---- 7 -------------------------------------------------------------------------------
@@ -407,11 +454,18 @@ def uint8_images(b):
     cols = 3 * 64 * 64
     f32_s = queue_throughput(b, samples, cols, "numpy", "float32", convert=True)
     u8_s = queue_throughput(b, samples, cols, "numpy", "uint8", convert=True)
-    return {"rows": [{"what": "float32 over the bus", "samples/s": samples / f32_s},
-                     {"what": "uint8 over the bus, to float32 /255 on the GPU", "samples/s": samples / u8_s,
-                      "gain": f32_s / u8_s}],
-            "batch": "%d images of 3x64x64, then dot with a vector" % samples,
-            "headline": "uint8 gives %.2f x the samples/s of float32" % (f32_s / u8_s)}
+    return {
+        "rows": [
+            {"what": "float32 over the bus", "samples/s": samples / f32_s},
+            {
+                "what": "uint8 over the bus, to float32 /255 on the GPU",
+                "samples/s": samples / u8_s,
+                "gain": f32_s / u8_s,
+            },
+        ],
+        "batch": "%d images of 3x64x64, then dot with a vector" % samples,
+        "headline": "uint8 gives %.2f x the samples/s of float32" % (f32_s / u8_s),
+    }
 
 
 # ---- 8 -------------------------------------------------------------------------------
@@ -419,15 +473,23 @@ def uint8_images(b):
 
 @scenario(8, "Loss read back every step against every 100 steps")
 def read_every(b):
-    import keepup
+    from bench import keepup
 
     args = argparse.Namespace(rows=4096, cols=1024, hidden=1024, steps=100 if b.quick else 300, capacity=3)
     rows = [keepup.run(every, args, b.rng) for every in (1, 100)]
     worst_wait = max(r["model_waited_fraction"] for r in rows)
-    return {"rows": rows, "target": "the queue stays full in both", "met": worst_wait <= 0.02,
-            "headline": "model waited %.1f %% / %.1f %% of the time; mean fill %.2f / %.2f of 3"
-                        % (100 * rows[0]["model_waited_fraction"], 100 * rows[1]["model_waited_fraction"],
-                           rows[0]["mean_fill"], rows[1]["mean_fill"])}
+    return {
+        "rows": rows,
+        "target": "the queue stays full in both",
+        "met": worst_wait <= 0.02,
+        "headline": "model waited %.1f %% / %.1f %% of the time; mean fill %.2f / %.2f of 3"
+        % (
+            100 * rows[0]["model_waited_fraction"],
+            100 * rows[1]["model_waited_fraction"],
+            rows[0]["mean_fill"],
+            rows[1]["mean_fill"],
+        ),
+    }
 
 
 # ---- 10 ------------------------------------------------------------------------------
@@ -446,8 +508,10 @@ def observe_cost(b):
     x, y = q.dequeue()
     loss, updates = mlp_train_step(x, y, cols, hidden, 10, b.rng)
     step = reading(theano.function([], loss, updates=updates))
-    batches = [(b.rng.standard_normal((rows, cols)).astype("float32"), b.rng.integers(0, 10, rows).astype("int32"))
-               for _ in range(4)]
+    batches = [
+        (b.rng.standard_normal((rows, cols)).astype("float32"), b.rng.integers(0, 10, rows).astype("int32"))
+        for _ in range(4)
+    ]
     monitors = []
 
     def monitor(interval):
@@ -480,16 +544,29 @@ def observe_cost(b):
             costs[name].append(100 * (times[name] / times["nothing"] - 1))
     base = float(np.median(base_times))
     per_sample_us = 1e6 * sum(m.sample_seconds for m in monitors) / max(1, sum(m.samples for m in monitors))
-    rows_out = [{"watching": name, "median cost %": float(np.median(c)), "spread of rounds %": float(np.ptp(c))}
-                for name, c in costs.items() if name != "nothing"]
-    rows_out.append({"watching": "one monitor sample (stats, tqdm refresh), us", "us": per_sample_us,
-                     "share of time at 0.5 s %": 100 * per_sample_us / 0.5e6})
+    rows_out = [
+        {"watching": name, "median cost %": float(np.median(c)), "spread of rounds %": float(np.ptp(c))}
+        for name, c in costs.items()
+        if name != "nothing"
+    ]
+    rows_out.append(
+        {
+            "watching": "one monitor sample (stats, tqdm refresh), us",
+            "us": per_sample_us,
+            "share of time at 0.5 s %": 100 * per_sample_us / 0.5e6,
+        }
+    )
     monitor_cost = rows_out[0]["median cost %"]
-    return {"rows": rows_out, "batch": [rows, cols], "step_ms": 1e3 * base,
-            "target": "the default monitor costs <= 1 % of the step", "met": monitor_cost <= 1,
-            "headline": "monitor %+.2f %% (0.5 s), %+.2f %% (0.05 s); trace recording %+.2f %% of a %.2f ms step; "
-                        "a sample takes %.0f us" % (monitor_cost, rows_out[1]["median cost %"],
-                                                   rows_out[2]["median cost %"], 1e3 * base, per_sample_us)}
+    return {
+        "rows": rows_out,
+        "batch": [rows, cols],
+        "step_ms": 1e3 * base,
+        "target": "the default monitor costs <= 1 % of the step",
+        "met": monitor_cost <= 1,
+        "headline": "monitor %+.2f %% (0.5 s), %+.2f %% (0.05 s); trace recording %+.2f %% of a %.2f ms step; "
+        "a sample takes %.0f us"
+        % (monitor_cost, rows_out[1]["median cost %"], rows_out[2]["median cost %"], 1e3 * base, per_sample_us),
+    }
 
 
 # ---- 11 and 12 -------------------------------------------------------------------------
@@ -497,22 +574,21 @@ def observe_cost(b):
 
 @scenario(11, "Per-sample CPU-heavy pipeline: worker processes against PyTorch's DataLoader", needs_gpu=False)
 def cpu_heavy_pipeline(b):
-    import workers_bench
+    from bench import workers_bench
 
     return workers_bench.cpu_heavy(b)
 
 
-@scenario(12, "Large samples, cheap decode: worker processes against the pinned host-to-device limit",
-          needs_gpu=False)
+@scenario(12, "Large samples, cheap decode: worker processes against the pinned host-to-device limit", needs_gpu=False)
 def large_samples(b):
-    import workers_bench
+    from bench import workers_bench
 
     return workers_bench.large_samples(b)
 
 
 # ---- 13-16: in-memory datasets (bench/arrays_bench.py) --------------------------------
 
-import arrays_bench  # noqa: E402
+from bench import arrays_bench  # noqa: E402
 
 
 @scenario(13, "CPU target: a 64 MiB dequeue (lent) against theano.function given the array", needs_gpu=False)
@@ -540,7 +616,7 @@ def experts_idiom(b):
 
 @scenario(17, "Device-array producer: puts from GPU memory against the device-to-device copy rate")
 def device_producer(b):
-    import device_put_bench
+    from bench import device_put_bench
 
     return device_put_bench.device_producer(b)
 
@@ -548,10 +624,13 @@ def device_producer(b):
 # ---- 18: variable-length sequences (bench/varlen_bench.py) -----------------------------
 
 
-@scenario(18, "Variable-length sequences (lognormal up to 512): bytes over the bus and step time against padding to "
-              "the bound", needs_gpu=False)
+@scenario(
+    18,
+    "Variable-length sequences (lognormal up to 512): bytes over the bus and step time against padding to the bound",
+    needs_gpu=False,
+)
 def variable_length(b):
-    import varlen_bench
+    from bench import varlen_bench
 
     return varlen_bench.sequences(b)
 
@@ -559,10 +638,13 @@ def variable_length(b):
 # ---- 19: small steps (bench/step_profile.py) ------------------------------------------
 
 
-@scenario(19, "Small steps: an MLP step fed from an array dataset and from a Python iterable, against resident",
-          needs_gpu=False)
+@scenario(
+    19,
+    "Small steps: an MLP step fed from an array dataset and from a Python iterable, against resident",
+    needs_gpu=False,
+)
 def small_steps(b):
-    import step_profile
+    from bench import step_profile
 
     shapes = [(256, 784), (64, 3072)]
     steps, rounds = (50, 2) if b.quick else (300, 7)
@@ -577,22 +659,51 @@ def small_steps(b):
         for part in ("array", "iterable"):
             ratios["%s %s" % (result["shape"], part)] = result["ratios"][part]
     worst = max(ratios.values())
-    return {"rows": table, "ratios": ratios, "hidden": hidden,
-            "producer us/batch": dict(zip(["%dx%d" % s for s in shapes], profiles)),
-            "target": "<= 1.05 x resident (array dataset and Python iterable, both shapes)", "met": worst <= 1.05,
-            "headline": "x resident: " + ", ".join("%s %.3f" % kv for kv in ratios.items())}
+    return {
+        "rows": table,
+        "ratios": ratios,
+        "hidden": hidden,
+        "producer us/batch": dict(zip(["%dx%d" % s for s in shapes], profiles)),
+        "target": "<= 1.05 x resident (array dataset and Python iterable, both shapes)",
+        "met": worst <= 1.05,
+        "headline": "x resident: " + ", ".join("%s %.3f" % kv for kv in ratios.items()),
+    }
 
 
-SCENARIOS = [limit, transfer_bound, balanced, mlp, compute_bound, small_batches, peer, uint8_images, read_every,
-             cpu_target, observe_cost, cpu_heavy_pipeline, large_samples, cpu_handoff, copy_bound, array_dataset,
-             experts_idiom, device_producer, variable_length, small_steps]
+SCENARIOS = [
+    limit,
+    transfer_bound,
+    balanced,
+    mlp,
+    compute_bound,
+    small_batches,
+    peer,
+    uint8_images,
+    read_every,
+    cpu_target,
+    observe_cost,
+    cpu_heavy_pipeline,
+    large_samples,
+    cpu_handoff,
+    copy_bound,
+    array_dataset,
+    experts_idiom,
+    device_producer,
+    variable_length,
+    small_steps,
+]
 
 
 def machine_name():
     """The processor, its cores and the GPUs, as this machine reports them."""
     try:
-        gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30).stdout.strip().splitlines()
+        gpus = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+            )
+            .stdout.strip()
+            .splitlines()
+        )
     except (OSError, subprocess.SubprocessError):
         gpus = []
     cpu = platform.machine()
@@ -611,8 +722,9 @@ def merged(path, run):
     fresh = {s["number"]: s for s in run["scenarios"]}
     kept = [s for s in old["scenarios"] if s["number"] not in fresh]
     old["scenarios"] = sorted(kept + list(fresh.values()), key=lambda s: float(s["number"]))
-    old.setdefault("merged", []).append({"command": run["command"], "date": run["date"], "machine": run["machine"],
-                                         "scenarios": sorted(fresh)})
+    old.setdefault("merged", []).append(
+        {"command": run["command"], "date": run["date"], "machine": run["machine"], "scenarios": sorted(fresh)}
+    )
     return old
 
 
@@ -623,16 +735,21 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(ROOT, "doc", "bench", "results.json"))
     parser.add_argument("--torch-python", default="python3", help="a Python with PyTorch, for scenario 6")
     parser.add_argument("--no-report", action="store_true", help="write the JSON only")
-    parser.add_argument("--merge", action="store_true",
-                        help="keep the other scenarios of the existing results file (with --only)")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the other scenarios of the existing results file (with --only)"
+    )
     args = parser.parse_args(argv)
     only = {float(n) for n in args.only.split(",") if n}
 
     b = Bench(args)
-    run = {"machine": machine_name(), "device": theano.config.device, "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                                              time.gmtime()),
-           "command": " ".join([sys.executable, "bench/run.py"] + list(argv if argv is not None else sys.argv[1:])),
-           "copy_threads": _engine.copy_threads(), "scenarios": []}
+    run = {
+        "machine": machine_name(),
+        "device": theano.config.device,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join([sys.executable, "bench/run.py"] + list(argv if argv is not None else sys.argv[1:])),
+        "copy_threads": _engine.copy_threads(),
+        "scenarios": [],
+    }
     for fn in SCENARIOS:
         if only and fn.number not in only and int(fn.number) not in only:
             continue
@@ -647,8 +764,10 @@ def main(argv=None):
                 entry["error"] = "%s: %s" % (type(exc).__name__, exc)
             entry["seconds"] = time.perf_counter() - started
         run["scenarios"].append(entry)
-        print("[%s] %s: %s" % (fn.number, fn.title, entry.get("headline") or entry.get("skipped")
-                               or entry.get("error")), flush=True)
+        print(
+            "[%s] %s: %s" % (fn.number, fn.title, entry.get("headline") or entry.get("skipped") or entry.get("error")),
+            flush=True,
+        )
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     if args.merge and os.path.exists(args.out):
         run = merged(args.out, run)
@@ -656,7 +775,7 @@ def main(argv=None):
         json.dump(run, f, indent=1)
     print("wrote", args.out)
     if not args.no_report:
-        import report
+        from bench import report
 
         report.main([args.out])
     return run
