@@ -1,10 +1,9 @@
 /* A stand-in for libcuda.so.1 with the driver functions theano_queue.probe
- * and the engine's CUDA backend (c_code/tq_cuda.c) call, on host memory, so
- * that the probe, the CLI's GPU paths, the backend's device puts and its
- * device gather run (and their resource handling is checked) on a machine
- * without a GPU.  Built as libcuda.so.1 by tests/fake_cuda.py (and
- * tests/test_gather_fake.py) and found through THEANO_QUEUE_LIBCUDA or
- * LD_LIBRARY_PATH.
+ * and the engine's CUDA backend (c_code/tq_cuda*.c) call, on host memory, so
+ * that the probe, the CLI's GPU paths, the backend's device puts and its device
+ * gather run (and their resource handling is checked) on a machine without a
+ * GPU.  Built as libcuda.so.1 by tests/fake_cuda.py (and tests/test_gather_fake.py)
+ * and found through THEANO_QUEUE_LIBCUDA or LD_LIBRARY_PATH.
  *
  * Work runs at once, in the calling thread: streams and events order nothing,
  * they only count and log.  Contexts are handles: 0x1000 + n is device n's
