@@ -6,6 +6,7 @@ loads one CUDA driver, once) with ``make_ring(spec, capacity=2, name="q")`` maki
 ``staging_holds`` (tests/staging.py), ``np`` and ``_engine`` at hand.  Under the stand-in, the process must
 also give every context, allocation, stream and registration back.
 """
+
 import os
 import subprocess
 import sys
@@ -41,11 +42,20 @@ class Driver:
 
     def run(self, body):
         """Runs body in a process on this driver; its stdout."""
-        script = "\n".join(["import numpy as np", "from theano_queue import _engine", "from staging import staging_holds",
-                            PRELUDES[self.kind], textwrap.dedent(body), "free_device_memory()"])
+        script = "\n".join(
+            [
+                "import numpy as np",
+                "from theano_queue import _engine",
+                "from staging import staging_holds",
+                PRELUDES[self.kind],
+                textwrap.dedent(body),
+                "free_device_memory()",
+            ]
+        )
         environment = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS]), **self.env)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
-                              cwd=ROOT, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         if self.kind == STAND_IN:
             assert held(self.env) == NOTHING_HELD

@@ -1,5 +1,6 @@
 """What a ring's slots hold, read through a second mapping of its shared staging (Ring.staging_fd): the
 evidence that something was written in place (it is there before the commit), or was not staged at all."""
+
 import mmap
 import os
 

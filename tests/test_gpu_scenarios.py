@@ -1,5 +1,6 @@
 """Scenarios of a GPU ring that run, with one body each, against the stand-in driver here and on the GPU
 (tests/drivers.py's ``driver`` fixture; the GPU half is marked gpu)."""
+
 from drivers import driver, fake_cuda  # noqa: F401  (fixtures)
 
 
