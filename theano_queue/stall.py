@@ -24,8 +24,9 @@ DEFAULT_STALL_WARNING_S = 30.0
 def set_stall_warning(seconds: Optional[float]) -> Optional[float]:
     """Warn once a dequeue has waited ``seconds`` (None: never); returns the previous setting.
 
-    >>> previous = set_stall_warning(5.0)
-    >>> set_stall_warning(previous)
+    >>> import theano_queue as tq
+    >>> previous = tq.set_stall_warning(5.0)    # tests and short experiments: warn sooner
+    >>> tq.set_stall_warning(previous)
     5.0
     """
     return _engine.set_stall_warning(seconds)
