@@ -5,14 +5,32 @@ VENV        ?= .venv
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 EXT         := build/engine.stamp
-ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) setup.py
+ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) c_code/sources.txt setup.py
 # The venv's own Theano defaults (scripts/install-deps.sh) make THEANO_FLAGS optional.
 
-.PHONY: test demo bench doc deps clean
-test: $(EXT)
+# What `make lint` checks for style (tq_strided_ptx.h is generated); .clang-format is clang-format 14's, Debian
+# bookworm's (scripts/install-deps.sh installs it).
+C_STYLED    := $(filter-out c_code/tq_strided_ptx.h,$(wildcard c_code/*.c c_code/*.h c_code/*.cu tests/c/*.c tests/c/*.h))
+CLANG_FORMAT ?= clang-format
+
+.PHONY: test lint format demo bench doc deps clean
+test: $(EXT) lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest
 	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html
+
+# Style and types: ruff (ruff.toml), clang-format (.clang-format), mypy (setup.cfg, theano_queue/_engine.pyi).
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(CLANG_FORMAT) --dry-run -Werror $(C_STYLED)
+	$(PY) -m mypy --cache-dir build/mypy
+
+# Rewrites the tree in that style.
+format: $(STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+	$(CLANG_FORMAT) -i $(C_STYLED)
 
 demo: $(EXT)
 	$(PY) examples/train_digits.py $(DEMO_ARGS)

@@ -13,11 +13,21 @@ from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The engine (plain C) and its CPython face (tq_py_*.c).
-ENGINE_SOURCES = ["c_code/tq_base.c", "c_code/tq_ring.c", "c_code/tq_host.c", "c_code/tq_cuda.c", "c_code/tq_copy.c",
-                  "c_code/tq_gather.c", "c_code/tq_pack.c", "c_code/tq_trace.c", "c_code/tq_shm.c",
-                  "c_code/tq_py_module.c", "c_code/tq_py_ring.c", "c_code/tq_py_element.c",
-                  "c_code/tq_py_capi.c", "c_code/tq_py_device.c"]
+
+
+def engine_sources(*groups):
+    """The engine's C files of these groups (all when none), from c_code/sources.txt: the one list."""
+    listed = {}
+    with open(os.path.join(HERE, "c_code", "sources.txt")) as f:
+        for line in f:
+            if line.strip() and not line.startswith("#"):
+                group, names = line.split(":", 1)
+                listed[group.strip()] = ["c_code/" + name for name in names.split()]
+    return [path for group in groups or listed for path in listed[group]]
+
+
+# The engine (plain C), its CUDA backend and its CPython face (tq_py_*.c).
+ENGINE_SOURCES = engine_sources()
 
 
 # Ray Data as a source (examples/ray_feed.py); never a dependency of the core package.
@@ -47,7 +57,8 @@ setup(
     python_requires=">=3.9",
     install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60", "cloudpickle>=2"],
     extras_require={
-        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", *RAY],
+        # ruff is pinned: its formatting is `make lint`'s standard (ruff.toml); mypy checks the package's types.
+        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", "ruff==0.17.6", "mypy>=2.4,<3", *RAY],
         "demo": ["scikit-learn>=1.2"],
         "ray": RAY,
         # A producer of device arrays (examples/gpu_augment.py); builds against a CUDA toolkit.

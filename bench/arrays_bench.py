@@ -9,6 +9,7 @@
 
 Each runs on the CPU box too (a CPU queue, no PCIe figures) so that --quick smoke-tests it.
 """
+
 import contextlib
 import os
 import time
@@ -18,11 +19,9 @@ import theano
 import theano.tensor as T
 
 import theano_queue as tq
-from common import MiB, best_of, mlp_train_step, reading, time_steps
+from bench.common import MiB, best_of, mlp_train_step, queue_throughput, reading, time_steps
 from theano_queue.datasets import GATHER_ENV
 from theano_queue.probe import h2d_seconds, host_copy_gbps
-
-
 
 
 def cpu_mode():
@@ -64,9 +63,15 @@ def cpu_handoff(b):
         table.append({"what": "theano.function given the array, graph %s" % what, "ms": 1e3 * plain_s})
     lent = q.stats()["lent"]
     worst = max(r["x given"] for r in table if "x given" in r)
-    return {"rows": table, "MiB": mib, "lent": lent, "target": "<= 1.1 x given", "met": worst <= 1.1,
-            "headline": "%d MiB dequeue: %.2f x theano.function given the array (x.sum()), %.2f x (x returned)"
-                        % (mib, table[0]["x given"], table[2]["x given"])}
+    return {
+        "rows": table,
+        "MiB": mib,
+        "lent": lent,
+        "target": "<= 1.1 x given",
+        "met": worst <= 1.1,
+        "headline": "%d MiB dequeue: %.2f x theano.function given the array (x.sum()), %.2f x (x returned)"
+        % (mib, table[0]["x given"], table[2]["x given"]),
+    }
 
 
 # ---- 14 ------------------------------------------------------------------------------
@@ -83,23 +88,32 @@ def copy_bound(b):
     mib = 64 if b.quick else 256
     copy_gbps = host_copy_gbps(mib * MiB)
     bound_mem = 2 * copy_gbps / 3
-    rows = [{"what": "host copy (engine pool, %d MiB)" % mib, "GB/s": copy_gbps},
-            {"what": "memory bound on copy + DMA (2/3 of the copy)", "GB/s": bound_mem}]
+    rows = [
+        {"what": "host copy (engine pool, %d MiB)" % mib, "GB/s": copy_gbps},
+        {"what": "memory bound on copy + DMA (2/3 of the copy)", "GB/s": bound_mem},
+    ]
     headline = "host copy %.1f GB/s: copied batches bound at %.1f GB/s" % (copy_gbps, bound_mem)
     b.copy_bound = {"copy_gbps": copy_gbps, "memory_bound_gbps": bound_mem, "limit_gbps": bound_mem}
     if b.on_gpu:
         pcie = mib * MiB / best_of(lambda: h2d_seconds(mib * MiB, b.steps_for(mib * MiB, 4096))) / 1e9
         limit = min(pcie, bound_mem)
-        from run import queue_throughput
-
         numpy_s = queue_throughput(b, mib * MiB // (4 * 4096), 4096, "numpy")
         numpy_gbps = mib * MiB / numpy_s / 1e9
-        rows += [{"what": "PCIe limit (pinned, %d MiB)" % mib, "GB/s": pcie},
-                 {"what": "numpy batches through the queue", "GB/s": numpy_gbps, "x PCIe": numpy_gbps / pcie,
-                  "x min(PCIe, memory)": numpy_gbps / limit}]
+        rows += [
+            {"what": "PCIe limit (pinned, %d MiB)" % mib, "GB/s": pcie},
+            {
+                "what": "numpy batches through the queue",
+                "GB/s": numpy_gbps,
+                "x PCIe": numpy_gbps / pcie,
+                "x min(PCIe, memory)": numpy_gbps / limit,
+            },
+        ]
         b.copy_bound.update(pcie_gbps=pcie, limit_gbps=limit)
         headline += "; PCIe %.1f GB/s; numpy batches %.2f x PCIe, %.2f x min(PCIe, memory)" % (
-            pcie, numpy_gbps / pcie, numpy_gbps / limit)
+            pcie,
+            numpy_gbps / pcie,
+            numpy_gbps / limit,
+        )
     return {"rows": rows, "headline": headline}
 
 
@@ -109,10 +123,16 @@ def copy_bound(b):
 def array_cases(quick):
     """(name, n_rows, row shape, batches): MNIST- and CIFAR-sized rows, and large rows (transfer-bound)."""
     if quick:
-        return [("MNIST 784 f32", 8192, (784,), [64, 1024]), ("CIFAR 3072 f32", 4096, (3072,), [64, 256]),
-                ("large rows 1 MiB", 96, (MiB // 4,), [16])]
-    return [("MNIST 784 f32", 60000, (784,), [64, 256, 1024]), ("CIFAR 3072 f32", 50000, (3072,), [64, 256, 1024]),
-            ("large rows 1 MiB", 2048, (MiB // 4,), [64, 256])]
+        return [
+            ("MNIST 784 f32", 8192, (784,), [64, 1024]),
+            ("CIFAR 3072 f32", 4096, (3072,), [64, 256]),
+            ("large rows 1 MiB", 96, (MiB // 4,), [16]),
+        ]
+    return [
+        ("MNIST 784 f32", 60000, (784,), [64, 256, 1024]),
+        ("CIFAR 3072 f32", 50000, (3072,), [64, 256, 1024]),
+        ("large rows 1 MiB", 2048, (MiB // 4,), [64, 256]),
+    ]
 
 
 def gather_mechanisms(b):
@@ -153,7 +173,7 @@ def shuffled_minibatches(b):
     for name, n, shape, batches in array_cases(b.quick):
         data = np.empty((n,) + shape, dtype="float32")
         for lo in range(0, n, 4096):  # in pieces: a 2 GiB standard_normal would double the memory it needs
-            data[lo:lo + 4096] = b.rng.standard_normal((min(4096, n - lo),) + shape, dtype="float32")
+            data[lo : lo + 4096] = b.rng.standard_normal((min(4096, n - lo),) + shape, dtype="float32")
         labels = b.rng.integers(0, 10, n).astype("int32")
         cols = int(np.prod(shape))
         for batch in batches:
@@ -174,8 +194,9 @@ def shuffled_minibatches(b):
             for mechanism in mechanisms:
                 row = {"what": "%s, batch %d, %s gather" % (name, batch, mechanism), "MiB": nbytes / MiB}
                 with gathering(mechanism):
-                    with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, drop_last=True,
-                                   close_when_done=False) as feeder:
+                    with tq.Feeder(
+                        q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False
+                    ) as feeder:
                         transfer_s = best_of(lambda: time_steps(transfer, steps), 2)
                     row["gather"] = feeder.stats()["gather"]  # what ran: "host" where the GPU's was refused
                     q.close(cancel_pending=True)
@@ -184,13 +205,15 @@ def shuffled_minibatches(b):
                     if pcie:
                         row["x PCIe"] = row["GB/s"] / pcie
                     if fed is not None:
-                        with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, drop_last=True,
-                                       close_when_done=False):
+                        with tq.Feeder(
+                            q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False
+                        ):
                             fed_s = best_of(lambda: time_steps(fed, steps // 2 or 4), 2)
                         q.close(cancel_pending=True)
                         q.reopen()
-                        row.update({"step ms": 1e3 * fed_s, "resident ms": 1e3 * resident_s,
-                                    "x resident": fed_s / resident_s})
+                        row.update(
+                            {"step ms": 1e3 * fed_s, "resident ms": 1e3 * resident_s, "x resident": fed_s / resident_s}
+                        )
                 met = met_target(row)
                 if met is not None:
                     row["met"] = met
@@ -205,12 +228,16 @@ def summarize(table, mechanisms, pcie):
         rows = [r for r in table if r["what"].endswith(" %s gather" % mechanism)]
         text = "%s: worst step %.2f x resident" % (mechanism, max([r.get("x resident", 0) for r in rows] or [0]))
         if pcie:
-            text += ", large rows %.2f x PCIe" % max([r["x PCIe"] for r in rows if r["what"].startswith("large")]
-                                                     or [0])
+            text += ", large rows %.2f x PCIe" % max(
+                [r["x PCIe"] for r in rows if r["what"].startswith("large")] or [0]
+            )
             met_by[mechanism] = all(r.get("met", True) for r in rows)
         parts.append(text)
-    result = {"rows": table, "headline": "; ".join(parts),
-              "target": ">= 0.90 x PCIe (large rows); MNIST/CIFAR >= 0.90 x PCIe or <= 1.05 x resident"}
+    result = {
+        "rows": table,
+        "headline": "; ".join(parts),
+        "target": ">= 0.90 x PCIe (large rows); MNIST/CIFAR >= 0.90 x PCIe or <= 1.05 x resident",
+    }
     if met_by:
         result["met"] = any(met_by.values())
         result["met_by"] = met_by
@@ -230,11 +257,11 @@ def experts_idiom(b):
     whole_x, whole_y = theano.shared(data), theano.shared(labels)
     perm = theano.shared(np.random.default_rng(0).permutation(n).astype("int64"))
     index = T.lscalar("index")
-    picked = perm[index * batch:(index + 1) * batch]
+    picked = perm[index * batch : (index + 1) * batch]
     loss_i, updates_i = mlp_train_step(whole_x[picked], whole_y[picked], cols, 1024, 10, np.random.default_rng(1))
     idiom = theano.function([index], loss_i, updates=updates_i)
     batches = n // batch
-    counter = iter(range(10 ** 9))
+    counter = iter(range(10**9))
     idiom_s = best_of(lambda: time_steps(lambda: float(idiom(next(counter) % batches)), steps), 2)
 
     q = tq.Queue([("x", "float32", (batch, cols)), ("y", "int32", (batch,))], capacity=3, name="idiom")
@@ -244,8 +271,13 @@ def experts_idiom(b):
     with tq.Feeder(q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False):
         fed_s = best_of(lambda: time_steps(fed, steps), 2)
     q.close(cancel_pending=True)
-    table = [{"what": "shared-variable idiom, shuffled by index", "ms": 1e3 * idiom_s},
-             {"what": "array dataset through the queue", "ms": 1e3 * fed_s, "x idiom": fed_s / idiom_s},
-             {"what": "dataset MiB (the idiom holds it all in device memory)", "MiB": data.nbytes / MiB}]
-    return {"rows": table, "headline": "queue step %.2f x the shared-variable idiom (%d x %d, batch %d)"
-            % (fed_s / idiom_s, n, cols, batch)}
+    table = [
+        {"what": "shared-variable idiom, shuffled by index", "ms": 1e3 * idiom_s},
+        {"what": "array dataset through the queue", "ms": 1e3 * fed_s, "x idiom": fed_s / idiom_s},
+        {"what": "dataset MiB (the idiom holds it all in device memory)", "MiB": data.nbytes / MiB},
+    ]
+    return {
+        "rows": table,
+        "headline": "queue step %.2f x the shared-variable idiom (%d x %d, batch %d)"
+        % (fed_s / idiom_s, n, cols, batch),
+    }

@@ -1,9 +1,12 @@
 """What the benchmark scenarios share: timing, sources, small graphs."""
+
 import time
 
 import numpy as np
 import theano
 import theano.tensor as T
+
+import theano_queue as tq
 
 MiB = 1 << 20
 
@@ -34,7 +37,7 @@ def cycle(batches, count=None):
 def slices(dataset, rows, count=None):
     """Consecutive row blocks of one big array, over and over: views, no copies."""
     blocks = len(dataset) // rows
-    return cycle([dataset[i * rows:(i + 1) * rows] for i in range(blocks)], count)
+    return cycle([dataset[i * rows : (i + 1) * rows] for i in range(blocks)], count)
 
 
 def layer(x, cols, width, rng):
@@ -45,6 +48,7 @@ def layer(x, cols, width, rng):
 
 def mlp_train_step(x, y, n_in, n_hidden, n_out, rng, lr=0.01):
     """Loss and SGD updates of a 3-layer float32 perceptron."""
+
     def weights(n_rows, n_cols):
         w = theano.shared((rng.standard_normal((n_rows, n_cols)) * np.sqrt(2.0 / n_rows)).astype("float32"))
         return w, theano.shared(np.zeros(n_cols, "float32"))
@@ -61,3 +65,36 @@ def mlp_train_step(x, y, n_in, n_hidden, n_out, rng, lr=0.01):
 def reading(f):
     """A step that reads f's (scalar) result back to the host: its time is real, not queued."""
     return lambda: float(np.asarray(f()))
+
+
+def queue_throughput(b, rows, cols, source_kind, dtype="float32", convert=False):
+    """Seconds per element through a queue into a graph that reads one value back.
+
+    With convert, the graph first turns the whole batch into float32 in [0, 1]
+    and multiplies it by a vector (a first layer's worth of reading it; a
+    full reduction would cost Theano more than the transfer).
+    """
+    itemsize = np.dtype(dtype).itemsize
+    nbytes = rows * cols * itemsize
+    pool = 4 if nbytes >= 64 * MiB else 8
+    data = (b.rng.standard_normal((pool * rows, cols)) * 50).astype(dtype)
+    q = tq.Queue([("x", dtype, (rows, cols))], capacity=3, name="throughput")
+    x = q.dequeue()
+    if convert:
+        probe = theano.shared(np.ones(cols, "float32"))
+        out = T.dot(T.cast(x, "float32") / np.float32(255), probe)[0]
+    else:
+        out = x[0, 0]
+    f = reading(theano.function([], out))
+    steps = b.steps_for(nbytes)
+    if source_kind == "registered":
+        q.register_host(data)
+        source = slices(data, rows)
+    else:
+        source = cycle([data[i * rows : (i + 1) * rows].copy() for i in range(pool)])
+    with tq.Feeder(q, source, close_when_done=False):
+        seconds = best_of(lambda: time_steps(f, steps), 2)
+    q.close(cancel_pending=True)
+    if source_kind == "registered":
+        q.unregister_host(data)
+    return seconds

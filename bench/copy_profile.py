@@ -1,13 +1,14 @@
 """Why ordinary numpy batches reach less of the bus than zero-copy ones: the
 host copy into pinned staging, alone and while the bus is busy.
 
-    python bench/copy_profile.py
+    python -m bench.copy_profile
 
 For several copy-thread counts it prints (1) the rate of Queue.put into a GPU
 queue's pinned staging with nothing else running, and (2) the rate through the
 queue when a training loop consumes (the copy then shares host memory with the
 host-to-device DMA reading the previous slot).
 """
+
 import time
 
 import numpy as np
@@ -62,8 +63,11 @@ def main():
     print("copy threads | put-only 64 MiB GB/s | through the queue 16 MiB GB/s | 256 MiB GB/s")
     for threads in (1, 4, 8, 12, 16):
         _engine.set_copy_threads(threads)
-        print("%12d | %20.1f | %29.1f | %12.1f" % (threads, put_only_gbps(64, rng), through_queue_gbps(16, rng),
-                                                   through_queue_gbps(256, rng)), flush=True)
+        print(
+            "%12d | %20.1f | %29.1f | %12.1f"
+            % (threads, put_only_gbps(64, rng), through_queue_gbps(16, rng), through_queue_gbps(256, rng)),
+            flush=True,
+        )
     _engine.set_copy_threads(default)
 
 

@@ -9,6 +9,7 @@ stream, out of it on Theano's), so half the copy's rate is the ceiling.  A
 second row puts the same memory through a __cuda_array_interface__ without a
 stream (pycuda's arrays): each put then waits on the host for its copy.
 """
+
 import threading
 import time
 
@@ -16,7 +17,7 @@ import numpy as np
 import theano
 
 import theano_queue as tq
-from common import MiB, best_of
+from bench.common import MiB, best_of
 
 
 class NoStream:
@@ -24,13 +25,19 @@ class NoStream:
 
     def __init__(self, array):
         self.array = array
-        self.__cuda_array_interface__ = {"shape": tuple(array.shape), "typestr": np.dtype(array.dtype).str,
-                                         "data": (array.gpudata, False),  # pygpu: the device address, offset included
-                                         "strides": None, "version": 3, "stream": None}
+        self.__cuda_array_interface__ = {
+            "shape": tuple(array.shape),
+            "typestr": np.dtype(array.dtype).str,
+            "data": (array.gpudata, False),  # pygpu: the device address, offset included
+            "strides": None,
+            "version": 3,
+            "stream": None,
+        }
 
 
 def copy_gbps(b, src, dst, copies):
     """A plain device-to-device copy of src into dst (libgpuarray's, on Theano's stream)."""
+
     def measure():
         dst[:] = src
         dst.sync()
@@ -39,6 +46,7 @@ def copy_gbps(b, src, dst, copies):
             dst[:] = src
         dst.sync()
         return (time.perf_counter() - started) / copies
+
     return src.size * src.itemsize / best_of(measure) / 1e9
 
 
@@ -73,7 +81,7 @@ def device_producer(b):
 
     rows = []
     ratios = []
-    for mib in ([1, 16] if b.quick else [1, 16, 64, 256]):
+    for mib in [1, 16] if b.quick else [1, 16, 64, 256]:
         n = mib * MiB // 4
         src = pygpu.gpuarray.array(b.rng.standard_normal(n).astype("float32"), context=b.context)
         dst = pygpu.empty((n,), dtype="float32", context=b.context)
@@ -85,12 +93,22 @@ def device_producer(b):
         for label, source in (("pygpu (stream)", src), ("CUDA array interface, no stream", NoStream(src))):
             seconds = through_queue(q, f, source, count)
             gbps = count * n * 4 / seconds / 1e9
-            rows.append({"MiB": mib, "source": label, "elements/s": count / seconds, "GB/s": gbps,
-                         "D2D copy GB/s": limit, "of half the copy": gbps / (limit / 2)})
+            rows.append(
+                {
+                    "MiB": mib,
+                    "source": label,
+                    "elements/s": count / seconds,
+                    "GB/s": gbps,
+                    "D2D copy GB/s": limit,
+                    "of half the copy": gbps / (limit / 2),
+                }
+            )
             if label.startswith("pygpu"):
                 ratios.append(gbps / (limit / 2))
-    return {"rows": rows,
-            "headline": "device puts reach %.0f%%-%.0f%% of half the device-to-device copy rate (two copies per "
-                        "element)" % (100 * min(ratios), 100 * max(ratios)),
-            "target": ">= 50% of half the copy rate at 16 MiB and above",
-            "met": all(r["of half the copy"] >= 0.5 for r in rows if r["MiB"] >= 16 and r["source"].startswith("pygpu"))}
+    return {
+        "rows": rows,
+        "headline": "device puts reach %.0f%%-%.0f%% of half the device-to-device copy rate (two copies per "
+        "element)" % (100 * min(ratios), 100 * max(ratios)),
+        "target": ">= 50% of half the copy rate at 16 MiB and above",
+        "met": all(r["of half the copy"] >= 0.5 for r in rows if r["MiB"] >= 16 and r["source"].startswith("pygpu")),
+    }

@@ -1,6 +1,6 @@
 """What a second thread's CUDA work costs a small resident step (issue 10, small steps).
 
-    python bench/interference.py [--shape 256x784] [--hidden 1024]
+    python -m bench.interference [--shape 256x784] [--hidden 1024]
 
 Scenario 19 showed the queue-fed step of a small MLP at 1.25-1.3x the
 resident step while a producer runs, but at 1.05x from a queue filled
@@ -15,18 +15,16 @@ beside a thread that, once per step period and without the GIL,
 
 interleaved in rounds, best of the rounds.  Needs Theano on a CUDA GPU.
 """
+
 import argparse
 import ctypes
-import os
-import sys
 import threading
 import time
 
 import numpy as np
 import theano
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import mlp_train_step, reading, time_steps  # noqa: E402
+from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
 
 
 class Driver:

@@ -1,34 +1,30 @@
 """Does the feeder keep the queue full while the training loop reads its loss
 back every step (a synchronous device-to-host read with the GIL held around it)?
 
-    python bench/keepup.py [--rows 4096 --cols 1024 --steps 300]
+    python -m bench.keepup [--rows 4096 --cols 1024 --steps 300]
 
 Trains a 3-layer MLP (forward, backward, SGD) on batches the Feeder takes from
 ordinary numpy arrays (the source yields them; the feeder copies them into the
 queue).  Reports, with the loss read every step and every 100 steps, the step
 time, the time the model waited for data, and how full the queue was.
 """
+
 import argparse
 import json
-import os
-import sys
 import time
 
 import numpy as np
 import theano
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import theano_queue as tq  # noqa: E402
-from common import mlp_train_step  # noqa: E402
+from bench.common import mlp_train_step  # noqa: E402
 
 
 def run(read_every, args, rng):
     rows, cols = args.rows, args.cols
     pool = [rng.standard_normal((rows, cols)).astype("float32") for _ in range(4)]
     labels = rng.integers(0, 10, rows).astype("int32")
-    q = tq.Queue([("x", "float32", (rows, cols)), ("y", "int32", (rows,))], capacity=args.capacity,
-                 name="keepup")
+    q = tq.Queue([("x", "float32", (rows, cols)), ("y", "int32", (rows,))], capacity=args.capacity, name="keepup")
     x, y = q.dequeue()
     loss, updates = mlp_train_step(x, y, cols, args.hidden, 10, rng)
     train = theano.function([], loss, updates=updates)

@@ -1,7 +1,7 @@
 """Proof of overlap: with compute and transfer of similar length, a training step
 fed by the queue takes about max(compute alone, transfer alone), not their sum.
 
-    python bench/overlap.py [--rows 8192 --cols 4096 --steps 40]
+    python -m bench.overlap [--rows 8192 --cols 4096 --steps 40]
 
 All three are measured in this one run, on whatever device THEANO_FLAGS selects:
   transfer alone  the queue delivers batches to a graph that does almost nothing
@@ -12,18 +12,15 @@ Batches come from a page-locked dataset (Queue.register_host), so each element
 goes over the bus straight from it.  Each step reads a scalar back, so the time
 per step is real, not queued.
 """
+
 import argparse
 import json
-import os
-import sys
 
 import numpy as np
 import theano
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import theano_queue as tq  # noqa: E402
-from common import layer, reading, slices, time_steps  # noqa: E402
+from bench.common import layer, reading, slices, time_steps  # noqa: E402
 
 
 def balanced_width(resident, cols, target_s, rng, probe_width=1024):
@@ -79,9 +76,16 @@ def main(argv=None):
         "consumer_wait_s": q.stats()["consumer_wait_s"],
     }
     print(json.dumps(result, indent=1))
-    print("step %.2f ms = %.3f x max(compute %.2f ms, transfer %.2f ms); the sum would be %.2f ms"
-          % (result["both_ms"], result["ratio_to_max"], result["compute_alone_ms"], result["transfer_alone_ms"],
-             result["sum_ms"]))
+    print(
+        "step %.2f ms = %.3f x max(compute %.2f ms, transfer %.2f ms); the sum would be %.2f ms"
+        % (
+            result["both_ms"],
+            result["ratio_to_max"],
+            result["compute_alone_ms"],
+            result["transfer_alone_ms"],
+            result["sum_ms"],
+        )
+    )
     return result
 
 

@@ -1,6 +1,6 @@
 """Does placing the producer's threads away from the training thread's CPU give the small step back?
 
-    python bench/pinning.py [--shape 256x784] [--hidden 1024]
+    python -m bench.pinning [--shape 256x784] [--hidden 1024]
 
 A hypothesis from scenario 19 (doc/bench/notes.rst, "Small steps"): a queue's
 producer is woken by the step's own dequeue, and the scheduler may run it
@@ -12,19 +12,18 @@ feeders, with every thread free to run anywhere, and with the training
 thread on CPU 0 and every other thread (feeder, copy pool) on the upper half
 of the CPUs.
 """
+
 import argparse
 import os
-import sys
 import threading
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import step_profile  # noqa: E402
-from common import time_steps  # noqa: E402
+from bench import step_profile  # noqa: E402
+from bench.common import time_steps  # noqa: E402
 
 ALL = sorted(os.sched_getaffinity(0))
-UPPER = set(ALL[len(ALL) // 2:])
+UPPER = set(ALL[len(ALL) // 2 :])
 _run = threading.Thread.run
 
 
@@ -49,18 +48,30 @@ def main(argv=None):
                 os.sched_setaffinity(0, {ALL[0]})
                 threading.Thread.run = pinned_run
             for part in ("resident", "array", "iterable"):
-                seconds = (time_steps(case.resident, args.steps) if part == "resident"
-                           else step_profile.measure(case, part, args.steps))
+                seconds = (
+                    time_steps(case.resident, args.steps)
+                    if part == "resident"
+                    else step_profile.measure(case, part, args.steps)
+                )
                 key = (placement, part)
                 best[key] = min(best.get(key, seconds), seconds)
             os.sched_setaffinity(0, set(ALL))
             threading.Thread.run = _run
-    print("step %s, hidden %d, %d CPUs; training thread on CPU %d, the others on %d-%d when pinned"
-          % (args.shape, args.hidden, len(ALL), ALL[0], min(UPPER), max(UPPER)))
+    print(
+        "step %s, hidden %d, %d CPUs; training thread on CPU %d, the others on %d-%d when pinned"
+        % (args.shape, args.hidden, len(ALL), ALL[0], min(UPPER), max(UPPER))
+    )
     for placement in ("anywhere", "pinned"):
         resident = best[(placement, "resident")]
-        print("  %-8s resident %.1f us; array %.3f x, iterable %.3f x" % (
-            placement, 1e6 * resident, best[(placement, "array")] / resident, best[(placement, "iterable")] / resident))
+        print(
+            "  %-8s resident %.1f us; array %.3f x, iterable %.3f x"
+            % (
+                placement,
+                1e6 * resident,
+                best[(placement, "array")] / resident,
+                best[(placement, "iterable")] / resident,
+            )
+        )
 
 
 if __name__ == "__main__":

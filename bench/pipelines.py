@@ -16,6 +16,7 @@ Both define read_into(i, row) too: the last operation of the decode writes into
 the row it is given.  theano_queue's Feeder uses it when asked (the zero-copy
 path); PyTorch's DataLoader only knows __getitem__.
 """
+
 import numpy as np
 
 MEAN = (np.array([0.485, 0.456, 0.406], np.float32) * 255)[:, None, None]
@@ -37,13 +38,22 @@ class Augment:
         rng = np.random.default_rng(i)
         img = rng.integers(0, 256, (3, 72, 72), dtype=np.uint8)
         r, c = rng.integers(0, 9, 2)
-        crop = img[:, r:r + 64, c:c + 64]
+        crop = img[:, r : r + 64, c : c + 64]
         if rng.random() < 0.5:
             crop = crop[:, :, ::-1]
         x = (crop.astype(np.float32) - MEAN) * INV_STD
         p = np.pad(x, ((0, 0), (1, 1), (1, 1)), mode="edge")
-        return (p[:, :-2, :-2] + p[:, :-2, 1:-1] + p[:, :-2, 2:] + p[:, 1:-1, :-2] + p[:, 1:-1, 1:-1]
-                + p[:, 1:-1, 2:] + p[:, 2:, :-2] + p[:, 2:, 1:-1] + p[:, 2:, 2:]), i % 1000
+        return (
+            p[:, :-2, :-2]
+            + p[:, :-2, 1:-1]
+            + p[:, :-2, 2:]
+            + p[:, 1:-1, :-2]
+            + p[:, 1:-1, 1:-1]
+            + p[:, 1:-1, 2:]
+            + p[:, 2:, :-2]
+            + p[:, 2:, 1:-1]
+            + p[:, 2:, 2:]
+        ), i % 1000
 
     def __getitem__(self, i):
         acc, label = self._blurred_sum(i)

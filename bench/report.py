@@ -3,6 +3,7 @@ results file written by bench/run.py.
 
     python bench/report.py doc/bench/results.json
 """
+
 import json
 import os
 import sys
@@ -47,8 +48,15 @@ def summary(run):
     rows = []
     for s in run["scenarios"]:
         outcome = s.get("headline") or s.get("skipped") or ("failed: " + s["error"] if "error" in s else "")
-        rows.append({"#": fmt(s["number"]), "scenario": s["title"], "result": outcome,
-                     "target": s.get("target", "(none set)"), "met": s["met"] if "met" in s else "n/a"})
+        rows.append(
+            {
+                "#": fmt(s["number"]),
+                "scenario": s["title"],
+                "result": outcome,
+                "target": s.get("target", "(none set)"),
+                "met": s["met"] if "met" in s else "n/a",
+            }
+        )
     return list_table(rows)
 
 
@@ -68,15 +76,18 @@ def chart(run, path):
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     sizes = sorted({r["MiB"] for r in transfer["rows"]})
     width = 0.25
-    series = [("numpy batches", [r["GB/s"] for r in transfer["rows"] if r["source"] == "numpy"]),
-              ("registered (zero-copy)", [r["GB/s"] for r in transfer["rows"] if r["source"] == "registered"])]
+    series = [
+        ("numpy batches", [r["GB/s"] for r in transfer["rows"] if r["source"] == "numpy"]),
+        ("registered (zero-copy)", [r["GB/s"] for r in transfer["rows"] if r["source"] == "registered"]),
+    ]
     if "rows" in peer:
         series.append(("PyTorch DataLoader", [r["PyTorch GB/s"] for r in peer["rows"] if "PyTorch GB/s" in r]))
     for k, (label, values) in enumerate(series):
         left.bar([i + (k - 1) * width for i in range(len(values))], values, width, label=label)
     limits = {r["MiB"]: r["GB/s"] for r in limit.get("rows", []) if "GB/s" in r}
-    left.plot(range(len(sizes)), [limits.get(m, float("nan")) for m in sizes], "k_--", markersize=30,
-              label="pinned H2D limit")
+    left.plot(
+        range(len(sizes)), [limits.get(m, float("nan")) for m in sizes], "k_--", markersize=30, label="pinned H2D limit"
+    )
     left.set_xticks(range(len(sizes)), ["%d MiB" % m for m in sizes])
     left.set_ylabel("GB/s")
     left.set_ylim(0, 75)
@@ -96,16 +107,22 @@ def chart(run, path):
 
 
 def render(run):
-    parts = [INTRO, "Measured on %s, %s, Theano device ``%s``, %d host copy threads, with::\n\n   %s\n\n"
-             % (run["machine"], run["date"], run["device"], run["copy_threads"], run["command"])]
+    parts = [
+        INTRO,
+        "Measured on %s, %s, Theano device ``%s``, %d host copy threads, with::\n\n   %s\n\n"
+        % (run["machine"], run["date"], run["device"], run["copy_threads"], run["command"]),
+    ]
     for extra in run.get("merged", []):  # scenarios re-run later (bench/run.py --only N --merge)
-        parts.append("Scenarios %s measured on %s, %s, with::\n\n   %s\n\n"
-                     % (", ".join(fmt(n) for n in extra["scenarios"]), extra["machine"], extra["date"],
-                        extra["command"]))
+        parts.append(
+            "Scenarios %s measured on %s, %s, with::\n\n   %s\n\n"
+            % (", ".join(fmt(n) for n in extra["scenarios"]), extra["machine"], extra["date"], extra["command"])
+        )
     chart_path = os.path.join(DOC, "_static", "benchmarks.png")
     if chart(run, chart_path):
-        parts.append(".. image:: _static/benchmarks.png\n   :alt: bandwidth through the queue and the balanced "
-                     "step against the baselines\n\n")
+        parts.append(
+            ".. image:: _static/benchmarks.png\n   :alt: bandwidth through the queue and the balanced "
+            "step against the baselines\n\n"
+        )
     parts += ["Summary\n-------\n\n", summary(run), "\n"]
     for s in run["scenarios"]:
         title = "%s. %s" % (fmt(s["number"]), s["title"])

@@ -1,8 +1,8 @@
 """Where the time of a small training step goes when a queue feeds it (issue 10, small steps).
 
-    python bench/step_profile.py                                  # 256x784 and 64x3072, hidden 1024
-    python bench/step_profile.py --shapes 256x784 --hidden 64     # a small step on a small CPU
-    python bench/step_profile.py --json out.json                  # the figures, for bench/run.py too
+    python -m bench.step_profile                                  # 256x784 and 64x3072, hidden 1024
+    python -m bench.step_profile --shapes 256x784 --hidden 64     # a small step on a small CPU
+    python -m bench.step_profile --json out.json                  # the figures, for bench/run.py too
 
 One 3-layer MLP training step (float32, loss read back every step), measured
 side by side in interleaved rounds (the best of the rounds is reported: the
@@ -30,22 +30,20 @@ consumer: what each costs per batch when nothing competes with it.
 Runs wherever Theano runs: on a GPU (``device=cuda``) the queue lives on it;
 with ``device=cpu`` the queue is a host queue.
 """
+
 import argparse
 import json
-import os
-import statistics
 import platform
+import statistics
 import sys
 import time
 
 import numpy as np
 import theano
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import theano_queue as tq  # noqa: E402
+from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
-from common import mlp_train_step, reading, time_steps  # noqa: E402
 
 PARTS = ("resident", "given", "prefilled", "array", "iterable")
 
@@ -63,8 +61,9 @@ class Case:
         n = max(64 * batch, 4096)
         self.data = rng.standard_normal((n, cols)).astype("float32")
         self.labels = rng.integers(0, 10, n).astype("int32")
-        self.batches = [(self.data[i * batch:(i + 1) * batch], self.labels[i * batch:(i + 1) * batch])
-                        for i in range(16)]
+        self.batches = [
+            (self.data[i * batch : (i + 1) * batch], self.labels[i * batch : (i + 1) * batch]) for i in range(16)
+        ]
         spec = [("x", "float32", (batch, cols)), ("y", "int32", (batch,))]
         self.queue = tq.Queue(spec, capacity=capacity, name="fed")
         self.full = tq.Queue(spec, capacity=prefill, name="prefilled")
@@ -74,7 +73,7 @@ class Case:
         given = self.compile([gx, gy], gx, gy)
         # Every batch of the data in turn, more than a processor's cache holds: like the fed parts,
         # each step reads new memory.
-        everything = [(self.data[i:i + batch], self.labels[i:i + batch]) for i in range(0, n - batch + 1, batch)]
+        everything = [(self.data[i : i + batch], self.labels[i : i + batch]) for i in range(0, n - batch + 1, batch)]
         turn = iter(range(1 << 62))
         self.given = reading(lambda: given(*everything[next(turn) % len(everything)]))
         self.fed = reading(self.compile([], *self.queue.dequeue()))
@@ -214,8 +213,9 @@ def producer_cost_us(case, count):
 # ---- the whole profile ------------------------------------------------------------------------
 
 
-def profile(batch, cols, hidden=1024, steps=300, rounds=5, capacity=3, switch_intervals=(0.0005,), trace=100,
-            seed=0, log=None):
+def profile(
+    batch, cols, hidden=1024, steps=300, rounds=5, capacity=3, switch_intervals=(0.0005,), trace=100, seed=0, log=None
+):
     """The profile of one step shape, as a dict: ``rows`` (one per part) and the case's parameters."""
     case = Case(batch, cols, hidden, capacity, max(steps, trace) + 3, np.random.default_rng(seed))
     default_interval = sys.getswitchinterval()
@@ -236,9 +236,17 @@ def profile(batch, cols, hidden=1024, steps=300, rounds=5, capacity=3, switch_in
                 sys.setswitchinterval(default_interval)
             times[(part, interval)].append(seconds)
         if log:
-            log("  round %d/%d: %s" % (r + 1, rounds, ", ".join(
-                "%s%s %.1f" % (p, "" if s is None else "@%gms" % (1e3 * s), 1e6 * times[(p, s)][-1])
-                for p, s in variants)))
+            log(
+                "  round %d/%d: %s"
+                % (
+                    r + 1,
+                    rounds,
+                    ", ".join(
+                        "%s%s %.1f" % (p, "" if s is None else "@%gms" % (1e3 * s), 1e6 * times[(p, s)][-1])
+                        for p, s in variants
+                    ),
+                )
+            )
     if trace:
         traces["prefilled"] = prefilled_trace(case, trace)
     resident = min(times[("resident", None)])
@@ -246,26 +254,57 @@ def profile(batch, cols, hidden=1024, steps=300, rounds=5, capacity=3, switch_in
     for part, interval in variants:
         seconds = min(times[(part, interval)])
         name = part if interval is None else "%s, switch interval %g ms" % (part, 1e3 * interval)
-        row = {"part": name, "us/step": 1e6 * seconds, "x resident": seconds / resident,
-               "median us": 1e6 * statistics.median(times[(part, interval)])}
+        row = {
+            "part": name,
+            "us/step": 1e6 * seconds,
+            "x resident": seconds / resident,
+            "median us": 1e6 * statistics.median(times[(part, interval)]),
+        }
         if interval is None:
             row.update(breakdown(traces.get(part)))
         rows.append(row)
     producers = producer_cost_us(case, min(200, max(20, steps)))
-    return {"shape": case.label, "hidden": hidden, "steps": steps, "rounds": rounds, "capacity": capacity,
-            "device": theano.config.device, "target": case.queue.target, "rows": rows,
-            "producer us/batch": producers,
-            "ratios": {p: next(r["x resident"] for r in rows if r["part"] == p) for p in PARTS[1:]}}
+    return {
+        "shape": case.label,
+        "hidden": hidden,
+        "steps": steps,
+        "rounds": rounds,
+        "capacity": capacity,
+        "device": theano.config.device,
+        "target": case.queue.target,
+        "rows": rows,
+        "producer us/batch": producers,
+        "ratios": {p: next(r["x resident"] for r in rows if r["part"] == p) for p in PARTS[1:]},
+    }
 
 
 def table(result):
     """The profile as aligned text."""
-    keys = ["part", "us/step", "x resident", "median us", "consumer wait us", "consumer read us", "producer wait us",
-            "producer write us", "producer publish us", "producer gap us"]
+    keys = [
+        "part",
+        "us/step",
+        "x resident",
+        "median us",
+        "consumer wait us",
+        "consumer read us",
+        "producer wait us",
+        "producer write us",
+        "producer publish us",
+        "producer gap us",
+    ]
     keys = [k for k in keys if any(k in r for r in result["rows"])]
-    lines = ["%s, hidden %d, %s (queue target %s), %d steps x %d rounds; producers alone: %s" % (
-        result["shape"], result["hidden"], result["device"], result["target"], result["steps"], result["rounds"],
-        ", ".join("%s %.1f us/batch" % kv for kv in result["producer us/batch"].items()))]
+    lines = [
+        "%s, hidden %d, %s (queue target %s), %d steps x %d rounds; producers alone: %s"
+        % (
+            result["shape"],
+            result["hidden"],
+            result["device"],
+            result["target"],
+            result["steps"],
+            result["rounds"],
+            ", ".join("%s %.1f us/batch" % kv for kv in result["producer us/batch"].items()),
+        )
+    ]
     widths = [max(len(k), 9) for k in keys]
     widths[0] = max(len(r["part"]) for r in result["rows"]) + 1
     lines.append("  ".join(k.rjust(w) if i else k.ljust(w) for i, (k, w) in enumerate(zip(keys, widths))))
@@ -286,8 +325,11 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=300, help="steps per part and round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--capacity", type=int, default=3, help="the fed queue's capacity")
-    parser.add_argument("--switch-intervals", default="0.5",
-                        help="extra sys.setswitchinterval values (ms) for the iterable part, comma-separated")
+    parser.add_argument(
+        "--switch-intervals",
+        default="0.5",
+        help="extra sys.setswitchinterval values (ms) for the iterable part, comma-separated",
+    )
     parser.add_argument("--trace", type=int, default=100, help="elements traced per fed part (0: none)")
     parser.add_argument("--copy-threads", type=int, help="the engine's copy pool (default: one per core, 16 at most)")
     parser.add_argument("--json", help="write the results here too")
@@ -298,9 +340,17 @@ def main(argv=None):
     for shape in args.shapes.split(","):
         batch, cols = parse_shape(shape)
         print("profiling %dx%d ..." % (batch, cols), file=sys.stderr, flush=True)
-        result = profile(batch, cols, args.hidden, args.steps, args.rounds, args.capacity,
-                         tuple(float(s) / 1e3 for s in args.switch_intervals.split(",") if s), args.trace,
-                         log=lambda line: print(line, file=sys.stderr, flush=True))
+        result = profile(
+            batch,
+            cols,
+            args.hidden,
+            args.steps,
+            args.rounds,
+            args.capacity,
+            tuple(float(s) / 1e3 for s in args.switch_intervals.split(",") if s),
+            args.trace,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
         print(table(result), flush=True)
         print(flush=True)
         results.append(result)

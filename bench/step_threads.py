@@ -1,6 +1,6 @@
 """Is a fed small step slower because the training thread works more, or because it waits?
 
-    python bench/step_threads.py [--shape 256x784] [--rounds 3]
+    python -m bench.step_threads [--shape 256x784] [--rounds 3]
 
 The same MLP step as bench/step_profile.py (resident, prefilled, fed by an
 array dataset, fed by a Python iterable), and for each, per step: the wall
@@ -11,16 +11,14 @@ the thread worked (or spun) more; blocks mean it slept on a lock, the GIL or
 the driver.  Best of the rounds.  doc/bench/notes.rst ("Small steps") has
 what it showed on the H200.
 """
+
 import argparse
-import os
 import resource
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import step_profile  # noqa: E402
+from bench import step_profile  # noqa: E402
 
 PARTS = ("resident", "prefilled", "array", "iterable")
 
@@ -35,8 +33,12 @@ def per_step(step, steps, warmup=3):
         step()
     wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
     after = resource.getrusage(resource.RUSAGE_THREAD)
-    return (1e6 * wall / steps, 1e6 * cpu / steps, (after.ru_nvcsw - before.ru_nvcsw) / steps,
-            (after.ru_nivcsw - before.ru_nivcsw) / steps)
+    return (
+        1e6 * wall / steps,
+        1e6 * cpu / steps,
+        (after.ru_nvcsw - before.ru_nvcsw) / steps,
+        (after.ru_nivcsw - before.ru_nivcsw) / steps,
+    )
 
 
 def measure(case, part, steps):
@@ -72,8 +74,10 @@ def main(argv=None):
     print("step %s, hidden %d, best of %d rounds of %d steps" % (args.shape, args.hidden, args.rounds, args.steps))
     for part in PARTS:
         wall, cpu, blocks, preempted = best[part]
-        print("  %-10s wall %6.1f us (%.3f x resident)  thread CPU %6.1f us  blocks %.2f  preempted %.2f per step"
-              % (part, wall, wall / resident, cpu, blocks, preempted))
+        print(
+            "  %-10s wall %6.1f us (%.3f x resident)  thread CPU %6.1f us  blocks %.2f  preempted %.2f per step"
+            % (part, wall, wall / resident, cpu, blocks, preempted)
+        )
 
 
 if __name__ == "__main__":

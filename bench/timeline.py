@@ -1,25 +1,23 @@
 """A traced, monitored training run: the trace JSON and the monitor's lines for the docs.
 
-    python bench/timeline.py --out DIR          # on a GPU machine (or the CPU)
-    python bench/trace_plot.py DIR/trace.json doc/_static/trace_h200.png
+    python -m bench.timeline --out DIR          # on a GPU machine (or the CPU)
+    python -m bench.trace_plot DIR/trace.json doc/_static/trace_h200.png
 
 A 3-layer MLP trains on 16 MiB float32 batches that a Feeder copies from
 numpy arrays into the queue while the GPU computes: the trace shows each
 batch's write, its copy over the bus and the step that reads it, overlapping.
 """
+
 import argparse
 import io
 import json
 import os
-import sys
 
 import numpy as np
 import theano
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import theano_queue as tq  # noqa: E402
-from common import cycle, mlp_train_step  # noqa: E402
+from bench.common import cycle, mlp_train_step  # noqa: E402
 
 
 def main(argv=None):
@@ -34,13 +32,14 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
 
     rng = np.random.default_rng(0)
-    q = tq.Queue([("x", "float32", (args.rows, args.cols)), ("y", "int32", (args.rows,))], capacity=3,
-                 name="mlp")
+    q = tq.Queue([("x", "float32", (args.rows, args.cols)), ("y", "int32", (args.rows,))], capacity=3, name="mlp")
     x, y = q.dequeue()
     loss, updates = mlp_train_step(x, y, args.cols, args.hidden, 10, rng)
     step = theano.function([], loss, updates=updates)
-    batches = [(rng.standard_normal((args.rows, args.cols)).astype("float32"),
-                rng.integers(0, 10, args.rows).astype("int32")) for _ in range(4)]
+    batches = [
+        (rng.standard_normal((args.rows, args.cols)).astype("float32"), rng.integers(0, 10, args.rows).astype("int32"))
+        for _ in range(4)
+    ]
 
     monitor_text = io.StringIO()
     losses = []
@@ -54,8 +53,14 @@ def main(argv=None):
     lines = [line.strip() for line in monitor_text.getvalue().replace("\r", "\n").splitlines() if line.strip()]
     with open(os.path.join(args.out, "monitor.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    summary = {"device": theano.config.device, "queue": repr(q), "first_loss": losses[0], "last_loss": losses[-1],
-               "traced_elements": len(trace.elements), "monitor_last_lines": lines[-3:]}
+    summary = {
+        "device": theano.config.device,
+        "queue": repr(q),
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+        "traced_elements": len(trace.elements),
+        "monitor_last_lines": lines[-3:],
+    }
     print(json.dumps(summary, indent=1))
 
 

@@ -1,8 +1,9 @@
 """The peer: PyTorch's DataLoader(pin_memory=True) with a CUDA-stream prefetcher
 (side stream, wait_stream, record_stream), on the workloads of bench/run.py.
 
-Run by bench/run.py with a Python that has PyTorch; prints one JSON line.
+Run by bench/run.py with a Python that has PyTorch (python -m bench.torch_peer); prints one JSON line.
 """
+
 import argparse
 import json
 import time
@@ -10,6 +11,8 @@ import time
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+from bench.torch_prefetch import Prefetcher
 
 MiB = 1 << 20
 
@@ -27,36 +30,16 @@ class Batches(Dataset):
         return torch.from_numpy(self.pool[i % len(self.pool)])
 
 
-class Prefetcher:
-    """Copies the next batch on a side stream while the current one is used."""
-
-    def __init__(self, loader):
-        self.loader = iter(loader)
-        self.stream = torch.cuda.Stream()
-        self.preload()
-
-    def preload(self):
-        try:
-            host = next(self.loader)
-        except StopIteration:
-            self.next = None
-            return
-        with torch.cuda.stream(self.stream):
-            self.next = host.cuda(non_blocking=True)
-
-    def __next__(self):
-        torch.cuda.current_stream().wait_stream(self.stream)
-        batch = self.next
-        if batch is None:
-            raise StopIteration
-        batch.record_stream(torch.cuda.current_stream())
-        self.preload()
-        return batch
-
-
 def loader(pool, steps, workers):
-    return DataLoader(Batches(pool, steps + 8), batch_size=None, shuffle=False, num_workers=workers,
-                      pin_memory=True, prefetch_factor=2 if workers else None, persistent_workers=False)
+    return DataLoader(
+        Batches(pool, steps + 8),
+        batch_size=None,
+        shuffle=False,
+        num_workers=workers,
+        pin_memory=True,
+        prefetch_factor=2 if workers else None,
+        persistent_workers=False,
+    )
 
 
 def seconds_per_step(pool, steps, step, workers):
@@ -104,12 +87,20 @@ def main():
     compute_s = (time.perf_counter() - started) / steps
     transfer_s = min(seconds_per_step(pool, steps, read_one, w) for w in worker_counts)
     both_s = min(seconds_per_step(pool, steps, layer, w) for w in worker_counts)
-    print(json.dumps({
-        "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "workers tried": worker_counts},
-        "transfer": transfer,
-        "balanced": {"compute_s": compute_s, "transfer_s": transfer_s, "both_s": both_s,
-                     "ratio": both_s / max(compute_s, transfer_s)},
-    }))
+    print(
+        json.dumps(
+            {
+                "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "workers tried": worker_counts},
+                "transfer": transfer,
+                "balanced": {
+                    "compute_s": compute_s,
+                    "transfer_s": transfer_s,
+                    "both_s": both_s,
+                    "ratio": both_s / max(compute_s, transfer_s),
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -2,49 +2,24 @@
 DataLoader(num_workers=W, pin_memory=True) with a CUDA-stream prefetcher, on
 the per-sample pipelines of bench/pipelines.py, consumed by a small GPU step.
 
-Run by bench/run.py with a Python that has PyTorch; prints one JSON line:
-samples/s for each worker count.
+Run by bench/run.py with a Python that has PyTorch (python -m bench.torch_workers_peer); prints
+one JSON line: samples/s for each worker count.
 
 Host copies per sample on this path (counted in doc/design.rst): the sample
 made by __getitem__, then (1) default_collate stacks the samples into a batch
 in shared memory inside the worker, (2) the pin-memory thread copies the batch
 into page-locked memory, then the DMA to the device.
 """
+
 import argparse
 import json
-import os
-import sys
 import time
 
 import torch
 from torch.utils.data import DataLoader
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from pipelines import PIPELINES  # noqa: E402
-
-
-class Prefetcher:
-    """Copies the next batch to the device on a side stream while the current one is used."""
-
-    def __init__(self, loader):
-        self.loader = iter(loader)
-        self.stream = torch.cuda.Stream()
-        self.preload()
-
-    def preload(self):
-        host = next(self.loader)
-        with torch.cuda.stream(self.stream):
-            self.next = [t.cuda(non_blocking=True) for t in host]
-
-    def __next__(self):
-        torch.cuda.current_stream().wait_stream(self.stream)
-        batch = self.next
-        for t in batch:
-            t.record_stream(torch.cuda.current_stream())
-        self.preload()
-        return batch
-
+from bench.pipelines import PIPELINES
+from bench.torch_prefetch import Prefetcher
 
 STEPS = {
     "augment": lambda x, y: x.mean().item(),
@@ -53,9 +28,16 @@ STEPS = {
 
 
 def samples_per_s(pipeline, workers, batch, seconds, least=5):
-    dataset = PIPELINES[pipeline][1](10 ** 7)  # the copying variant: __getitem__ is all PyTorch uses
-    loader = DataLoader(dataset, batch_size=batch, num_workers=workers, pin_memory=True, drop_last=True,
-                        prefetch_factor=2 if workers else None, persistent_workers=False)
+    dataset = PIPELINES[pipeline][1](10**7)  # the copying variant: __getitem__ is all PyTorch uses
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        num_workers=workers,
+        pin_memory=True,
+        drop_last=True,
+        prefetch_factor=2 if workers else None,
+        persistent_workers=False,
+    )
     step = STEPS[pipeline]
     batches = Prefetcher(loader)
     for _ in range(max(3, 2 * workers)):  # the workers start and fill their prefetch
@@ -77,8 +59,10 @@ def main():
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--seconds", type=float, default=4.0)
     args = parser.parse_args()
-    rows = [{"workers": w, "samples/s": samples_per_s(args.pipeline, w, args.batch, args.seconds)}
-            for w in map(int, args.workers.split(","))]
+    rows = [
+        {"workers": w, "samples/s": samples_per_s(args.pipeline, w, args.batch, args.seconds)}
+        for w in map(int, args.workers.split(","))
+    ]
     print(json.dumps({"versions": {"torch": torch.__version__, "cuda": torch.version.cuda}, "rows": rows}))
 
 

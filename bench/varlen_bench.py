@@ -17,12 +17,13 @@ timing (a pool, cycled), so the figures are the queue's and the step's, not
 the producer's Python.  Runs on the CPU too (a host queue: "bus" is then the
 copy into the slot).
 """
+
 import numpy as np
 import theano
 import theano.tensor as T
 
 import theano_queue as tq
-from common import MiB, best_of, cycle, reading, time_steps
+from bench.common import MiB, best_of, cycle, reading, time_steps
 from theano_queue.sampler import Sampler
 
 BOUND, FEATURES, BATCH, HIDDEN = 512, 128, 64, 256
@@ -37,7 +38,7 @@ def batches_of(order, lengths, rng):
     """Padded(data, lengths) batches of BATCH samples in ``order``, each padded to its own longest."""
     out = []
     for start in range(0, len(order) - BATCH + 1, BATCH):
-        rows = lengths[order[start:start + BATCH]]
+        rows = lengths[order[start : start + BATCH]]
         data = np.zeros((BATCH, int(rows.max()), FEATURES), np.float32)
         for i, n in enumerate(rows):
             data[i, :n] = rng.standard_normal((n, FEATURES), dtype=np.float32)
@@ -58,7 +59,7 @@ def step_graph(x, lengths, rng):
     h = T.tanh(T.dot(x.reshape((x.shape[0] * steps, FEATURES)), w)).reshape((x.shape[0], steps, HIDDEN))
     mask = T.cast(T.lt(T.arange(steps).dimshuffle("x", 0), lengths.dimshuffle(0, "x")), "float32")
     pooled = (h * mask.dimshuffle(0, 1, "x")).sum(axis=1) / T.maximum(lengths, 1).astype("float32").dimshuffle(0, "x")
-    return (pooled ** 2).mean()
+    return (pooled**2).mean()
 
 
 def measure(q, outputs, batches, steps):
@@ -88,30 +89,67 @@ def sequences(b):
     pool = 16 if b.quick else 32  # batches at the bound take 16 MiB each
 
     table = []
-    fixed = tq.Queue([("x", "float32", (BATCH, BOUND, FEATURES)), ("lengths", "int64", (BATCH,))], capacity=3,
-                     name="bound")
+    fixed = tq.Queue(
+        [("x", "float32", (BATCH, BOUND, FEATURES)), ("lengths", "int64", (BATCH,))], capacity=3, name="bound"
+    )
     x, lens = fixed.dequeue()
-    seconds, nbytes, extent = measure(fixed, (step_graph(x, lens, np.random.default_rng(1)), x.shape[1]),
-                                      [at_the_bound(p) for p in plain[:pool]], steps)
+    seconds, nbytes, extent = measure(
+        fixed,
+        (step_graph(x, lens, np.random.default_rng(1)), x.shape[1]),
+        [at_the_bound(p) for p in plain[:pool]],
+        steps,
+    )
     bound = {"s": seconds, "bytes": nbytes}
-    table.append({"what": "padded to the bound on the host, (64, 512, 128)", "MiB/batch": nbytes / MiB,
-                  "mean extent": extent, "step ms": 1e3 * seconds})
-    for what, batches in (("tq.upto(512): each batch's own extent", plain),
-                          ("tq.upto(512) + bucket_by (window 16 batches)", bucketed)):
+    table.append(
+        {
+            "what": "padded to the bound on the host, (64, 512, 128)",
+            "MiB/batch": nbytes / MiB,
+            "mean extent": extent,
+            "step ms": 1e3 * seconds,
+        }
+    )
+    for what, batches in (
+        ("tq.upto(512): each batch's own extent", plain),
+        ("tq.upto(512) + bucket_by (window 16 batches)", bucketed),
+    ):
         q = tq.Queue([("x", "float32", (BATCH, tq.upto(BOUND), FEATURES))], capacity=3, name="upto")
         x, lens = q.dequeue(lengths=True)
-        chosen = [batches[i] for i in np.random.default_rng(3).permutation(len(batches))[:pool * 4]]
-        seconds, nbytes, extent = measure(q, (step_graph(x, lens, np.random.default_rng(1)), x.shape[1]), chosen,
-                                          steps)
-        table.append({"what": what, "MiB/batch": nbytes / MiB, "mean extent": extent, "step ms": 1e3 * seconds,
-                      "x bound bytes": nbytes / bound["bytes"], "x bound step": seconds / bound["s"]})
+        chosen = [batches[i] for i in np.random.default_rng(3).permutation(len(batches))[: pool * 4]]
+        seconds, nbytes, extent = measure(q, (step_graph(x, lens, np.random.default_rng(1)), x.shape[1]), chosen, steps)
+        table.append(
+            {
+                "what": what,
+                "MiB/batch": nbytes / MiB,
+                "mean extent": extent,
+                "step ms": 1e3 * seconds,
+                "x bound bytes": nbytes / bound["bytes"],
+                "x bound step": seconds / bound["s"],
+            }
+        )
     used = float(lengths.mean() * BATCH * FEATURES * 4 / MiB)
-    table.append({"what": "the sequences' own bytes (no padding at all)", "MiB/batch": used,
-                  "x bound bytes": used * MiB / bound["bytes"]})
+    table.append(
+        {
+            "what": "the sequences' own bytes (no padding at all)",
+            "MiB/batch": used,
+            "x bound bytes": used * MiB / bound["bytes"],
+        }
+    )
     plain_row, bucket_row = table[1], table[2]
-    return {"rows": table, "lengths": {"median": float(np.median(lengths)), "mean": float(lengths.mean()),
-                                       "p99": float(np.percentile(lengths, 99)), "max": int(lengths.max())},
-            "headline": "bytes over the bus %.2f x (bucketed %.2f x) padding to the bound; step %.2f x (bucketed "
-                        "%.2f x)" % (plain_row["x bound bytes"], bucket_row["x bound bytes"],
-                                     plain_row["x bound step"], bucket_row["x bound step"]),
-            "target": "bytes and step time well below the bound's (bucketed: near the sequences' own bytes)"}
+    return {
+        "rows": table,
+        "lengths": {
+            "median": float(np.median(lengths)),
+            "mean": float(lengths.mean()),
+            "p99": float(np.percentile(lengths, 99)),
+            "max": int(lengths.max()),
+        },
+        "headline": "bytes over the bus %.2f x (bucketed %.2f x) padding to the bound; step %.2f x (bucketed "
+        "%.2f x)"
+        % (
+            plain_row["x bound bytes"],
+            bucket_row["x bound bytes"],
+            plain_row["x bound step"],
+            bucket_row["x bound step"],
+        ),
+        "target": "bytes and step time well below the bound's (bucketed: near the sequences' own bytes)",
+    }

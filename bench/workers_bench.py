@@ -14,24 +14,22 @@
 Each rate is measured after the workers have started and the queue has
 filled, over at least ``seconds`` of steps.
 """
+
 import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 
 import theano
 import theano.tensor as T
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import theano_queue as tq  # noqa: E402
-from common import reading  # noqa: E402
-from pipelines import PIPELINES  # noqa: E402
+from bench.common import reading  # noqa: E402
+from bench.pipelines import PIPELINES  # noqa: E402
 from theano_queue.probe import h2d_seconds  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: the peer runs as bench.*
 
 # Host copies of a sample's bytes between the dataset's code and the device (doc/design.rst).
 COPIES = {"theano_queue, read_into": 0, "theano_queue, __getitem__": 1, "PyTorch DataLoader": 2}
@@ -46,7 +44,7 @@ def steps(pipeline):
 def feeder_rate(b, pipeline, workers, batch, seconds, zero_copy, capacity=4):
     """Samples/s through a queue fed by ``workers`` processes (0: the Feeder's thread), and the feeder's stats."""
     make = PIPELINES[pipeline][0 if zero_copy else 1]
-    dataset = make(10 ** 6)  # epochs=None: as many passes as it takes
+    dataset = make(10**6)  # epochs=None: as many passes as it takes
     spec = [("x", make.dtype, (batch,) + make.shape), ("y", "int64", (batch,))]
     q = tq.Queue(spec, capacity=capacity, target=None if b.on_gpu else "cpu", name="%s%d" % (pipeline, workers))
     f = reading(theano.function([], steps(pipeline)(*q.dequeue())))
@@ -70,11 +68,20 @@ def torch_rates(b, pipeline, worker_counts, batch, seconds):
     """PyTorch's samples/s per worker count, or a string saying why there are none."""
     if not b.on_gpu:
         return "the PyTorch peer needs a GPU"
-    command = shlex.split(b.args.torch_python) + [os.path.join(HERE, "torch_workers_peer.py"), "--pipeline", pipeline,
-                                                   "--workers", ",".join(map(str, worker_counts)),
-                                                   "--batch", str(batch), "--seconds", str(seconds)]
+    command = shlex.split(b.args.torch_python) + [
+        "-m",
+        "bench.torch_workers_peer",
+        "--pipeline",
+        pipeline,
+        "--workers",
+        ",".join(map(str, worker_counts)),
+        "--batch",
+        str(batch),
+        "--seconds",
+        str(seconds),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
     if done.returncode != 0:
         return "PyTorch peer did not run: %s" % done.stderr.strip()[-500:]
     peer = json.loads(done.stdout.strip().splitlines()[-1])
@@ -93,28 +100,53 @@ def cpu_heavy(b):
     ours = {}
     for w in worker_counts:
         ours[w], stats = feeder_rate(b, "augment", w, batch, seconds, zero_copy=False)
-        row = {"workers": w, "theano_queue samples/s": ours[w], "x 1 worker": ours[w] / ours[worker_counts[0]],
-               "workers busy": stats["busy"]}
+        row = {
+            "workers": w,
+            "theano_queue samples/s": ours[w],
+            "x 1 worker": ours[w] / ours[worker_counts[0]],
+            "workers busy": stats["busy"],
+        }
         if isinstance(theirs, dict):
-            row.update({"PyTorch samples/s": theirs[w], "x 1 worker (PyTorch)": theirs[w] / theirs[worker_counts[0]],
-                        "ours / PyTorch": ours[w] / theirs[w]})
+            row.update(
+                {
+                    "PyTorch samples/s": theirs[w],
+                    "x 1 worker (PyTorch)": theirs[w] / theirs[worker_counts[0]],
+                    "ours / PyTorch": ours[w] / theirs[w],
+                }
+            )
         rows.append(row)
     top = worker_counts[-1]
     zero_copy, _ = feeder_rate(b, "augment", top, batch, seconds, zero_copy=True)
-    rows.append({"workers": "%d, read_into" % top, "theano_queue samples/s": zero_copy,
-                 "x 1 worker": zero_copy / ours[worker_counts[0]]})
+    rows.append(
+        {
+            "workers": "%d, read_into" % top,
+            "theano_queue samples/s": zero_copy,
+            "x 1 worker": zero_copy / ours[worker_counts[0]],
+        }
+    )
     scaling = ours[top] / ours[worker_counts[0]]
-    result = {"rows": rows, "batch": batch, "pipeline": "bench/pipelines.py Augment: 3x72x72 uint8 -> crop, flip, "
-                                                          "normalise, 3x3 blur -> 3x64x64 float32",
-              "host copies per sample": COPIES}
+    result = {
+        "rows": rows,
+        "batch": batch,
+        "pipeline": "bench/pipelines.py Augment: 3x72x72 uint8 -> crop, flip, normalise, 3x3 blur -> 3x64x64 float32",
+        "host copies per sample": COPIES,
+    }
     headline = "%d workers: %.0f samples/s, %.1f x one worker; one Feeder thread %.0f" % (
-        top, ours[top], scaling, one_thread)
+        top,
+        ours[top],
+        scaling,
+        one_thread,
+    )
     if isinstance(theirs, dict):
         gains = {w: ours[w] / theirs[w] for w in worker_counts}
         result["target"] = ">= 1.0 x PyTorch at every W, >= 1.2 x at W=14; 14 workers >= 0.85 x 14 x one worker"
         result["met"] = min(gains.values()) >= 1.0 and gains[top] >= 1.2 and scaling >= 0.85 * top
         headline += "; %.2f x PyTorch at %d workers (%.2f - %.2f x over W)" % (
-            gains[top], top, min(gains.values()), max(gains.values()))
+            gains[top],
+            top,
+            min(gains.values()),
+            max(gains.values()),
+        )
         result["torch"] = getattr(b, "torch_versions", None)
     else:
         result["peer"] = theirs
@@ -138,12 +170,27 @@ def large_samples(b):
     for name, zero_copy in (("theano_queue, read_into", True), ("theano_queue, __getitem__", False)):
         rate, stats = feeder_rate(b, "frames", workers, batch, seconds, zero_copy=zero_copy)
         measured[name] = rate * sample_bytes / 1e9
-        rows.append({"what": name, "workers": workers, "samples/s": rate, "GB/s": measured[name],
-                     "host copies per sample": COPIES[name], "workers busy": stats["busy"]})
+        rows.append(
+            {
+                "what": name,
+                "workers": workers,
+                "samples/s": rate,
+                "GB/s": measured[name],
+                "host copies per sample": COPIES[name],
+                "workers busy": stats["busy"],
+            }
+        )
     if isinstance(theirs, dict):
         measured["PyTorch DataLoader"] = theirs[workers] * sample_bytes / 1e9
-        rows.append({"what": "PyTorch DataLoader", "workers": workers, "samples/s": theirs[workers],
-                     "GB/s": measured["PyTorch DataLoader"], "host copies per sample": COPIES["PyTorch DataLoader"]})
+        rows.append(
+            {
+                "what": "PyTorch DataLoader",
+                "workers": workers,
+                "samples/s": theirs[workers],
+                "GB/s": measured["PyTorch DataLoader"],
+                "host copies per sample": COPIES["PyTorch DataLoader"],
+            }
+        )
     if limit:
         for row in rows[1:]:
             row["x limit"] = row["GB/s"] / limit
@@ -153,12 +200,18 @@ def large_samples(b):
         result["target"] = ">= 0.90 x the pinned host-to-device limit"
         result["met"] = best / limit >= 0.90
         result["headline"] = "read_into %.1f GB/s = %.2f x the %.1f GB/s limit; __getitem__ %.2f x" % (
-            best, best / limit, limit, measured["theano_queue, __getitem__"] / limit)
+            best,
+            best / limit,
+            limit,
+            measured["theano_queue, __getitem__"] / limit,
+        )
         if "PyTorch DataLoader" in measured:
             result["headline"] += "; PyTorch %.2f x" % (measured["PyTorch DataLoader"] / limit)
     else:
         result["headline"] = "read_into %.2f GB/s, __getitem__ %.2f GB/s into a CPU queue (no GPU: no limit)" % (
-            best, measured["theano_queue, __getitem__"])
+            best,
+            measured["theano_queue, __getitem__"],
+        )
     if not isinstance(theirs, dict):
         result["peer"] = theirs
     return result

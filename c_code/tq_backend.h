@@ -15,8 +15,8 @@
  * Both keep every slot's staging in one shared block, so that producers in
  * other processes can map it and write slots in place.
  *
- * No entry is called with the ring's lock held.  Entries marked optional may be NULL: the ring then refuses the call with
- * TQ_ESTATE.
+ * No entry is called with the ring's lock held.  Entries marked optional may be NULL: the ring then refuses the call
+ * with TQ_ESTATE.
  */
 #ifndef TQ_BACKEND_H
 #define TQ_BACKEND_H
@@ -39,9 +39,9 @@ typedef enum { TQ_MEM_UNKNOWN = 0, TQ_MEM_HOST, TQ_MEM_DEVICE, TQ_MEM_MANAGED } 
 
 typedef struct {
     tq_mem_kind kind;
-    int device;          /* the GPU's ordinal (device and managed memory) */
-    void *context;       /* the CUcontext it was allocated in (NULL: none the driver names) */
-    int same_context;    /* 1 when that is the ring's context (or none is named) */
+    int device;       /* the GPU's ordinal (device and managed memory) */
+    void *context;    /* the CUcontext it was allocated in (NULL: none the driver names) */
+    int same_context; /* 1 when that is the ring's context (or none is named) */
 } tq_device_ptr;
 
 /* One component of an element a producer holds in device memory: element
@@ -86,8 +86,7 @@ struct tq_backend {
      * then makes no driver call while a training step makes its own (the
      * driver serialises the two threads' calls: doc/design.rst, "Small
      * steps"). */
-    tq_code (*publish)(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead,
-                       tq_error *err);
+    tq_code (*publish)(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead, tq_error *err);
     /* Copies extent of a READING slot into host memory at dst (cuda: waits
      * for the slot's data, then copies device-to-host). */
     tq_code (*read_to_host)(tq_backend *self, int slot, const tq_extent *extent, void *dst, tq_error *err);
@@ -98,8 +97,8 @@ struct tq_backend {
     /* Optional.  A consumer on a device stream (a CUstream): makes `stream`
      * wait for the slot's data, copies extents[i] to device address dsts[i]
      * on it, and records that the slot was read.  No host wait. */
-    tq_code (*take)(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
-                    const uint64_t *dsts, tq_error *err);
+    tq_code (*take)(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n, const uint64_t *dsts,
+                    tq_error *err);
     /* Optional.  A producer on a device stream: makes `stream` wait until the
      * slot's last reader is done, copies device addresses srcs[i] into
      * extents[i] of the slot on it, and records that the slot is filled. */
@@ -112,8 +111,8 @@ struct tq_backend {
      * stream, ordered after each producer's stream and after the slot's last
      * reader, records that the slot is filled, and orders the producers'
      * streams (or the host) after the copy. */
-    tq_code (*put_device_arrays)(tq_backend *self, int slot, const tq_extent *extents, int n,
-                                 const tq_device_src *srcs, tq_error *err);
+    tq_code (*put_device_arrays)(tq_backend *self, int slot, const tq_extent *extents, int n, const tq_device_src *srcs,
+                                 tq_error *err);
     /* Optional.  The CUstream put_device_arrays copies on, for producers that
      * order themselves before it (DLPack's __dlpack__(stream=...)). */
     void *(*copy_stream)(tq_backend *self);

@@ -21,15 +21,15 @@ extern "C" {
  * chooses one, and a front end maps each to one kind of exception. */
 typedef enum {
     TQ_OK = 0,
-    TQ_TIMEOUT,  /* nothing happened before the deadline */
-    TQ_CLOSED,   /* closed (and, for consumers, drained) */
-    TQ_FAILED,   /* failed by tq_ring_fail, and drained: the message says why */
-    TQ_STOPPED,  /* the caller's stop flag was raised while it waited */
-    TQ_EINVAL,   /* a bad argument */
-    TQ_ESTATE,   /* a call that the queue's state or kind does not allow */
-    TQ_ENOMEM,   /* out of host memory (pinned host memory included) */
-    TQ_EDEVMEM,  /* out of device memory */
-    TQ_ECUDA     /* another CUDA failure; the message names the call and the error */
+    TQ_TIMEOUT, /* nothing happened before the deadline */
+    TQ_CLOSED,  /* closed (and, for consumers, drained) */
+    TQ_FAILED,  /* failed by tq_ring_fail, and drained: the message says why */
+    TQ_STOPPED, /* the caller's stop flag was raised while it waited */
+    TQ_EINVAL,  /* a bad argument */
+    TQ_ESTATE,  /* a call that the queue's state or kind does not allow */
+    TQ_ENOMEM,  /* out of host memory (pinned host memory included) */
+    TQ_EDEVMEM, /* out of device memory */
+    TQ_ECUDA    /* another CUDA failure; the message names the call and the error */
 } tq_code;
 
 /* Every engine call that can fail fills one of these (when not NULL). */

@@ -24,9 +24,9 @@ typedef struct tq_copier tq_copier;
 
 struct tq_copier {
     pthread_mutex_t lock;
-    pthread_cond_t work;     /* tickets were posted, or the pool is closing */
-    pthread_cond_t done;     /* a worker finished its part of a job */
-    pthread_mutex_t busy;    /* held by the caller whose job runs */
+    pthread_cond_t work;  /* tickets were posted, or the pool is closing */
+    pthread_cond_t done;  /* a worker finished its part of a job */
+    pthread_mutex_t busy; /* held by the caller whose job runs */
     pthread_t *workers;
     int n_workers, started, closing;
 
@@ -34,9 +34,9 @@ struct tq_copier {
     tq_chunk_fn fn;
     void *arg;
     size_t n_chunks;
-    size_t next_chunk;       /* taken atomically */
-    int tickets;             /* workers still wanted for the job: no more wake than it has chunks for */
-    int active;              /* workers that took a ticket and are not done */
+    size_t next_chunk; /* taken atomically */
+    int tickets;       /* workers still wanted for the job: no more wake than it has chunks for */
+    int active;        /* workers that took a ticket and are not done */
 };
 
 /* memcpy with streaming (non-temporal) stores: the destination is not read
@@ -253,7 +253,7 @@ tq_code tq_copy_set_threads(int threads, tq_error *err)
     pthread_once(&atfork_once, watch_forks);
     pthread_rwlock_wrlock(&pool_lock);
     copier_destroy(pool);
-    pool = NULL; /* the next large copy makes the new one */
+    pool = NULL;                /* the next large copy makes the new one */
     pool_workers = threads - 1; /* the caller of a copy is one of them */
     pthread_rwlock_unlock(&pool_lock);
     return TQ_OK;

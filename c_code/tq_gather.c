@@ -58,8 +58,7 @@ const char *tq_gather_mechanism_name(tq_gather_mechanism mechanism)
     }
 }
 
-void tq_rows_span(const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n, const char **lo,
-                  const char **hi)
+void tq_rows_span(const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n, const char **lo, const char **hi)
 {
     int64_t first = idx[0], last = idx[0];
     for (int64_t r = 1; r < n; r++) {

@@ -36,7 +36,7 @@ static tq_code host_before_write(tq_backend *self, int slot, tq_error *err)
 
 /* Producers wrote the staging, which is the slot: nothing moves. */
 static tq_code host_publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead,
-                           tq_error *err)
+                            tq_error *err)
 {
     (void)self, (void)slot, (void)extents, (void)n_extents, (void)ahead, (void)err;
     return TQ_OK;
@@ -87,10 +87,18 @@ static void host_destroy(tq_backend *self)
 tq_backend *tq_host_backend_create(tq_error *err)
 {
     static const tq_backend host = {
-        .name = "host", .on_device = 0,
-        .alloc_slots = host_alloc_slots, .write_ptr = host_slot, .before_write = host_before_write,
-        .publish = host_publish, .read_to_host = host_read_to_host, .shared_staging = host_shared_staging,
-        .swap_staging = host_swap_staging, .destroy = host_destroy, .lend = host_lend, .give_back = host_give_back,
+        .name = "host",
+        .on_device = 0,
+        .alloc_slots = host_alloc_slots,
+        .write_ptr = host_slot,
+        .before_write = host_before_write,
+        .publish = host_publish,
+        .read_to_host = host_read_to_host,
+        .shared_staging = host_shared_staging,
+        .swap_staging = host_swap_staging,
+        .destroy = host_destroy,
+        .lend = host_lend,
+        .give_back = host_give_back,
     };
     host_backend *b = calloc(1, sizeof *b);
     if (!b) {

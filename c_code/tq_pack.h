@@ -16,13 +16,13 @@ extern "C" {
 #endif
 
 typedef struct {
-    void *dst;             /* n rows of dst_row_bytes, contiguous */
+    void *dst; /* n rows of dst_row_bytes, contiguous */
     size_t dst_row_bytes;
-    const void *src;       /* row r at src + r * src_stride */
+    const void *src; /* row r at src + r * src_stride */
     ptrdiff_t src_stride;
-    const int64_t *used;   /* bytes of each row to copy, each <= dst_row_bytes */
+    const int64_t *used; /* bytes of each row to copy, each <= dst_row_bytes */
     int64_t n;
-    const void *pad;       /* one item of padding, pad_bytes long */
+    const void *pad; /* one item of padding, pad_bytes long */
     size_t pad_bytes;
 } tq_pack_job;
 

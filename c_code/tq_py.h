@@ -3,12 +3,19 @@
  * share.  Not part of the engine: the engine (tq_ring.h) knows nothing of
  * Python.
  *
- *   tq_py_module.c   the module: its init, its functions, the exceptions and
- *                    the one function that turns an engine error into one
- *   tq_py_ring.c     the Ring and Stop types
- *   tq_py_element.c  element checks, put and get, and the waits
- *   tq_py_capi.c     the table of functions for the Ops (tq_capi.h)
- *   tq_py_device.c   device arrays: checked puts, device gets, DLPack, pygpu
+ * Each file calls only the files listed below it (arrows point one way):
+ *
+ *   tq_py_module.c    the module, assembled: its init only
+ *   tq_py_functions.c the module's functions that belong to no type
+ *   tq_py_capi.c      the table of functions for the Ops (tq_capi.h)
+ *   tq_py_ring.c      the Ring type: life, put and get, state, the timeline
+ *   tq_py_writer.c    the Ring's in-place writing (reserve, commit, abort)
+ *   tq_py_memory.c    the Ring's page-locking, device gather, shared staging
+ *   tq_py_stop.c      the Stop type
+ *   tq_py_device.c    device arrays: checked puts, device gets, DLPack
+ *   tq_py_element.c   the waits, element checks, put and get, lending
+ *   tq_py_gpuarray.c  the bridges to libgpuarray (pygpu's contexts)
+ *   tq_py_errors.c    the exceptions, the one error mapping, ring_usable
  */
 #ifndef TQ_PY_H
 #define TQ_PY_H
@@ -31,16 +38,17 @@
 typedef struct {
     PyObject_HEAD
     tq_ring *ring;
-    pid_t pid;               /* the process that made it, for messages */
-    unsigned long forks;     /* fork_count when it was made */
-    PyObject *name;          /* str, for messages */
-    int n;                   /* components */
-    PyObject *names;         /* tuple of str */
-    PyArray_Descr **descrs;  /* n */
-    int *ndims;              /* n */
+    pid_t pid;              /* the process that made it, for messages */
+    unsigned long forks;    /* fork_count when it was made */
+    PyObject *name;         /* str, for messages */
+    int n;                  /* components */
+    PyObject *names;        /* tuple of str */
+    PyArray_Descr **descrs; /* n */
+    int *ndims;             /* n */
     npy_intp (*shapes)[NPY_MAXDIMS];
-    double timeout;          /* default for gets, < 0 for none */
-    PyObject *failure;       /* the exception handed to fail(), or NULL */
+    double timeout;     /* default for gets, < 0 for none */
+    PyObject *failure;  /* the exception handed to fail(), or NULL */
+    PyObject *on_stall; /* called with the seconds a consumer has waited, or NULL */
     PyObject *weakrefs;
 } RingObject;
 
@@ -51,29 +59,40 @@ extern PyTypeObject RingType, StopType, LeaseType, DLPackOwnerType;
 extern unsigned long fork_count;
 extern PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError, *Stopped;
 
-/* ---- tq_py_module.c ---- */
+/* ---- tq_py_errors.c ---- */
+/* Imports the exceptions from theano_queue.errors; 0, or -1 with an exception. */
+int import_errors(void);
+/* Counts fork()s into fork_count from now on; 0, or -1. */
+int count_forks(void);
 /* Sets the Python exception that err means, its message prefixed by `who`
  * and the queue's name (ring may be NULL; who NULL: the queue's own
  * creation).  Returns -1. */
 int raise_error(const char *who, RingObject *ring, const tq_error *err);
-/* The CUcontext of a libgpuarray context given as its address (pygpu's
- * GpuContext.ptr). */
-tq_code cu_context_of(PyObject *gpu_context, void **cu_context, tq_error *err);
-
-/* ---- tq_py_ring.c ---- */
 /* 0 when the Ring can be used here (made, and in this process), else -1
  * with an exception naming who. */
 int ring_usable(RingObject *self, const char *who);
 
-/* ---- tq_py_capi.c ---- */
-/* A new capsule holding the Ops' table of functions. */
-PyObject *capi_capsule(void);
+/* ---- tq_py_gpuarray.c ---- */
+/* The CUcontext of a libgpuarray context given as its address (pygpu's
+ * GpuContext.ptr). */
+tq_code cu_context_of(PyObject *gpu_context, void **cu_context, tq_error *err);
+/* Module function gpu_context_stream. */
+PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
 
 /* ---- tq_py_element.c ---- */
+/* Seconds a consumer's wait lasts before its Ring's on_stall hook is called
+ * (once per wait; < 0: never); returns the setting it replaces. */
+double set_stall_after(double seconds);
+/* Seconds a wait may last, < 0 for no limit, from a Python timeout (None:
+ * `fallback`); 0, or -1 with an exception. */
+int parse_timeout(PyObject *obj, double fallback, double *out);
 /* Reserves a slot for a producer or a consumer, waiting up to timeout_s
  * seconds (< 0: no limit) with the GIL released, and waking for Ctrl-C.
  * 0, or -1 with an exception.  stop: NULL or a Stop's flag. */
 int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot);
+/* The engine's view of a component of this dtype and shape: rows of bytes
+ * (a scalar is one row). */
+tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_intp *shape);
 /* 0 when an array of this shape fits component c, else -1 with ValueError. */
 int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims);
 /* Validates and puts one element; the queue's size after it, or -1. */
@@ -109,8 +128,35 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
 /* Takes the next element into device addresses dsts (full-size buffers) on
  * a consumer's CUstream: a tuple of its rows per component, or NULL. */
 PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts, void *stream, double timeout_s);
-/* Module functions: dlpack_source, gpu_context_stream. */
+/* Module function dlpack_source. */
 PyObject *dlpack_source(PyObject *module, PyObject *capsule);
-PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
+
+/* ---- tq_py_stop.c ---- */
+/* The flag of a Stop made for this ring (NULL for None), or -1 with TypeError. */
+int stop_flag(RingObject *self, const char *who, PyObject *stop, const int **flag);
+
+/* ---- tq_py_memory.c: methods of the Ring ---- */
+PyObject *Ring_register_host(RingObject *self, PyObject *array);
+PyObject *Ring_unregister_host(RingObject *self, PyObject *array);
+PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds);
+PyObject *Ring_gather_on_host(RingObject *self, PyObject *unused);
+PyObject *Ring_staging_fd(RingObject *self, PyObject *unused);
+PyObject *Ring_slot_offset(RingObject *self, PyObject *arg);
+PyObject *Ring_swap_staging(RingObject *self, PyObject *args);
+PyObject *Ring_get_staging_bytes(RingObject *self, void *unused);
+PyObject *Ring_get_component_offsets(RingObject *self, void *unused);
+
+/* ---- tq_py_writer.c: methods of the Ring ---- */
+PyObject *Ring_reserve(RingObject *self, PyObject *args, PyObject *kwds);
+PyObject *Ring_commit(RingObject *self, PyObject *args);
+PyObject *Ring_abort(RingObject *self, PyObject *args);
+
+/* ---- tq_py_capi.c ---- */
+/* A new capsule holding the Ops' table of functions. */
+PyObject *capi_capsule(void);
+
+/* ---- tq_py_functions.c ---- */
+/* The module's functions, for its definition. */
+extern PyMethodDef engine_functions[];
 
 #endif /* TQ_PY_H */

@@ -46,7 +46,10 @@ static int capi_element_shape(PyObject *ring, int slot, int c, intptr_t *dims)
     return element_shape((RingObject *)ring, slot, c, (npy_intp *)dims);
 }
 
-static int capi_lend(PyObject *ring, int slot, PyObject **views) { return lend_element((RingObject *)ring, slot, views); }
+static int capi_lend(PyObject *ring, int slot, PyObject **views)
+{
+    return lend_element((RingObject *)ring, slot, views);
+}
 
 static void capi_get_end(PyObject *ring, int slot) { tq_ring_release_get(((RingObject *)ring)->ring, slot); }
 
@@ -108,15 +111,24 @@ static int capi_set_size(PyObject **out, Py_ssize_t size)
 }
 
 static tq_capi_t capi = {
-    .version = TQ_CAPI_VERSION, .resolve = capi_resolve,
+    .version = TQ_CAPI_VERSION,
+    .resolve = capi_resolve,
     /* consumers */
-    .get_begin = capi_get_begin, .element_shape = capi_element_shape, .copy_to_host = capi_copy_to_host,
-    .get_end = capi_get_end, .lend = capi_lend, .is_lent = is_lent,
+    .get_begin = capi_get_begin,
+    .element_shape = capi_element_shape,
+    .copy_to_host = capi_copy_to_host,
+    .get_end = capi_get_end,
+    .lend = capi_lend,
+    .is_lent = is_lent,
     /* producers */
-    .put = capi_put, .check_shape = capi_check_shape, .put_begin = capi_put_begin, .put_abort = capi_put_abort,
+    .put = capi_put,
+    .check_shape = capi_check_shape,
+    .put_begin = capi_put_begin,
+    .put_abort = capi_put_abort,
     .set_size = capi_set_size,
     /* GPU queues */
-    .gpu_take = capi_gpu_take, .gpu_put = capi_gpu_put,
+    .gpu_take = capi_gpu_take,
+    .gpu_put = capi_gpu_put,
 };
 
 PyObject *capi_capsule(void) { return PyCapsule_New(&capi, "theano_queue._engine._C_API", NULL); }

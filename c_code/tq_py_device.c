@@ -94,11 +94,11 @@ static int check_memory(RingObject *self, const char *who, int c, tq_device_src 
                      "%s: queue '%U', component '%U': expected device memory of GPU %d, got %s at %p; "
                      "put host data as a numpy array",
                      who, self->name, component_label(self, c), device,
-                     src->where.kind == TQ_MEM_HOST ? "page-locked host memory" : "an address the CUDA driver does not know",
+                     src->where.kind == TQ_MEM_HOST ? "page-locked host memory"
+                                                    : "an address the CUDA driver does not know",
                      (void *)(uintptr_t)src->ptr);
         return -1;
-    default:
-        break;
+    default: break;
     }
     if (src->where.device != device) {
         PyErr_Format(PyExc_ValueError,
@@ -203,8 +203,10 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
     Py_ssize_t result = -1;
     int slot;
     if (!tq_ring_on_device(self->ring)) {
-        PyErr_Format(QueueError, "%s: queue '%U' lives in host memory; put device arrays into a GPU queue, or "
-                     "copy them to the host first", who, self->name);
+        PyErr_Format(QueueError,
+                     "%s: queue '%U' lives in host memory; put device arrays into a GPU queue, or "
+                     "copy them to the host first",
+                     who, self->name);
         return -1;
     }
     PyObject *seq = PySequence_Fast(sources, "device sources must be a sequence, one per component");
@@ -324,7 +326,8 @@ static void DLPackOwner_dealloc(DLPackOwnerObject *self)
 
 PyTypeObject DLPackOwnerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.DLPackOwner",
-    .tp_basicsize = sizeof(DLPackOwnerObject), .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_basicsize = sizeof(DLPackOwnerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)DLPackOwner_dealloc,
     .tp_doc = "A DLPack tensor taken from its capsule: its memory stays valid while this lives.",
 };
@@ -332,8 +335,12 @@ PyTypeObject DLPackOwnerType = {
 /* numpy's typestr of a DLPack dtype, or NULL with TypeError. */
 static PyObject *dl_typestr(dl_dtype t)
 {
-    const char *kind = t.code == DL_INT ? "i" : t.code == DL_UINT ? "u" : t.code == DL_FLOAT ? "f"
-                     : t.code == DL_COMPLEX ? "c" : t.code == DL_BOOL ? "b" : NULL;
+    const char *kind = t.code == DL_INT       ? "i"
+                       : t.code == DL_UINT    ? "u"
+                       : t.code == DL_FLOAT   ? "f"
+                       : t.code == DL_COMPLEX ? "c"
+                       : t.code == DL_BOOL    ? "b"
+                                              : NULL;
     if (!kind || t.lanes != 1 || t.bits % 8 || !t.bits) {
         PyErr_Format(PyExc_TypeError,
                      "a DLPack tensor of dtype code %d, %d bits, %d lanes has no numpy dtype (bfloat16 and vector "
@@ -378,42 +385,6 @@ PyObject *dlpack_source(PyObject *module, PyObject *capsule)
         return NULL;
     }
     owner->tensor = managed;
-    return Py_BuildValue("(NKNNNii)", owner, (unsigned long long)((uintptr_t)t->data + t->byte_offset), shape,
-                         strides, typestr, (int)t->device.device_type, (int)t->device.device_id);
-}
-
-/* ---- libgpuarray's buffers (pygpu) ------------------------------------------------------ */
-
-/* A function of libgpuarray's CUDA extension (cuda_wait, ...), or NULL with
- * QueueError.  libgpuarray is loaded by pygpu whenever there is a GpuArray. */
-static void *gpuarray_extension(const char *name)
-{
-    void *lib = dlopen("libgpuarray.so.3", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib)
-        lib = dlopen("libgpuarray.so", RTLD_NOW | RTLD_NOLOAD);
-    void *(*get_extension)(const char *) = lib ? (void *(*)(const char *))dlsym(lib, "gpuarray_get_extension") : NULL;
-    void *fn = get_extension ? get_extension(name) : NULL;
-    if (lib)
-        dlclose(lib); /* stays loaded: pygpu holds it */
-    if (!fn)
-        PyErr_Format(QueueError, "libgpuarray is not loaded or lacks its CUDA extension '%s'", name);
-    return fn;
-}
-
-static void *address_arg(PyObject *obj, const char *what)
-{
-    void *p = PyLong_AsVoidPtr(obj);
-    if (!p && !PyErr_Occurred())
-        PyErr_Format(PyExc_ValueError, "%s must not be NULL", what);
-    return p;
-}
-
-/* gpu_context_stream(gpu_context_ptr) -> the CUstream of a libgpuarray
- * context (pygpu's GpuContext.ptr), on which Theano computes. */
-PyObject *gpu_context_stream(PyObject *module, PyObject *arg)
-{
-    (void)module;
-    void *ctx = address_arg(arg, "gpu_context");
-    void *(*fn)(void *) = ctx ? (void *(*)(void *))gpuarray_extension("cuda_get_stream") : NULL;
-    return fn ? PyLong_FromVoidPtr(fn(ctx)) : NULL;
+    return Py_BuildValue("(NKNNNii)", owner, (unsigned long long)((uintptr_t)t->data + t->byte_offset), shape, strides,
+                         typestr, (int)t->device.device_type, (int)t->device.device_id);
 }

@@ -11,60 +11,85 @@
 
 /* ---- waits ---------------------------------------------------------------------- */
 
-typedef tq_code (*reserve_fn)(tq_ring *, double, const int *, int *, tq_error *);
-
-int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot)
+/* Seconds a wait may last, < 0 for no limit: `fallback` for None (a call's
+ * None is the ring's timeout; the ring's own None is no limit), no limit for
+ * math.inf. */
+int parse_timeout(PyObject *obj, double fallback, double *out)
 {
-    reserve_fn reserve = producer ? tq_ring_reserve_put : tq_ring_reserve_get;
-    tq_error err;
-    /* The common case, an element or a slot already there, keeps the GIL:
-     * giving it up costs more than the reservation itself.  A deadline of 0
-     * has passed: no wait. */
-    tq_code code = reserve(self->ring, 0.0, stop, slot, &err);
-    if (code != TQ_TIMEOUT)
-        return code == TQ_OK ? 0 : raise_error(who, self, &err);
-
-    double deadline = timeout_s < 0 ? -1.0 : tq_now() + timeout_s;
-    for (;;) {
-        double slice_end = tq_now() + WAIT_SLICE_S;
-        if (deadline >= 0 && deadline < slice_end)
-            slice_end = deadline;
-        Py_BEGIN_ALLOW_THREADS
-        code = reserve(self->ring, slice_end, stop, slot, &err);
-        Py_END_ALLOW_THREADS
-        if (code == TQ_OK)
-            return 0;
-        if (code != TQ_TIMEOUT)
-            return raise_error(who, self, &err);
-        if (PyErr_CheckSignals())
-            return -1;
-        if (deadline >= 0 && tq_now() >= deadline) {
-            tq_set_error(&err, TQ_TIMEOUT, "%s within %g s", producer ? "no free slot" : "no element", timeout_s);
-            return raise_error(who, self, &err);
-        }
+    if (obj == NULL || obj == Py_None) {
+        *out = fallback;
+        return 0;
     }
+    double t = PyFloat_AsDouble(obj);
+    if (t == -1.0 && PyErr_Occurred())
+        return -1;
+    if (t < 0 || t != t) {
+        PyErr_Format(PyExc_ValueError, "timeout must be None or a number >= 0, got %R", obj);
+        return -1;
+    }
+    *out = t == Py_HUGE_VAL ? -1.0 : t;
+    return 0;
 }
+
+/* Host memory for gpu_context and cu_context None, else the device of a
+ * libgpuarray context given as its address (pygpu's GpuContext.ptr), or of a
+ * CUcontext given as its handle (front ends without libgpuarray, and the
+ * tests' stand-in driver). */
+typedef tq_code (*reserve_fn)(tq_ring *, double, const int *, int *, tq_error *);
 
 /* What a producer does with each slot it reserved, without the GIL: write
  * it and publish it (the engine's put calls).  `index` counts the slots of
- * one produce() call from 0. */
+ * one wait from 0. */
 typedef tq_code (*fill_fn)(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err);
 
-/* Reserves and fills `count` slots in turn, giving the GIL up once for all of
- * them, and again only every WAIT_SLICE_S of waiting (for Ctrl-C and the
- * deadline, as wait_for_slot).  A producer woken by a consumer writes at
- * once: taking the GIL back between the reservation and the copy would make
- * it wait for the consumer's thread, which holds the GIL through a whole
- * training step, and hand the GIL over twice per element.  *done is the
- * number of slots published.  0, or -1 with an exception (Stopped when stop
- * was raised). */
-static int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
-                   int64_t count, int64_t *done)
+/* Seconds a consumer waits before its Ring's on_stall hook is told (once per
+ * wait); < 0: never.  Set by set_stall_warning (theano_queue/stall.py sets
+ * its default on import), read with the GIL held. */
+static double stall_after_s = -1.0;
+
+double set_stall_after(double seconds)
 {
+    double was = stall_after_s;
+    stall_after_s = seconds;
+    return was;
+}
+
+/* Tells the Ring's on_stall hook (theano_queue/stall.py's, set by the Queue)
+ * that a consumer has waited `waited` seconds.  A hook that raises is
+ * reported as unraisable: a warning must not end the wait. */
+static void report_stall(RingObject *self, double waited)
+{
+    if (!self->on_stall)
+        return;
+    PyObject *hook = self->on_stall, *result;
+    Py_INCREF(hook);
+    result = PyObject_CallFunction(hook, "d", waited);
+    if (result)
+        Py_DECREF(result);
+    else
+        PyErr_WriteUnraisable(hook);
+    Py_DECREF(hook);
+}
+
+/* The one wait of the face: reserves `count` slots in turn (a producer's
+ * with producer, else a consumer's), each then filled by fill when given,
+ * giving the GIL up once for all of them and again only every WAIT_SLICE_S
+ * of waiting, to run Ctrl-C, honour the deadline and report a stalled
+ * consumer.  A producer woken by a consumer writes at once: taking the GIL
+ * back between the reservation and the copy would make it wait for the
+ * consumer's thread, which holds the GIL through a whole training step, and
+ * hand the GIL over twice per element.  *done: the slots reserved (and
+ * filled); *slot: the last one.  0, or -1 with an exception (Stopped when
+ * stop was raised). */
+static int sliced_wait(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, fill_fn fill,
+                       void *job, int64_t count, int64_t *done, int *slot)
+{
+    reserve_fn reserve = producer ? tq_ring_reserve_put : tq_ring_reserve_get;
     tq_error err;
     tq_code code = TQ_OK;
     int reserved = 0;
-    double deadline = timeout_s < 0 ? -1.0 : tq_now() + timeout_s;
+    double start = tq_now(), deadline = timeout_s < 0 ? -1.0 : start + timeout_s;
+    double report_at = !producer && stall_after_s >= 0 ? start + stall_after_s : -1.0;
     *done = 0;
     while (*done < count) {
         double slice_end = tq_now() + WAIT_SLICE_S;
@@ -72,38 +97,73 @@ static int produce(RingObject *self, double timeout_s, const int *stop, const ch
             slice_end = deadline;
         Py_BEGIN_ALLOW_THREADS
         for (; *done < count; ++*done) {
-            int slot;
             reserved = 0;
-            code = tq_ring_reserve_put(self->ring, slice_end, stop, &slot, &err);
+            code = reserve(self->ring, slice_end, stop, slot, &err);
             if (code != TQ_OK)
                 break;
             reserved = 1;
-            code = fill(self->ring, slot, job, *done, &err);
-            if (code != TQ_OK)
+            if (fill && (code = fill(self->ring, *slot, job, *done, &err)) != TQ_OK)
                 break;
         }
         Py_END_ALLOW_THREADS
         if (code != TQ_OK && (reserved || code != TQ_TIMEOUT))
             return raise_error(who, self, &err);
-        if (*done < count && PyErr_CheckSignals())
+        if (*done == count)
+            break;
+        if (PyErr_CheckSignals())
             return -1;
-        if (*done < count && deadline >= 0 && tq_now() >= deadline) {
-            tq_set_error(&err, TQ_TIMEOUT, "no free slot within %g s", timeout_s);
+        double now = tq_now();
+        if (deadline >= 0 && now >= deadline) {
+            tq_set_error(&err, TQ_TIMEOUT, "%s within %g s", producer ? "no free slot" : "no element", timeout_s);
             return raise_error(who, self, &err);
+        }
+        if (report_at >= 0 && now >= report_at) {
+            report_at = -1.0;
+            report_stall(self, now - start);
         }
     }
     return 0;
 }
 
+int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot)
+{
+    tq_error err;
+    int64_t done;
+    /* The common case, an element or a slot already there, keeps the GIL:
+     * giving it up costs more than the reservation itself.  A deadline of 0
+     * has passed: no wait. */
+    tq_code code = (producer ? tq_ring_reserve_put : tq_ring_reserve_get)(self->ring, 0.0, stop, slot, &err);
+    if (code != TQ_TIMEOUT)
+        return code == TQ_OK ? 0 : raise_error(who, self, &err);
+    return sliced_wait(self, producer, timeout_s, stop, who, NULL, NULL, 1, &done, slot);
+}
+
+/* Reserves and fills `count` slots in turn (sliced_wait); *done is the
+ * number of slots published. */
+static int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
+                   int64_t count, int64_t *done)
+{
+    int slot;
+    return sliced_wait(self, 1, timeout_s, stop, who, fill, job, count, done, &slot);
+}
+
 /* ---- checks ----------------------------------------------------------------------- */
+
+tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_intp *shape)
+{
+    size_t row_bytes = (size_t)descr->elsize;
+    for (int d = 1; d < ndim; d++)
+        row_bytes *= (size_t)shape[d];
+    return (tq_component){ndim ? shape[0] : 1, row_bytes};
+}
 
 /* "(128, 64)", or "(<=128, 64)" with bound_leading. */
 static void format_shape(char *buf, size_t len, int ndim, const npy_intp *dims, int bound_leading)
 {
     size_t used = (size_t)snprintf(buf, len, "(");
     for (int d = 0; d < ndim && used < len; d++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s%lld", d ? ", " : "",
-                                 d == 0 && bound_leading ? "<=" : "", (long long)dims[d]);
+        used += (size_t)snprintf(buf + used, len - used, "%s%s%lld", d ? ", " : "", d == 0 && bound_leading ? "<=" : "",
+                                 (long long)dims[d]);
     if (used < len)
         snprintf(buf + used, len - used, ndim == 1 ? ",)" : ")");
 }
@@ -126,8 +186,9 @@ int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_int
     format_shape(want_s, sizeof want_s, want_ndim, want, 1);
     format_shape(got_s, sizeof got_s, ndim, dims, 0);
     if (ndim != want_ndim)
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s",
-                     who, self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s", who,
+                     self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
     else
         PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected shape %s, got %s", who, self->name,
                      component_name(self, c), want_s, got_s);
@@ -202,8 +263,8 @@ Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, doub
         PyObject *sep = PyUnicode_FromString(", ");
         PyObject *names = sep ? PyUnicode_Join(sep, self->names) : NULL;
         Py_XDECREF(sep);
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d components (%U), got %zd", who, self->name,
-                     self->n, names ? names : self->name, PySequence_Fast_GET_SIZE(seq));
+        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d components (%U), got %zd", who, self->name, self->n,
+                     names ? names : self->name, PySequence_Fast_GET_SIZE(seq));
         Py_XDECREF(names);
         goto done;
     }
@@ -235,19 +296,23 @@ static int source_rows(RingObject *self, const char *who, int c, PyObject *src, 
     const char *name = component_name(self, c);
     if (!PyArray_Check(src) || !PyArray_EquivTypes(PyArray_DESCR(arr), self->descrs[c])) {
         PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected an array of dtype %S, got %R", who,
-                     self->name, name, (PyObject *)self->descrs[c], PyArray_Check(src) ? (PyObject *)PyArray_DESCR(arr) : src);
+                     self->name, name, (PyObject *)self->descrs[c],
+                     PyArray_Check(src) ? (PyObject *)PyArray_DESCR(arr) : src);
         return -1;
     }
     int ndim = PyArray_NDIM(arr);
     int fits = self->ndims[c] >= 1 && ndim == self->ndims[c] && PyArray_DIM(arr, 0) == n;
     npy_intp step = PyArray_ITEMSIZE(arr);
     for (int d = ndim - 1; fits && d >= 1; d--) {
-        fits = PyArray_DIM(arr, d) == self->shapes[c][d] && (PyArray_DIM(arr, d) == 1 || PyArray_STRIDE(arr, d) == step);
+        fits =
+            PyArray_DIM(arr, d) == self->shapes[c][d] && (PyArray_DIM(arr, d) == 1 || PyArray_STRIDE(arr, d) == step);
         step *= PyArray_DIM(arr, d);
     }
     if (!fits) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected %zd rows shaped like the component "
-                     "without its batch axis, each C-contiguous", who, self->name, name, (Py_ssize_t)n);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: queue '%U', component '%s': expected %zd rows shaped like the component "
+                     "without its batch axis, each C-contiguous",
+                     who, self->name, name, (Py_ssize_t)n);
         return -1;
     }
     rows->base = PyArray_DATA(arr);
@@ -362,8 +427,10 @@ static void Lease_dealloc(LeaseObject *self)
 }
 
 PyTypeObject LeaseType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Lease", .tp_basicsize = sizeof(LeaseObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = (destructor)Lease_dealloc,
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Lease",
+    .tp_basicsize = sizeof(LeaseObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Lease_dealloc,
     .tp_doc = "The memory of a dequeued element lent to its consumer; given back to the queue when freed.",
 };
 
@@ -388,8 +455,7 @@ int lend_element(RingObject *self, int slot, PyObject **views)
         int ndim = element_shape(self, slot, c, dims);
         Py_INCREF(self->descrs[c]);
         views[c] = PyArray_NewFromDescr(&PyArray_Type, self->descrs[c], ndim, dims, NULL,
-                                        (char *)data + tq_ring_component_offset(self->ring, c), NPY_ARRAY_CARRAY,
-                                        NULL);
+                                        (char *)data + tq_ring_component_offset(self->ring, c), NPY_ARRAY_CARRAY, NULL);
         if (!views[c] || (Py_INCREF(owner), PyArray_SetBaseObject((PyArrayObject *)views[c], (PyObject *)owner) < 0)) {
             Py_CLEAR(views[c]);
             break;

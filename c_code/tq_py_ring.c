@@ -1,6 +1,5 @@
 /* tq_py_ring.c: the Ring type, theano_queue._engine.Ring: a tq_ring with the
- * component names, dtypes and shapes Python needs around it; and Stop, a flag
- * that ends a producer's wait on one Ring. */
+ * component names, dtypes and shapes Python needs around it. */
 #include "tq_py.h"
 
 #include <string.h>
@@ -10,30 +9,6 @@
 
 /* ---- life ------------------------------------------------------------------------ */
 
-/* Seconds a wait may last, < 0 for no limit: `fallback` for None (a call's
- * None is the ring's timeout; the ring's own None is no limit), no limit for
- * math.inf. */
-static int parse_timeout(PyObject *obj, double fallback, double *out)
-{
-    if (obj == NULL || obj == Py_None) {
-        *out = fallback;
-        return 0;
-    }
-    double t = PyFloat_AsDouble(obj);
-    if (t == -1.0 && PyErr_Occurred())
-        return -1;
-    if (t < 0 || t != t) {
-        PyErr_Format(PyExc_ValueError, "timeout must be None or a number >= 0, got %R", obj);
-        return -1;
-    }
-    *out = t == Py_HUGE_VAL ? -1.0 : t;
-    return 0;
-}
-
-/* Host memory for gpu_context and cu_context None, else the device of a
- * libgpuarray context given as its address (pygpu's GpuContext.ptr), or of a
- * CUcontext given as its handle (front ends without libgpuarray, and the
- * tests' stand-in driver). */
 static tq_backend *make_backend(PyObject *gpu_context, PyObject *cu_context_obj, tq_error *err)
 {
     void *cu_context = NULL;
@@ -67,11 +42,7 @@ static int parse_component(RingObject *self, int c, PyObject *spec, tq_component
     self->ndims[c] = dims.len;
     memcpy(self->shapes[c], dims.ptr, (size_t)dims.len * sizeof(npy_intp));
     PyDimMem_FREE(dims.ptr);
-    size_t row_bytes = (size_t)self->descrs[c]->elsize;
-    for (int d = 1; d < self->ndims[c]; d++)
-        row_bytes *= (size_t)self->shapes[c][d];
-    comp->row_bytes = row_bytes;
-    comp->max_rows = self->ndims[c] ? self->shapes[c][0] : 1;
+    *comp = engine_component(self->descrs[c], self->ndims[c], self->shapes[c]);
     return 0;
 }
 
@@ -101,8 +72,7 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
         return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n < 1 || n > TQ_MAX_COMPONENTS) {
-        PyErr_Format(PyExc_ValueError, "Queue '%U': expected 1 to %d components, got %zd", name,
-                     TQ_MAX_COMPONENTS, n);
+        PyErr_Format(PyExc_ValueError, "Queue '%U': expected 1 to %d components, got %zd", name, TQ_MAX_COMPONENTS, n);
         goto done;
     }
     self->n = (int)n;
@@ -158,48 +128,11 @@ static void Ring_dealloc(RingObject *self)
     Py_XDECREF(self->names);
     Py_XDECREF(self->name);
     Py_XDECREF(self->failure);
+    Py_XDECREF(self->on_stall);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-int ring_usable(RingObject *self, const char *who)
-{
-    if (!self->ring) {
-        PyErr_Format(PyExc_RuntimeError, "%s: the Ring is not initialised", who);
-        return -1;
-    }
-    if (self->forks != fork_count) {
-        PyErr_Format(QueueError,
-                     "%s: queue '%U' was made in another process (%d) and cannot be used in this one (%d), "
-                     "a child forked from it; the child must make its own queue",
-                     who, self->name, (int)self->pid, (int)getpid());
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- Stop ------------------------------------------------------------------------ */
-
-typedef struct {
-    PyObject_HEAD
-    RingObject *ring;
-    int flag; /* read by waits without the GIL */
-} StopObject;
-
 /* ---- put and get ------------------------------------------------------------------ */
-
-/* The flag of a Stop made for this ring (NULL for None), or -1 with TypeError. */
-static int stop_flag(RingObject *self, const char *who, PyObject *stop, const int **flag)
-{
-    *flag = NULL;
-    if (stop == Py_None)
-        return 0;
-    if (!PyObject_TypeCheck(stop, &StopType) || ((StopObject *)stop)->ring != self) {
-        PyErr_Format(PyExc_TypeError, "%s: stop must be None or a Stop made for this queue's ring, got %R", who, stop);
-        return -1;
-    }
-    *flag = &((StopObject *)stop)->flag;
-    return 0;
-}
 
 static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
 {
@@ -268,9 +201,15 @@ static PyObject *next_element(RingObject *self, PyObject *args, PyObject *kwds, 
     return lend ? take_element(self, who, t) : get_element(self, who, t);
 }
 
-static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 0); }
+static PyObject *Ring_get(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    return next_element(self, args, kwds, 0);
+}
 
-static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds) { return next_element(self, args, kwds, 1); }
+static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    return next_element(self, args, kwds, 1);
+}
 
 /* put_rows(sources, indices, batch, first, count, stop=None) -> batches put. */
 static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
@@ -280,118 +219,12 @@ static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
     long long batch, first, count;
     const int *flag;
     if (ring_usable(self, "Feeder") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|O", kwlist, &sources, &indices, &batch, &first, &count, &stop) ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|O", kwlist, &sources, &indices, &batch, &first, &count,
+                                     &stop) ||
         stop_flag(self, "Feeder", stop, &flag))
         return NULL;
     Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, flag);
     return done < 0 ? NULL : PyLong_FromSsize_t(done);
-}
-
-/* ---- writing in place --------------------------------------------------------------- */
-
-/* Commit and abort take only a slot that a producer reserved and has not yet
- * committed: any other would hand a slot that readers may hold to producers. */
-static int check_reserved(RingObject *self, const char *who, int slot)
-{
-    if (!tq_ring_is_reserved_for_writing(self->ring, slot)) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': slot %d is not reserved for writing", who, self->name, slot);
-        return -1;
-    }
-    return 0;
-}
-
-/* Writable arrays of full shape over a reserved slot's staging. */
-static PyObject *slot_views(RingObject *self, int slot)
-{
-    PyObject *views = PyTuple_New(self->n);
-    for (int c = 0; views && c < self->n; c++) {
-        Py_INCREF(self->descrs[c]);
-        PyObject *view = PyArray_NewFromDescr(&PyArray_Type, self->descrs[c], self->ndims[c], self->shapes[c], NULL,
-                                              tq_ring_write_ptr(self->ring, slot, c), NPY_ARRAY_CARRAY, NULL);
-        if (!view || (Py_INCREF(self), PyArray_SetBaseObject((PyArrayObject *)view, (PyObject *)self) < 0)) {
-            Py_XDECREF(view);
-            Py_CLEAR(views);
-            break;
-        }
-        PyTuple_SET_ITEM(views, c, view);
-    }
-    return views;
-}
-
-/* reserve(timeout) -> (slot, views): writable arrays of full shape over the
- * slot's (pinned, for a GPU queue) staging, to be filled and committed. */
-static PyObject *Ring_reserve(RingObject *self, PyObject *args, PyObject *kwds)
-{
-    static char *kwlist[] = {"timeout", "stop", NULL};
-    PyObject *timeout = Py_None, *stop = Py_None;
-    const int *flag;
-    double t;
-    int slot;
-    tq_error err;
-    tq_code code;
-    if (ring_usable(self, "Queue.writer") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "|OO", kwlist, &timeout, &stop) ||
-        parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.writer", stop, &flag))
-        return NULL;
-    if (wait_for_slot(self, 1, t, flag, "Queue.writer", &slot))
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS /* a device backend waits here until the slot's staging is free */
-    code = tq_ring_begin_host_write(self->ring, slot, &err);
-    Py_END_ALLOW_THREADS
-    if (code != TQ_OK)
-        return raise_error("Queue.writer", self, &err), NULL;
-    PyObject *views = slot_views(self, slot);
-    if (!views) {
-        tq_ring_abort_put(self->ring, slot);
-        return NULL;
-    }
-    return Py_BuildValue("(iN)", slot, views);
-}
-
-/* commit(slot, rows) -> size: publish a slot written in place; rows per component. */
-static PyObject *Ring_commit(RingObject *self, PyObject *args)
-{
-    int slot;
-    PyObject *rows_obj;
-    int64_t rows[TQ_MAX_COMPONENTS];
-    tq_error err;
-    tq_code code;
-    if (ring_usable(self, "Queue.writer") || !PyArg_ParseTuple(args, "iO", &slot, &rows_obj) ||
-        check_reserved(self, "Queue.writer", slot))
-        return NULL;
-    PyObject *seq = PySequence_Fast(rows_obj, "rows must be a sequence, one count per component");
-    if (!seq)
-        return NULL;
-    int bad = PySequence_Fast_GET_SIZE(seq) != self->n;
-    for (int c = 0; !bad && c < self->n; c++) {
-        rows[c] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, c));
-        int64_t max = self->ndims[c] ? self->shapes[c][0] : 1;
-        bad = (rows[c] == -1 && PyErr_Occurred()) || rows[c] < 0 || rows[c] > max;
-    }
-    Py_DECREF(seq);
-    if (bad) {
-        PyErr_Clear();
-        tq_ring_abort_put(self->ring, slot);
-        PyErr_Format(PyExc_ValueError, "Queue.writer: queue '%U': rows %R do not fit the components; the element was dropped",
-                     self->name, rows_obj);
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    code = tq_ring_commit_put(self->ring, slot, rows, &err);
-    Py_END_ALLOW_THREADS
-    if (code != TQ_OK)
-        return raise_error("Queue.writer", self, &err), NULL;
-    return PyLong_FromLong(tq_ring_size(self->ring));
-}
-
-static PyObject *Ring_abort(RingObject *self, PyObject *args)
-{
-    int slot;
-    if (ring_usable(self, "Queue.writer") || !PyArg_ParseTuple(args, "i", &slot) ||
-        check_reserved(self, "Queue.writer", slot))
-        return NULL;
-    tq_ring_abort_put(self->ring, slot);
-    Py_RETURN_NONE;
 }
 
 /* ---- state ------------------------------------------------------------------------ */
@@ -451,11 +284,11 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
         return NULL;
     tq_ring_stats(self->ring, &s);
     /* fill_integral: element-seconds up to clock_s, the time.monotonic() of the snapshot. */
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued, "dequeued",
-                         s.dequeued, "dropped", s.dropped, "lent", s.lent, "bytes_in", s.bytes_in, "bytes_out", s.bytes_out,
-                         "producer_wait_s", s.producer_wait_s, "consumer_wait_s", s.consumer_wait_s, "size", s.size,
-                         "capacity", s.capacity, "state", state_names[s.state], "backend", s.backend,
-                         "fill_integral", s.fill_integral, "clock_s", s.clock_s);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued,
+                         "dequeued", s.dequeued, "dropped", s.dropped, "lent", s.lent, "bytes_in", s.bytes_in,
+                         "bytes_out", s.bytes_out, "producer_wait_s", s.producer_wait_s, "consumer_wait_s",
+                         s.consumer_wait_s, "size", s.size, "capacity", s.capacity, "state", state_names[s.state],
+                         "backend", s.backend, "fill_integral", s.fill_integral, "clock_s", s.clock_s);
 }
 
 static PyObject *Ring_get_closed(RingObject *self, void *unused)
@@ -535,197 +368,6 @@ static PyObject *Ring_trace_stop(RingObject *self, PyObject *unused)
     return out;
 }
 
-/* ---- page-locked user memory -------------------------------------------------------- */
-
-/* (un)register_host(array): the engine refuses a host queue, with its reason. */
-static PyObject *register_array(RingObject *self, PyObject *array, int undo)
-{
-    const char *who = undo ? "Queue.unregister_host" : "Queue.register_host";
-    tq_error err;
-    tq_code code;
-    if (ring_usable(self, who))
-        return NULL;
-    if (!PyArray_Check(array) || (!undo && !PyArray_ISCARRAY((PyArrayObject *)array))) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a C-contiguous, writeable numpy array", who);
-        return NULL;
-    }
-    void *data = PyArray_DATA((PyArrayObject *)array);
-    size_t bytes = (size_t)PyArray_NBYTES((PyArrayObject *)array);
-    Py_BEGIN_ALLOW_THREADS /* page-locking is slow; unregistering waits for copies */
-    code = undo ? tq_ring_unregister_host(self->ring, data, &err) : tq_ring_register_host(self->ring, data, bytes, &err);
-    Py_END_ALLOW_THREADS
-    if (code != TQ_OK)
-        return raise_error(who, self, &err), NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *Ring_register_host(RingObject *self, PyObject *array) { return register_array(self, array, 0); }
-
-static PyObject *Ring_unregister_host(RingObject *self, PyObject *array) { return register_array(self, array, 1); }
-
-/* ---- the device gather of array datasets ------------------------------------------------ */
-
-/* The bytes an array's elements lie in, whatever its strides: [*lo, *lo + *bytes). */
-static void array_span(PyArrayObject *arr, char **lo, size_t *bytes)
-{
-    char *start = PyArray_DATA(arr), *end = start + PyArray_ITEMSIZE(arr);
-    if (PyArray_SIZE(arr) == 0) {
-        *lo = start;
-        *bytes = 0;
-        return;
-    }
-    for (int d = 0; d < PyArray_NDIM(arr); d++) {
-        npy_intp reach = (PyArray_DIM(arr, d) - 1) * PyArray_STRIDE(arr, d);
-        if (reach < 0)
-            start += reach;
-        else
-            end += reach;
-    }
-    *lo = start;
-    *bytes = (size_t)(end - start);
-}
-
-/* gather_on_device(sources, mechanism="auto") -> the mechanism used. */
-static PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds)
-{
-    static char *kwlist[] = {"sources", "mechanism", NULL};
-    static const char *const names[] = {"host", "batch", "auto"}; /* tq_gather_mechanism's order */
-    const char *who = "Feeder", *wanted = "auto";
-    PyObject *sources;
-    const void *ptrs[TQ_MAX_COMPONENTS];
-    size_t bytes[TQ_MAX_COMPONENTS];
-    int read_only[TQ_MAX_COMPONENTS], mechanism = -1;
-    tq_gather_mechanism used;
-    tq_error err;
-    tq_code code;
-    if (ring_usable(self, who) || !PyArg_ParseTupleAndKeywords(args, kwds, "O|s", kwlist, &sources, &wanted))
-        return NULL;
-    for (int m = 0; m < 3; m++)
-        if (strcmp(wanted, names[m]) == 0)
-            mechanism = m;
-    if (mechanism < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected a gather mechanism of 'auto', 'batch' or 'host', "
-                     "got '%s'", who, self->name, wanted);
-        return NULL;
-    }
-    PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of arrays, one per component");
-    if (!seq)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n < 1 || n > TQ_MAX_COMPONENTS) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected 1 to %d source arrays, got %zd", who, self->name,
-                     TQ_MAX_COMPONENTS, n);
-        Py_DECREF(seq);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyArray_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "%s: queue '%U': expected numpy arrays as sources, got %R", who, self->name,
-                         item);
-            Py_DECREF(seq);
-            return NULL;
-        }
-        char *lo;
-        array_span((PyArrayObject *)item, &lo, &bytes[i]);
-        ptrs[i] = lo;
-        read_only[i] = !PyArray_ISWRITEABLE((PyArrayObject *)item);
-    }
-    Py_BEGIN_ALLOW_THREADS /* page-locking a large dataset takes seconds */
-    code = tq_ring_gather_on_device(self->ring, ptrs, bytes, read_only, (int)n, (tq_gather_mechanism)mechanism, &used,
-                                    &err);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(seq);
-    if (code != TQ_OK)
-        return raise_error(who, self, &err), NULL;
-    return PyUnicode_FromString(tq_gather_mechanism_name(used));
-}
-
-static PyObject *Ring_gather_on_host(RingObject *self, PyObject *unused)
-{
-    (void)unused;
-    tq_error err;
-    tq_code code;
-    if (ring_usable(self, "Feeder"))
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS /* waits for the gathers in flight */
-    code = tq_ring_gather_on_host(self->ring, &err);
-    Py_END_ALLOW_THREADS
-    if (code != TQ_OK)
-        return raise_error("Feeder", self, &err), NULL;
-    Py_RETURN_NONE;
-}
-
-/* ---- shared staging, for worker processes ----------------------------------------------- */
-
-/* staging_fd() -> a new descriptor (close-on-exec, the caller's to close) of
- * the block that holds every slot's staging. */
-static PyObject *Ring_staging_fd(RingObject *self, PyObject *unused)
-{
-    (void)unused;
-    tq_shm shm;
-    tq_error err;
-    int fd;
-    if (ring_usable(self, "Ring.staging_fd"))
-        return NULL;
-    if (tq_ring_staging(self->ring, &shm, &err) != TQ_OK || tq_shm_dup_fd(&shm, &fd, &err) != TQ_OK)
-        return raise_error("Ring.staging_fd", self, &err), NULL;
-    return PyLong_FromLong(fd);
-}
-
-static PyObject *Ring_slot_offset(RingObject *self, PyObject *arg)
-{
-    tq_error err;
-    size_t offset;
-    if (ring_usable(self, "Ring.slot_offset"))
-        return NULL;
-    int slot = _PyLong_AsInt(arg);
-    if (slot == -1 && PyErr_Occurred())
-        return NULL;
-    if (tq_ring_staging_offset(self->ring, slot, &offset, &err) != TQ_OK)
-        return raise_error("Ring.slot_offset", self, &err), NULL;
-    return PyLong_FromSize_t(offset);
-}
-
-static PyObject *Ring_swap_staging(RingObject *self, PyObject *args)
-{
-    tq_error err;
-    int a, b;
-    if (ring_usable(self, "Ring.swap_staging") || !PyArg_ParseTuple(args, "ii", &a, &b))
-        return NULL;
-    if (tq_ring_swap_staging(self->ring, a, b, &err) != TQ_OK)
-        return raise_error("Ring.swap_staging", self, &err), NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *Ring_get_staging_bytes(RingObject *self, void *unused)
-{
-    (void)unused;
-    tq_shm shm;
-    tq_error err;
-    if (ring_usable(self, "Ring.staging_bytes"))
-        return NULL;
-    if (tq_ring_staging(self->ring, &shm, &err) != TQ_OK)
-        return raise_error("Ring.staging_bytes", self, &err), NULL;
-    return PyLong_FromSize_t(shm.bytes);
-}
-
-static PyObject *Ring_get_component_offsets(RingObject *self, void *unused)
-{
-    (void)unused;
-    if (ring_usable(self, "Ring.component_offsets"))
-        return NULL;
-    PyObject *out = PyTuple_New(self->n);
-    for (int c = 0; out && c < self->n; c++) {
-        PyObject *offset = PyLong_FromSize_t(tq_ring_component_offset(self->ring, c));
-        if (!offset)
-            Py_CLEAR(out);
-        else
-            PyTuple_SET_ITEM(out, c, offset);
-    }
-    return out;
-}
-
 /* ---- the type ------------------------------------------------------------------------ */
 
 static PyMethodDef Ring_methods[] = {
@@ -775,81 +417,51 @@ static PyMethodDef Ring_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *Ring_get_on_stall(RingObject *self, void *unused)
+{
+    (void)unused;
+    PyObject *hook = self->on_stall ? self->on_stall : Py_None;
+    Py_INCREF(hook);
+    return hook;
+}
+
+static int Ring_set_on_stall(RingObject *self, PyObject *value, void *unused)
+{
+    (void)unused;
+    if (value && value != Py_None && !PyCallable_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "Ring.on_stall: expected a callable or None, got %R", value);
+        return -1;
+    }
+    Py_XINCREF(value == Py_None ? NULL : value);
+    Py_XSETREF(self->on_stall, value == Py_None ? NULL : value);
+    return 0;
+}
+
 static PyGetSetDef Ring_getset[] = {
+    {"on_stall", (getter)Ring_get_on_stall, (setter)Ring_set_on_stall,
+     "None, or a callable given the seconds a consumer has waited, once a wait passes set_stall_warning's time.", NULL},
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
     {"copy_stream", (getter)Ring_get_copy_stream, NULL,
      "The CUstream device puts copy on (an int), None for a host ring.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout,
      "Seconds a wait lasts when its call gives no timeout; None for no limit.", NULL},
-    {"staging_bytes", (getter)Ring_get_staging_bytes, NULL, "Size of the shared staging block (see staging_fd).",
-     NULL},
+    {"staging_bytes", (getter)Ring_get_staging_bytes, NULL, "Size of the shared staging block (see staging_fd).", NULL},
     {"component_offsets", (getter)Ring_get_component_offsets, NULL,
      "Byte offset of each component within a slot's staging.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject RingType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "theano_queue._engine.Ring",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Ring",
     .tp_basicsize = sizeof(RingObject),
     .tp_dealloc = (destructor)Ring_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Ring(name, components, capacity, timeout=None, gpu_context=None, cu_context=None): the engine's ring of slots.",
+    .tp_doc = "Ring(name, components, capacity, timeout=None, gpu_context=None, cu_context=None): the engine's ring of "
+              "slots.",
     .tp_weaklistoffset = offsetof(RingObject, weakrefs),
     .tp_methods = Ring_methods,
     .tp_getset = Ring_getset,
     .tp_init = (initproc)Ring_init,
     .tp_new = PyType_GenericNew,
-};
-
-/* ---- the Stop type --------------------------------------------------------------------- */
-
-static int Stop_init(StopObject *self, PyObject *args, PyObject *kwds)
-{
-    static char *kwlist[] = {"ring", NULL};
-    RingObject *ring;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!", kwlist, &RingType, &ring))
-        return -1;
-    Py_INCREF(ring);
-    Py_XSETREF(self->ring, ring);
-    __atomic_store_n(&self->flag, 0, __ATOMIC_RELEASE);
-    return 0;
-}
-
-static void Stop_dealloc(StopObject *self)
-{
-    Py_XDECREF(self->ring);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* The flag first, then the wake: a wait reads the flag under the lock that
- * the wake takes, so it either sees the flag or is woken to see it. */
-static PyObject *Stop_set(StopObject *self, PyObject *unused)
-{
-    (void)unused;
-    if (!self->ring || ring_usable(self->ring, "Stop.set"))
-        return NULL;
-    __atomic_store_n(&self->flag, 1, __ATOMIC_RELEASE);
-    tq_ring_wake(self->ring->ring);
-    Py_RETURN_NONE;
-}
-
-static PyObject *Stop_is_set(StopObject *self, PyObject *unused)
-{
-    (void)unused;
-    return PyBool_FromLong(__atomic_load_n(&self->flag, __ATOMIC_ACQUIRE));
-}
-
-static PyMethodDef Stop_methods[] = {
-    {"set", (PyCFunction)Stop_set, METH_NOARGS, "set(): end the waits given this Stop, at once."},
-    {"is_set", (PyCFunction)Stop_is_set, METH_NOARGS, "is_set() -> True once set."},
-    {NULL, NULL, 0, NULL},
-};
-
-PyTypeObject StopType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Stop", .tp_basicsize = sizeof(StopObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_new = PyType_GenericNew, .tp_init = (initproc)Stop_init,
-    .tp_dealloc = (destructor)Stop_dealloc, .tp_methods = Stop_methods,
-    .tp_doc = "Stop(ring): a flag for Ring.put and Ring.reserve; set() ends their wait with Stopped.",
 };

@@ -1,7 +1,7 @@
 /* tq_ring.c: the ring's bookkeeping (see tq_ring.h).  One mutex guards the
  * state; copies and backend work happen outside it so that producers and
  * consumers only serialise on a few integer updates. */
-#include "tq_ring.h"
+#include "tq_ring_state.h"
 
 #include "tq_copy.h"
 #include "tq_trace.h"
@@ -12,44 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* Device copies want aligned sources and destinations; 256 suits both DMA
- * engines and AVX stores. */
-#define TQ_ALIGN 256
-/* Deadlines beyond this many seconds of the clock are no deadline: a
- * timespec could not hold them. */
-#define FOREVER_S 1e12
-
-typedef enum { SLOT_FREE = 0, SLOT_WRITING, SLOT_READY, SLOT_READING, SLOT_DROPPED } slot_state;
-
-struct tq_ring {
-    pthread_mutex_t lock;
-    pthread_cond_t space; /* a slot may have become FREE, the state changed, or a wake */
-    pthread_cond_t data;  /* a slot may have become READY, the state changed, or a wake */
-
-    int capacity, n_components;
-    tq_component *components;
-    size_t *offsets;   /* byte offset of each component in a slot */
-    size_t slot_bytes;
-
-    unsigned char *slot_state;
-    int64_t *rows;     /* capacity x n_components: rows of each component */
-
-    /* Reservation counters; slot = counter % capacity.  head <= tail, and the
-     * slots in [head, tail) are WRITING, READY or DROPPED. */
-    uint64_t head, tail;
-    int n_ready;
-
-    tq_state state;
-    int cancelled;     /* close(cancel=1): writes still in flight are dropped */
-    char error[TQ_ERRLEN]; /* the message given to tq_ring_fail */
-
-    tq_stats stats;
-    double fill_since; /* when n_ready last changed; stats.fill_integral counts up to it */
-    tq_backend *backend;
-    tq_trace *trace_store; /* made by the first trace, freed with the ring */
-    tq_trace *trace;       /* == trace_store while recording, else NULL (atomic) */
-};
 
 /* ---- time ---------------------------------------------------------------- */
 
@@ -80,20 +42,12 @@ static int wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadli
 /* ---- statistics and timeline ------------------------------------------------ */
 
 /* Under the lock, before n_ready changes: adds the time at the old fill. */
-static void fill_changes(tq_ring *ring)
+void tq_ring_fill_changes(tq_ring *ring)
 {
     double now = tq_now();
     ring->stats.fill_integral += ring->n_ready * (now - ring->fill_since);
     ring->fill_since = now;
 }
-
-/* The trace being recorded, or NULL: the only cost of tracing when it is off. */
-#define TRACE_HOOK(ring, hook, ...)                                                  \
-    do {                                                                             \
-        tq_trace *trace_ = __atomic_load_n(&(ring)->trace, __ATOMIC_ACQUIRE);         \
-        if (trace_)                                                                  \
-            hook(trace_, __VA_ARGS__);                                               \
-    } while (0)
 
 static int64_t trace_asked(tq_ring *ring, int side)
 {
@@ -125,6 +79,18 @@ static int init_sync(tq_ring *ring)
     return rc ? -1 : 0;
 }
 
+size_t tq_ring_slot_bytes(const tq_component *components, int n_components)
+{
+    size_t offset = 0;
+    for (int c = 0; c < n_components; c++) {
+        size_t room = SIZE_MAX / 2 - offset, rows = components[c].max_rows > 0 ? (size_t)components[c].max_rows : 0;
+        if (components[c].row_bytes && rows > room / components[c].row_bytes)
+            return SIZE_MAX;
+        offset += align_up(rows * components[c].row_bytes);
+    }
+    return offset ? offset : TQ_ALIGN;
+}
+
 static tq_code layout(tq_ring *ring, const tq_component *components, tq_error *err)
 {
     size_t offset = 0;
@@ -141,7 +107,7 @@ static tq_code layout(tq_ring *ring, const tq_component *components, tq_error *e
         ring->offsets[c] = offset;
         offset += align_up((size_t)comp->max_rows * comp->row_bytes);
     }
-    ring->slot_bytes = offset ? offset : TQ_ALIGN;
+    ring->slot_bytes = tq_ring_slot_bytes(components, ring->n_components); /* offset, or one boundary */
     return TQ_OK;
 }
 
@@ -234,7 +200,7 @@ static void reclaim_dropped_head(tq_ring *ring)
         pthread_cond_broadcast(&ring->space);
 }
 
-static uint64_t element_total_bytes(const tq_ring *ring, const int64_t *rows)
+uint64_t tq_ring_element_bytes(const tq_ring *ring, const int64_t *rows)
 {
     uint64_t total = 0;
     for (int c = 0; c < ring->n_components; c++)
@@ -245,7 +211,7 @@ static uint64_t element_total_bytes(const tq_ring *ring, const int64_t *rows)
 /* Gives a reserved write up.  `lost` counts it in stats.dropped: an element
  * that was offered and did not arrive (cancelled, or the backend failed), as
  * opposed to a write its producer abandoned. */
-static void drop_slot(tq_ring *ring, int slot, int lost)
+void tq_ring_drop_slot(tq_ring *ring, int slot, int lost)
 {
     ring->slot_state[slot] = SLOT_DROPPED;
     ring->stats.dropped += lost ? 1 : 0;
@@ -285,7 +251,7 @@ static tq_code try_reserve_get(tq_ring *ring, int *slot, int64_t asked, tq_error
             return TQ_TIMEOUT; /* its write is still in flight */
         ring->slot_state[s] = SLOT_READING;
         ring->head++;
-        fill_changes(ring);
+        tq_ring_fill_changes(ring);
         ring->n_ready--;
         *slot = s;
         TRACE_HOOK(ring, tq_trace_dequeued, s, asked);
@@ -352,235 +318,14 @@ void tq_ring_wake(tq_ring *ring)
     pthread_mutex_unlock(&ring->lock);
 }
 
-/* ---- producers --------------------------------------------------------------- */
-
-/* Drops a slot whose backend work failed and passes the failure on. */
-static tq_code put_failed(tq_ring *ring, int slot, tq_code code)
-{
-    pthread_mutex_lock(&ring->lock);
-    drop_slot(ring, slot, 1);
-    pthread_mutex_unlock(&ring->lock);
-    return code;
-}
-
-tq_code tq_ring_begin_host_write(tq_ring *ring, int slot, tq_error *err)
-{
-    tq_code code = ring->backend->before_write(ring->backend, slot, err);
-    return code == TQ_OK ? TQ_OK : put_failed(ring, slot, code);
-}
-
-void *tq_ring_write_ptr(tq_ring *ring, int slot, int component)
-{
-    return (char *)ring->backend->write_ptr(ring->backend, slot) + ring->offsets[component];
-}
-
 /* The extent of each component of an element, holding rows[c] rows. */
-static void component_extents(const tq_ring *ring, const int64_t *rows, tq_extent *extents)
+void tq_ring_component_extents(const tq_ring *ring, const int64_t *rows, tq_extent *extents)
 {
     for (int c = 0; c < ring->n_components; c++) {
         extents[c].offset = ring->offsets[c];
         extents[c].bytes = (size_t)rows[c] * ring->components[c].row_bytes;
         extents[c].src = NULL;
     }
-}
-
-/* The byte ranges of a slot that hold data, merged where they touch. */
-static int data_extents(const tq_ring *ring, const int64_t *rows, const void *const *direct, tq_extent *extents)
-{
-    tq_extent parts[TQ_MAX_COMPONENTS];
-    int n = 0;
-    component_extents(ring, rows, parts);
-    for (int c = 0; c < ring->n_components; c++) {
-        const void *src = direct ? direct[c] : NULL;
-        tq_extent *last = n ? &extents[n - 1] : NULL;
-        if (!parts[c].bytes)
-            continue;
-        if (last && !src && !last->src && last->offset + last->bytes == parts[c].offset) {
-            last->bytes += parts[c].bytes;
-        } else {
-            extents[n] = parts[c];
-            extents[n++].src = src;
-        }
-    }
-    return n;
-}
-
-/* Makes a written and published slot READY (or drops it when a close
- * cancelled it). */
-static tq_code finish_put(tq_ring *ring, int slot, const int64_t *rows, tq_error *err)
-{
-    tq_code code = TQ_OK;
-    pthread_mutex_lock(&ring->lock);
-    memcpy(&ring->rows[(size_t)slot * ring->n_components], rows, ring->n_components * sizeof *rows);
-    if (ring->cancelled) {
-        drop_slot(ring, slot, 1);
-        code = tq_set_error(err, TQ_CLOSED, "closed, and what was being put was cancelled");
-    } else {
-        ring->slot_state[slot] = SLOT_READY;
-        fill_changes(ring);
-        ring->n_ready++;
-        ring->stats.enqueued++;
-        ring->stats.bytes_in += element_total_bytes(ring, rows);
-        TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_READY);
-    }
-    pthread_mutex_unlock(&ring->lock);
-    /* After the unlock: a woken consumer does not find the lock still held. */
-    if (code == TQ_OK)
-        pthread_cond_broadcast(&ring->data);
-    return code;
-}
-
-/* Publishes a written slot; direct[c], when not NULL, is where component c
- * is read from instead of the staging. */
-static tq_code publish(tq_ring *ring, int slot, const int64_t *rows, const void *const *direct, tq_error *err)
-{
-    tq_extent extents[TQ_MAX_COMPONENTS];
-    int n_extents = data_extents(ring, rows, direct, extents);
-    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
-    tq_code code = ring->backend->publish(ring->backend, slot, extents, n_extents, tq_ring_size(ring), err);
-    if (code != TQ_OK)
-        return put_failed(ring, slot, code);
-    TRACE_HOOK(ring, tq_trace_published, ring->backend, slot);
-    return finish_put(ring, slot, rows, err);
-}
-
-tq_code tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, tq_error *err)
-{
-    return publish(ring, slot, rows, NULL, err);
-}
-
-tq_code tq_ring_put_from_host(tq_ring *ring, int slot, const void *const *srcs, const int64_t *rows, tq_error *err)
-{
-    tq_backend *b = ring->backend;
-    const void *direct[TQ_MAX_COMPONENTS];
-    tq_code code = tq_ring_begin_host_write(ring, slot, err);
-    if (code != TQ_OK)
-        return code;
-    for (int c = 0; c < ring->n_components; c++) {
-        size_t bytes = (size_t)rows[c] * ring->components[c].row_bytes;
-        direct[c] = bytes && b->reads_directly && b->reads_directly(b, srcs[c], bytes) ? srcs[c] : NULL;
-        if (!direct[c])
-            tq_copy(tq_ring_write_ptr(ring, slot, c), srcs[c], bytes);
-    }
-    return publish(ring, slot, rows, direct, err);
-}
-
-/* Whether the backend gathers this element's rows itself: it does when it
- * has attached the memory of any of its components (tq_ring_gather_on_device);
- * publish_rows then gathers the others on the host. */
-static int device_gathers(tq_ring *ring, const tq_rows *srcs, const int64_t *idx, int64_t rows)
-{
-    tq_backend *b = ring->backend;
-    if (!b->gathers_rows || !b->publish_rows || rows < 1)
-        return 0;
-    for (int c = 0; c < ring->n_components; c++) {
-        const char *lo, *hi;
-        tq_rows_span(&srcs[c], ring->components[c].row_bytes, idx, rows, &lo, &hi);
-        if (b->gathers_rows(b, c, lo, hi))
-            return 1;
-    }
-    return 0;
-}
-
-static tq_code publish_gathered(tq_ring *ring, int slot, const tq_rows *srcs, const int64_t *idx, int64_t rows,
-                                tq_error *err)
-{
-    tq_row_part parts[TQ_MAX_COMPONENTS];
-    int64_t counts[TQ_MAX_COMPONENTS];
-    for (int c = 0; c < ring->n_components; c++) {
-        parts[c] = (tq_row_part){srcs[c], ring->components[c].row_bytes, ring->offsets[c]};
-        counts[c] = rows;
-    }
-    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
-    tq_code code = ring->backend->publish_rows(ring->backend, slot, parts, ring->n_components, idx, rows, err);
-    if (code != TQ_OK)
-        return put_failed(ring, slot, code);
-    TRACE_HOOK(ring, tq_trace_published, ring->backend, slot);
-    return finish_put(ring, slot, counts, err);
-}
-
-/* An array dataset's rows: gathered by the device from attached memory where
- * the backend can (publish_rows), else by the copy pool into the slot's
- * staging (pinned shared staging on a GPU), and the DMA follows. */
-tq_code tq_ring_put_rows(tq_ring *ring, int slot, const tq_rows *srcs, const int64_t *idx, int64_t rows, tq_error *err)
-{
-    int64_t counts[TQ_MAX_COMPONENTS];
-    tq_code code = tq_ring_begin_host_write(ring, slot, err);
-    if (code != TQ_OK)
-        return code;
-    if (device_gathers(ring, srcs, idx, rows))
-        return publish_gathered(ring, slot, srcs, idx, rows, err);
-    for (int c = 0; c < ring->n_components; c++) {
-        tq_gather(tq_ring_write_ptr(ring, slot, c), &srcs[c], ring->components[c].row_bytes, idx, rows);
-        counts[c] = rows;
-    }
-    return publish(ring, slot, counts, NULL, err);
-}
-
-/* The refusal of a call that only device backends serve. */
-static tq_code not_on_device(const tq_ring *ring, tq_error *err)
-{
-    return tq_set_error(err, TQ_ESTATE, "lives in host memory (backend '%s'); only a device queue does this",
-                        ring->backend->name);
-}
-
-tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uint64_t *srcs, const int64_t *rows,
-                                tq_error *err)
-{
-    tq_backend *b = ring->backend;
-    tq_extent extents[TQ_MAX_COMPONENTS];
-    component_extents(ring, rows, extents);
-    tq_code code = b->put_from_device ? b->put_from_device(b, slot, stream, extents, ring->n_components, srcs, err)
-                                      : not_on_device(ring, err);
-    if (code != TQ_OK)
-        return put_failed(ring, slot, code);
-    /* The copy is queued on the producer's stream: its end is PUT_END. */
-    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
-    return finish_put(ring, slot, rows, err);
-}
-
-tq_code tq_ring_probe_device(tq_ring *ring, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err)
-{
-    tq_backend *b = ring->backend;
-    return b->probe_device ? b->probe_device(b, ptr, out, device, err) : not_on_device(ring, err);
-}
-
-void *tq_ring_copy_stream(tq_ring *ring)
-{
-    tq_backend *b = ring->backend;
-    return b->copy_stream ? b->copy_stream(b) : NULL;
-}
-
-tq_code tq_ring_put_device_arrays(tq_ring *ring, int slot, const tq_device_src *srcs, const int64_t *rows,
-                                  tq_error *err)
-{
-    tq_backend *b = ring->backend;
-    tq_extent extents[TQ_MAX_COMPONENTS];
-    component_extents(ring, rows, extents);
-    tq_code code = b->put_device_arrays ? b->put_device_arrays(b, slot, extents, ring->n_components, srcs, err)
-                                        : not_on_device(ring, err);
-    if (code != TQ_OK)
-        return put_failed(ring, slot, code);
-    TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_PUT_END);
-    return finish_put(ring, slot, rows, err);
-}
-
-void tq_ring_abort_put(tq_ring *ring, int slot)
-{
-    pthread_mutex_lock(&ring->lock);
-    if (ring->slot_state[slot] == SLOT_WRITING) /* never a slot that readers may hold */
-        drop_slot(ring, slot, 0);
-    pthread_mutex_unlock(&ring->lock);
-}
-
-int tq_ring_is_reserved_for_writing(tq_ring *ring, int slot)
-{
-    if (slot < 0 || slot >= ring->capacity)
-        return 0;
-    pthread_mutex_lock(&ring->lock);
-    int writing = ring->slot_state[slot] == SLOT_WRITING;
-    pthread_mutex_unlock(&ring->lock);
-    return writing;
 }
 
 /* ---- consumers --------------------------------------------------------------- */
@@ -609,7 +354,7 @@ tq_code tq_ring_take_on_device(tq_ring *ring, int slot, void *stream, const uint
     tq_extent extents[TQ_MAX_COMPONENTS];
     if (!b->take)
         return not_on_device(ring, err);
-    component_extents(ring, &ring->rows[(size_t)slot * ring->n_components], extents);
+    tq_ring_component_extents(ring, &ring->rows[(size_t)slot * ring->n_components], extents);
     return b->take(b, slot, stream, extents, ring->n_components, dsts, err);
 }
 
@@ -618,7 +363,7 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     pthread_mutex_lock(&ring->lock);
     ring->slot_state[slot] = SLOT_FREE;
     ring->stats.dequeued++;
-    ring->stats.bytes_out += element_total_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
+    ring->stats.bytes_out += tq_ring_element_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
     TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_CONSUMED);
     pthread_mutex_unlock(&ring->lock);
     /* After the unlock: the producer it wakes (a feeder waiting for room)
@@ -668,8 +413,8 @@ tq_code tq_ring_gather_on_device(tq_ring *ring, const void *const *ptrs, const s
     if (mechanism == TQ_GATHER_HOST)
         return TQ_OK;
     if (n != ring->n_components)
-        return tq_set_error(err, TQ_EINVAL, "expected one source array per component (%d), got %d",
-                            ring->n_components, n);
+        return tq_set_error(err, TQ_EINVAL, "expected one source array per component (%d), got %d", ring->n_components,
+                            n);
     size_t row_bytes[TQ_MAX_COMPONENTS];
     for (int c = 0; c < n; c++)
         row_bytes[c] = ring->components[c].row_bytes;
@@ -739,7 +484,7 @@ static void drop_ready(tq_ring *ring)
         int s = slot_of(ring, i);
         if (ring->slot_state[s] == SLOT_READY) {
             ring->slot_state[s] = SLOT_DROPPED;
-            fill_changes(ring);
+            tq_ring_fill_changes(ring);
             ring->n_ready--;
             ring->stats.dropped++;
         }
@@ -778,9 +523,9 @@ tq_code tq_ring_reopen(tq_ring *ring, tq_error *err)
     reclaim_dropped_head(ring);
     if (ring->state != TQ_STATE_OPEN) {
         if (ring->head < ring->tail) {
-            code = tq_set_error(err, TQ_ESTATE,
-                                "still holds %d element(s); drain it, or close it cancelling them, first",
-                                ring->n_ready);
+            code =
+                tq_set_error(err, TQ_ESTATE, "still holds %d element(s); drain it, or close it cancelling them, first",
+                             ring->n_ready);
         } else {
             ring->state = TQ_STATE_OPEN;
             ring->cancelled = 0;
@@ -810,7 +555,7 @@ int tq_ring_size(tq_ring *ring)
 void tq_ring_stats(tq_ring *ring, tq_stats *out)
 {
     pthread_mutex_lock(&ring->lock);
-    fill_changes(ring);
+    tq_ring_fill_changes(ring);
     *out = ring->stats;
     out->clock_s = ring->fill_since;
     out->size = ring->n_ready;

@@ -29,6 +29,13 @@
 extern "C" {
 #endif
 
+/* The slot layout: each component starts on this boundary within a slot, as
+ * device copies want aligned sources and destinations (256 suits both DMA
+ * engines and AVX stores); a component takes rows x row_bytes rounded up to
+ * it, an element of nothing one boundary.  theano_queue._engine exports it
+ * (SLOT_ALIGN, slot_bytes) so that Python sizes rings as the engine does. */
+#define TQ_ALIGN 256
+
 typedef enum { TQ_STATE_OPEN = 0, TQ_STATE_CLOSED, TQ_STATE_FAILED } tq_state;
 
 /* One component of an element, as the engine sees it: rows of bytes.  A
@@ -41,20 +48,24 @@ typedef struct {
 
 typedef struct {
     uint64_t enqueued, dequeued, dropped;
-    uint64_t lent;  /* elements dequeued by lending their memory (tq_ring_lend) */
+    uint64_t lent; /* elements dequeued by lending their memory (tq_ring_lend) */
     uint64_t bytes_in, bytes_out;
     double producer_wait_s, consumer_wait_s;
     /* The integral of size over time (element-seconds) up to clock_s, the
      * monotonic time of the snapshot: the mean fill between two snapshots is
      * the difference of fill_integral over the difference of clock_s. */
     double fill_integral, clock_s;
-    int size;      /* elements READY now */
+    int size; /* elements READY now */
     int capacity;
     tq_state state;
     const char *backend; /* the backend's name */
 } tq_stats;
 
 typedef struct tq_ring tq_ring;
+
+/* The bytes of one slot holding these components (TQ_ALIGN above), as
+ * tq_ring_create lays it out; SIZE_MAX when they overflow a slot. */
+size_t tq_ring_slot_bytes(const tq_component *components, int n_components);
 
 /* Creates a ring of `capacity` slots laid out for `components`; takes ownership
  * of `backend` (destroyed with the ring, or here on failure). */

@@ -20,11 +20,11 @@ extern "C" {
 #endif
 
 typedef struct {
-    void *base;    /* page-aligned; NULL when none */
-    size_t bytes;  /* a multiple of the page size */
-    int fd;        /* close-on-exec; -1 when the mapping has no descriptor */
+    void *base;   /* page-aligned; NULL when none */
+    size_t bytes; /* a multiple of the page size */
+    int fd;       /* close-on-exec; -1 when the mapping has no descriptor */
     int n_slots;
-    void **slot;   /* slot i's staging, page-aligned inside the block */
+    void **slot; /* slot i's staging, page-aligned inside the block */
 } tq_shm;
 
 /* Maps one zeroed block for `capacity` slots and `spares` spare blocks (slot

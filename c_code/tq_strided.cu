@@ -15,11 +15,10 @@ struct tq_strided_desc {
     long long strides[TQ_STRIDED_MAX_DIMS]; /* in bytes, any sign */
     long long n;                            /* units in all */
     int ndim;
-    int unit;                               /* bytes: 1, 2, 4 or 8 */
+    int unit; /* bytes: 1, 2, 4 or 8 */
 };
 
-template <typename T>
-__device__ void copy_units(const char *src, T *dst, const tq_strided_desc &d)
+template <typename T> __device__ void copy_units(const char *src, T *dst, const tq_strided_desc &d)
 {
     long long step = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < d.n; i += step) {

@@ -11,7 +11,7 @@ struct tq_trace {
     pthread_mutex_t lock;
     int active;
     int capacity;
-    uint64_t *slot_element;     /* capacity: the element each slot was last reserved for */
+    uint64_t *slot_element; /* capacity: the element each slot was last reserved for */
     uint64_t first;
     int n, allocated;
     tq_trace_element *elements; /* n: elements first .. first + n - 1 */
@@ -36,8 +36,8 @@ int64_t tq_trace_now_ns(void) { return (int64_t)(tq_now() * 1e9); }
 
 const char *tq_event_name(tq_event kind)
 {
-    static const char *names[TQ_EV_COUNT] = {"put_begin", "reserved", "put_end", "copy_issued", "ready",
-                                             "filled", "get_begin", "dequeued", "consumed"};
+    static const char *names[TQ_EV_COUNT] = {"put_begin", "reserved",  "put_end",  "copy_issued", "ready",
+                                             "filled",    "get_begin", "dequeued", "consumed"};
     return kind >= 0 && kind < TQ_EV_COUNT ? names[kind] : "unknown";
 }
 
@@ -117,7 +117,8 @@ int tq_trace_stop(tq_trace *trace, tq_trace_element *out, int max)
 /* The element's record while recording it, else NULL.  Under the lock. */
 static tq_trace_element *record_of(tq_trace *trace, uint64_t element)
 {
-    if (!trace->active || element == NO_ELEMENT || element < trace->first || element - trace->first >= (uint64_t)trace->n)
+    if (!trace->active || element == NO_ELEMENT || element < trace->first ||
+        element - trace->first >= (uint64_t)trace->n)
         return NULL;
     return &trace->elements[element - trace->first];
 }

@@ -5,7 +5,8 @@
 set -euo pipefail
 venv="${1:-.venv}"
 
-apt_packages=(python3-venv python3-dev python3-pygpu libgpuarray-dev libopenblas-dev g++ make)
+# clang-format: `make lint` checks the C tree with it (14 on bookworm, the version .clang-format is written for).
+apt_packages=(python3-venv python3-dev python3-pygpu libgpuarray-dev libopenblas-dev g++ make clang-format)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,4 +1,5 @@
 """Array datasets: a tuple or dict of arrays fed by native gathers (Ring.put_rows, c_code/tq_gather.c)."""
+import os
 import pickle
 import threading
 import time
@@ -143,13 +144,38 @@ def test_gather_bit_exact_for_odd_rows(feat, dtype):
     assert sorted(rows_of(got)) == sorted(list(range(n)) * 2)
 
 
+def copy_pool_cpu_ns(threads):
+    """CPU time (ns) each of these threads of this process has run; the pool's threads only run when given work."""
+    times = []
+    for tid in threads:
+        with open("/proc/self/task/%s/schedstat" % tid) as f:
+            times.append(int(f.read().split()[0]))
+    return times
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task/%d/schedstat" % os.getpid()), reason="needs Linux schedstat")
 def test_large_gather_is_shared_among_threads_and_exact():
     """Batches above the copy pool's threshold: chunks of rows copied by several threads, streaming stores."""
+    from theano_queue import _engine
+
     n, feat = 4000, 1027
     x = np.random.default_rng(0).standard_normal((n, feat)).astype("float32")
-    q = tq.Queue([("x", "float32", (1000, feat)), ("i", "int64", (1000,))], capacity=2, target="cpu")
-    with tq.Feeder(q, (x, np.arange(n)), shuffle=True, seed=1):
-        got = drain(q)
+    before, threads = set(os.listdir("/proc/self/task")), _engine.copy_threads()
+    _engine.set_copy_threads(3)  # a new pool, made by the next large copy: its threads are the new ones
+    try:
+        warm = tq.Queue([("x", "float32", (1 << 21,))], capacity=1, target="cpu")
+        warm.put(np.ones(1 << 21, "float32"))
+        pool = set(os.listdir("/proc/self/task")) - before
+        assert pool, "the pool's threads"
+        idle = copy_pool_cpu_ns(pool)
+        q = tq.Queue([("x", "float32", (1000, feat)), ("i", "int64", (1000,))], capacity=4, target="cpu")
+        with tq.Feeder(q, (x, np.arange(n)), shuffle=True, seed=1) as feeder:
+            feeder.join()  # all four batches gathered into the ring; nothing taken (a get copies with the pool too)
+            worked = [after - was for after, was in zip(copy_pool_cpu_ns(pool), idle)]
+            got = drain(q)
+    finally:
+        _engine.set_copy_threads(threads)
+    assert max(worked) > 0, "no thread of the copy pool took part in the gather"
     check_bit_exact(got, x)
     q = tq.Queue([("x", "float32", (1000, feat)), ("i", "int64", (1000,))], capacity=2, target="cpu")
     with tq.Feeder(q, (x, np.arange(n))):  # in order: one block per batch

@@ -4,6 +4,7 @@ protocols' parsing, the strided layouts, the stream ordering, the checks and
 the clean-up, on a machine without a GPU.  tests/test_device_arrays.py runs
 the same on the GPU.  Also who starts a host put's upload: the put, or the
 consumer's next take (tests/test_gpu.py runs that on the GPU)."""
+
 import os
 import subprocess
 import sys
@@ -17,11 +18,15 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 
 def run(fake, body, **env):
     """Runs body after `from fake_device import *` in a process that loads the stand-in; its stdout."""
-    script = ("from fake_device import *\nfrom theano_queue import _engine\nimport numpy as np, pytest\n"
-              + textwrap.dedent(body) + "\nfree_device_memory()\n")
+    script = (
+        "from fake_device import *\nfrom theano_queue import _engine\nimport numpy as np, pytest\n"
+        + textwrap.dedent(body)
+        + "\nfree_device_memory()\n"
+    )
     environment = dict(os.environ, **fake, PYTHONPATH=os.pathsep.join([ROOT, TESTS]), **env)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
-                          cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environment, cwd=ROOT, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert held(fake) == NOTHING_HELD
     return done.stdout
@@ -33,7 +38,9 @@ def fake(fake_cuda, tmp_path):  # noqa: F811
 
 
 def test_contiguous_and_strided_layouts_arrive_bit_exact(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (4, 6)), ("y", "int16", (4,)), ("z", "complex128", (4, 2))])
         base = np.arange(8 * 6 * 2, dtype=np.float32).reshape(8, 6, 2)
         x_dev = device_copy(base)
@@ -54,11 +61,14 @@ def test_contiguous_and_strided_layouts_arrive_bit_exact(fake):
         calls = log()
         assert calls.count("kernel %s" % calls[1].split()[1]) >= 7  # the strided ones went through the kernel
         assert ring.stats()["enqueued"] == 4 and ring.stats()["dropped"] == 0
-    """)
+    """,
+    )
 
 
 def test_a_partial_batch_an_empty_one_a_single_row_and_a_scalar(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "uint8", (5, 3)), ("s", "float64", ())], capacity=4)
         x = device_copy(np.arange(30, dtype=np.uint8).reshape(10, 3))
         s = device_copy(np.array([2.5, -1.0]))
@@ -69,11 +79,14 @@ def test_a_partial_batch_an_empty_one_a_single_row_and_a_scalar(fake):
         assert got[0][0].tolist() == x[1:4].tolist() and got[0][1] == 2.5
         assert got[1][0].shape == (0, 3) and got[1][1] == -1.0
         assert got[2][0].tolist() == x[7:8, ::-1].tolist()
-    """)
+    """,
+    )
 
 
 def test_the_copy_is_ordered_after_the_producers_stream_and_the_stream_after_the_copy(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (2, 3))])
         copy = ring.copy_stream
         x = device_copy(np.ones((2, 3), np.float32))
@@ -95,11 +108,14 @@ def test_the_copy_is_ordered_after_the_producers_stream_and_the_stream_after_the
         ring.get()
         put(ring, comps, [CAI(x, stream=2, version=2)], stream=None)  # before v3 there is no stream field
         assert log()[-1] == "sync"
-    """)
+    """,
+    )
 
 
 def test_dlpack_producers_are_given_the_copy_stream(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "int32", (3, 4))])
         x = device_copy(np.arange(24, dtype=np.int32).reshape(6, 4))
         producer = CudaDLPack(x[::2, ::-1])
@@ -113,17 +129,21 @@ def test_dlpack_producers_are_given_the_copy_stream(fake):
             put(ring, comps, [CudaDLPack(x[:3], device_type=3)])
         with pytest.raises(TypeError, match="capsule"):
             _engine.dlpack_source(object())
-    """)
+    """,
+    )
 
 
 def test_bad_input_is_refused_clearly_and_costs_the_queue_nothing(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (4, 3))], name="train")
         good = device_copy(np.zeros((4, 3), np.float32))
         cases = [
             (CAI(device_copy(np.zeros((4, 3), np.float64))), TypeError,
              "Queue.put: queue 'train', component 'x': expected dtype float32, got a device array of float64"),
-            (CAI(device_copy(np.zeros((4, 4), np.float32))), ValueError, "expected shape \\\\(<=4, 3\\\\), got \\\\(4, 4\\\\)"),
+            (CAI(device_copy(np.zeros((4, 4), np.float32))), ValueError,
+             "expected shape \\\\(<=4, 3\\\\), got \\\\(4, 4\\\\)"),
             (CAI(device_copy(np.zeros((4, 3), np.float32), context=0x1001)), ValueError,
              "component 'x': the array is on GPU 1, the queue on GPU 0"),
             (CAI(np.zeros((4, 3), np.float32)), ValueError, "expected device memory of GPU 0, got an address the CUDA"),
@@ -140,22 +160,29 @@ def test_bad_input_is_refused_clearly_and_costs_the_queue_nothing(fake):
         assert (s["enqueued"], s["dropped"], s["size"]) == (0, 0, 0)
         put(ring, comps, [CAI(good)])
         assert ring.size() == 1
-    """, FAKE_CUDA_DEVICES="2")
+    """,
+        FAKE_CUDA_DEVICES="2",
+    )
 
 
 def test_another_context_on_the_same_gpu_is_copied_between_contexts(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (4, 3))])
         x = device_copy(np.arange(12, dtype=np.float32).reshape(4, 3), context=OTHER_CONTEXT)
         log()
         put(ring, comps, [CAI(x)])
         assert any(line.startswith("peer") for line in log())
         assert ring.get()[0].tolist() == x.tolist()
-    """)
+    """,
+    )
 
 
 def test_a_ring_that_gathers_on_the_device_takes_strided_device_puts_too(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (4, 6)), ("y", "int16", (4,))])
         x = device_copy(np.arange(8 * 6, dtype=np.float32).reshape(8, 6))
         y = device_copy(np.arange(8, dtype=np.int16))
@@ -177,13 +204,16 @@ def test_a_ring_that_gathers_on_the_device_takes_strided_device_puts_too(fake):
         assert sum(line.startswith("kernel") for line in calls) >= 4  # the strided puts, both components each
         assert sum(line.startswith("batch") for line in calls) == 2  # one batch copy per gathered element
         ring.gather_on_host()
-    """)
+    """,
+    )
 
 
 def test_after_a_device_gather_attached_small_arrays_gets_into_fresh_memory_still_work(fake):
     # Page-locked exactly, the dataset leaves the heap buffers around it alone: the stand-in, as the driver,
     # refuses a device-to-host copy into a buffer that starts in page-locked memory and ends past it.
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (8, 300)), ("i", "int64", (8,))], capacity=3)
         for attempt in range(20):
             data = [np.random.default_rng(attempt).standard_normal((50, 300)).astype(np.float32),
@@ -199,12 +229,15 @@ def test_after_a_device_gather_attached_small_arrays_gets_into_fresh_memory_stil
                 picked = order[8 * b:8 * (b + 1)]
                 assert gx.tobytes() == data[0][picked].tobytes() and gi.tolist() == picked.tolist()
             ring.gather_on_host()
-    """)
+    """,
+    )
 
 
 @pytest.mark.parametrize("failing", ["cuMemcpyDtoDAsync_v2", "cuLaunchKernel", "cuEventRecord"])
 def test_a_failed_copy_drops_its_slot_and_the_queue_goes_on(fake, failing):
-    run(fake, """
+    run(
+        fake,
+        """
         import os
         from theano_queue.errors import CudaError
         ring, comps = gpu_ring([("x", "float32", (4, 3))])
@@ -217,7 +250,9 @@ def test_a_failed_copy_drops_its_slot_and_the_queue_goes_on(fake, failing):
         assert (s["enqueued"], s["dropped"], s["size"]) == (0, 1, 0)
         put(ring, comps, [CAI(x[4:])])
         assert ring.get()[0].tolist() == x[4:].tolist()
-    """ % (failing, failing[:-3] if failing.endswith("_v2") else failing, failing))
+    """
+        % (failing, failing[:-3] if failing.endswith("_v2") else failing, failing),
+    )
 
 
 def test_device_gets_and_puts_are_refused_by_host_queues():
@@ -242,15 +277,22 @@ def test_device_gets_and_puts_are_refused_by_host_queues():
 
 
 def test_the_pycuda_example_says_what_it_needs_and_exits():
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gpu_augment.py"), "--steps", "2"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env=dict(os.environ, THEANO_FLAGS="device=cpu,floatX=float32", PYTHONPATH=ROOT))
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "gpu_augment.py"), "--steps", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=dict(os.environ, THEANO_FLAGS="device=cpu,floatX=float32", PYTHONPATH=ROOT),
+    )
     assert done.returncode == 1
     assert "gpu_augment: Theano does not run on a GPU here; run with THEANO_FLAGS=device=cuda0" in done.stderr
 
 
 def test_a_padded_device_array_fills_a_variable_length_component(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         from theano_queue.layout import Padded
         ring, layout = gpu_ring([("x", "int32", (4, tq_upto(10), 3)), ("y", "int16", (4,))], capacity=3,
                                 pad_value={"x": -1})
@@ -276,7 +318,8 @@ def test_a_padded_device_array_fills_a_variable_length_component(fake):
         with pytest.raises(ValueError, match="longer than the bound upto.10."):
             put(ring, layout, [Padded(CAI(wide), np.array([11, 1, 1, 1])), CAI(y)])
         assert ring.stats()["enqueued"] == 4 and ring.size() == 0 and ring.stats()["dropped"] == 0
-    """.replace("tq_upto", "__import__('theano_queue').upto"))
+    """.replace("tq_upto", "__import__('theano_queue').upto"),
+    )
 
 
 def test_a_put_with_elements_ahead_leaves_its_upload_to_the_consumers_next_take(fake):
@@ -284,7 +327,9 @@ def test_a_put_with_elements_ahead_leaves_its_upload_to_the_consumers_next_take(
     # H200 the step lost 5 to 20 % to it (doc/design.rst, "Small steps").  With an element ahead of its own,
     # a put calls nothing but the staging's wait; the consumer's next take starts the upload, still one
     # element ahead of its reader.
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (4,))], capacity=3)
         copy = ring.copy_stream
         log()
@@ -307,13 +352,16 @@ def test_a_put_with_elements_ahead_leaves_its_upload_to_the_consumers_next_take(
         ring.put([np.full(4, 3, np.float32)])
         ring.put([np.full(4, 4, np.float32)])
         assert [ring.get()[0].tolist() for _ in range(2)] == [[3] * 4, [4] * 4]  # a host get starts them too
-    """)
+    """,
+    )
 
 
 def test_a_large_element_is_uploaded_by_its_put_even_with_elements_ahead(fake):
     # Past 2 MiB an element's copy outlasts the driver calls that leaving it would save, and a
     # transfer-bound pipeline wants it issued as early as possible: the put issues it.
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (1 << 20,))], capacity=3)  # 4 MiB
         copy = ring.copy_stream
         for i in range(3):
@@ -321,11 +369,14 @@ def test_a_large_element_is_uploaded_by_its_put_even_with_elements_ahead(fake):
             ring.put([np.full(1 << 20, i, np.float32)])
             assert "upload %d" % copy in log(), i
         assert [ring.get()[0][:3].tolist() for _ in range(3)] == [[i] * 3 for i in range(3)]
-    """)
+    """,
+    )
 
 
 def test_an_upload_left_for_an_element_dropped_unread_never_lands_on_a_later_one(fake):
-    run(fake, """
+    run(
+        fake,
+        """
         ring, comps = gpu_ring([("x", "float32", (4,))], capacity=2)
         ring.put([np.full(4, 1, np.float32)])
         ring.put([np.full(4, 2, np.float32)])  # its upload is left to a take that never comes
@@ -341,4 +392,5 @@ def test_an_upload_left_for_an_element_dropped_unread_never_lands_on_a_later_one
         ring.put([np.full(4, 7, np.float32)])
         ring.put([np.full(4, 8, np.float32)])
         assert [ring.get()[0].tolist() for _ in range(2)] == [[7] * 4, [8] * 4]
-    """)
+    """,
+    )

@@ -7,6 +7,7 @@ import pytest
 import theano
 
 import theano_queue as tq
+from staging import staging_holds
 from helpers import stop_wakes_a_feeder_waiting_for_space
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
@@ -149,17 +150,21 @@ def test_a_feeder_runs_once():
 def test_feeder_with_a_fill_function_writes_in_place():
     q = tq.Queue(XY, capacity=2, target="cpu")
     counter = iter(range(6))
+    in_place = []
 
     def fill(x, y):
         i = next(counter)  # StopIteration ends the feeder
-        x[:] = i
+        x[:] = i + 0.5
         y[:] = i
+        # The arrays handed to fill are the slot's staging itself, not buffers copied in afterwards.
+        in_place.append(staging_holds(q._ring, 0, x) and staging_holds(q._ring, 1, y))
         return 4 if i % 2 == 0 else 2
 
     f = theano.function([], q.dequeue())
     with tq.Feeder(q, fill=fill):
         seen = drain(f)
-    assert [(float(x[0, 0]), x.shape[0]) for x, _ in seen] == [(i, 4 if i % 2 == 0 else 2) for i in range(6)]
+    assert [(float(x[0, 0]), x.shape[0]) for x, _ in seen] == [(i + 0.5, 4 if i % 2 == 0 else 2) for i in range(6)]
+    assert in_place == [True] * 6
 
 
 def test_feeder_needs_a_source_or_a_fill_function():

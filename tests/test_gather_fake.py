@@ -5,18 +5,18 @@ second page-lock of any byte and a device-to-host copy into a buffer that
 starts in page-locked memory and ends past it.  Each run checks every batch
 against the rows it names, that the device copied exactly the components it
 should, and that the process gave every registration, buffer and stream back."""
+
 import os
 import shutil
 import subprocess
 
 import pytest
-
+from c_sources import engine_sources
 from fake_cuda import NOTHING_HELD, ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
-ENGINE = ["c_code/tq_base.c", "c_code/tq_ring.c", "c_code/tq_cuda.c", "c_code/tq_copy.c", "c_code/tq_gather.c",
-          "c_code/tq_trace.c", "c_code/tq_shm.c", "tests/c/test_gather.c"]
+ENGINE = [*engine_sources("core", "cuda"), "tests/c/test_gather.c"]
 LARGE_ROW = 256 * 1024  # the rows "auto" has the device copy: this large or larger
 
 
@@ -32,11 +32,36 @@ def stand_ins(tmp_path_factory):
     where = tmp_path_factory.mktemp("gather")
     for name, flags in (("new", []), ("old", ["-DFAKE_CUDA_BEFORE_12_8"])):
         os.mkdir(str(where / name))
-        build(["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, "-o", str(where / name / "libcuda.so.1"),
-               "tests/c/fake_libcuda.c"])
+        build(
+            [
+                "gcc",
+                "-shared",
+                "-fPIC",
+                "-O1",
+                "-Wall",
+                "-Werror",
+                *flags,
+                "-o",
+                str(where / name / "libcuda.so.1"),
+                "tests/c/fake_libcuda.c",
+            ]
+        )
     binary = str(where / "test_gather")
-    common = ["gcc", "-std=gnu11", "-g", "-O1", "-Wall", "-Werror", "-Ic_code", "-Itests/c", *ENGINE, "-o", binary,
-              "-lpthread", "-ldl"]
+    common = [
+        "gcc",
+        "-std=gnu11",
+        "-g",
+        "-O1",
+        "-Wall",
+        "-Werror",
+        "-Ic_code",
+        "-Itests/c",
+        *ENGINE,
+        "-o",
+        binary,
+        "-lpthread",
+        "-ldl",
+    ]
     sanitized = subprocess.run(common + ["-fsanitize=address,undefined"], cwd=ROOT, capture_output=True, text=True)
     if sanitized.returncode:
         build(common)
@@ -45,10 +70,17 @@ def stand_ins(tmp_path_factory):
 
 def run(where, *args, driver="new", **env):
     report = str(where / "report")
-    environment = dict(os.environ, LD_LIBRARY_PATH=str(where / driver), FAKE_CUDA_REPORT=report,
-                       ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="halt_on_error=1", **env)
-    done = subprocess.run([str(where / "test_gather"), *args], capture_output=True, text=True, env=environment,
-                          timeout=120)
+    environment = dict(
+        os.environ,
+        LD_LIBRARY_PATH=str(where / driver),
+        FAKE_CUDA_REPORT=report,
+        ASAN_OPTIONS="detect_leaks=1",
+        UBSAN_OPTIONS="halt_on_error=1",
+        **env,
+    )
+    done = subprocess.run(
+        [str(where / "test_gather"), *args], capture_output=True, text=True, env=environment, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().endswith(" 0 failed")
     with open(report) as f:
@@ -83,5 +115,11 @@ def test_an_old_driver_refuses_the_device_gather_with_the_reason(stand_ins, mech
 
 def test_a_dataset_too_large_to_page_lock_gathers_on_the_host(stand_ins):
     # The ring's own staging (about 76 KB) still registers; the dataset (116 KB) does not.
-    run(stand_ins, "refused", "batch", str(784 * 4), "cuMemHostRegister: CUDA_ERROR_OUT_OF_MEMORY",
-        FAKE_CUDA_REGISTER_LIMIT="100000")
+    run(
+        stand_ins,
+        "refused",
+        "batch",
+        str(784 * 4),
+        "cuMemHostRegister: CUDA_ERROR_OUT_OF_MEMORY",
+        FAKE_CUDA_REGISTER_LIMIT="100000",
+    )

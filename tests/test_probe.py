@@ -1,5 +1,6 @@
 """theano_queue.probe: host copy bandwidth here, the GPU measurements against the
 stand-in driver (tests/c/fake_libcuda.c) in a subprocess, and on a real GPU."""
+
 import os
 import subprocess
 import sys
@@ -76,5 +77,42 @@ def test_real_gpu_bandwidth_and_theano_context():
     assert pinned > 5 and pinned > pageable
     assert probe.self_check(probe.theano_device(name)) == {
         "pinned_memory": (True, "cuMemHostAlloc of 2097152 bytes"),
-        "copy_engine": (True, "1048576 bytes to the device and back on a non-blocking stream: identical")}
+        "copy_engine": (True, "1048576 bytes to the device and back on a non-blocking stream: identical"),
+    }
     assert all(d["free_bytes"] > 0 for d in probe.devices())
+
+
+def engine_driver_list():
+    """{field: (symbol, number of parameters)} of the engine's driver binding (c_code/tq_cuda_driver.h)."""
+    with open(
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c_code", "tq_cuda_driver.h")
+    ) as f:
+        text = f.read().replace("\\\n", " ")
+    bound, at = {}, 0
+    while True:
+        at = text.find("X(", at)
+        if at < 0:
+            return bound
+        depth, end = 0, at + 1
+        for end in range(at + 1, len(text)):  # the X(...) with its nested parentheses
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        field, symbol, params = (part.strip() for part in text[at + 2 : end].split(",", 2))
+        if field.isidentifier() and symbol.startswith("cu"):
+            inner, depth, commas = params.strip()[1:-1], 0, 0
+            for char in inner:
+                depth += {"(": 1, ")": -1}.get(char, 0)
+                commas += char == "," and depth == 0
+            bound[field] = (symbol, commas + 1)
+        at = end
+
+
+def test_probe_binds_the_driver_as_the_engine_does():
+    engine = engine_driver_list()
+    assert {"Init", "MemAlloc", "CtxPushCurrent", "MemcpyHtoDAsync"} <= set(engine)  # the parse found the list
+    shared = set(engine) & set(probe._SIGNATURES)
+    assert len(shared) >= 10
+    for field in sorted(shared):
+        argtypes, symbols = probe._SIGNATURES[field]
+        assert (symbols[0], len(argtypes)) == engine[field], field

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
+from staging import staging_holds
 from helpers import (TAGGED, check_tagged, holding_the_gil, put_waiting_for_room, tagged_element,
                      two_producers_exactly_once)
 
@@ -335,11 +336,13 @@ def test_stats_count_waits():
 def test_writer_fills_a_slot_in_place():
     q = tq.Queue(XY, capacity=2, target="cpu")
     with q.writer() as slot:
-        slot["x"][:] = 3
+        slot["x"][:] = 3.5
         slot["y"][:2] = [7, 8]
         slot.rows = 2
+        # Before the put: the views are the slot's staging itself, not a buffer copied in afterwards.
+        assert staging_holds(q._ring, 0, slot["x"]) and staging_holds(q._ring, 1, slot["y"])
     x, y = q.get()
-    assert x.shape == (2, 3) and (x == 3).all() and list(y) == [7, 8]
+    assert x.shape == (2, 3) and (x == 3.5).all() and list(y) == [7, 8]
     assert not slot["x"].flags.writeable, "views are sealed once the element is put"
 
 

@@ -10,8 +10,9 @@ from .layout import Padded
 from .monitor import Monitor, monitor
 from .queue import Queue
 from .spec import Component, upto
+from .stall import set_stall_warning
 from .trace import Trace
 
 __version__ = "0.1.0"
 __all__ = ["Queue", "Feeder", "Component", "upto", "Padded", "worker_info", "monitor", "Monitor", "Trace",
-           "QueueError", "QueueClosed", "QueueTimeout", "FeederError", "CudaError"]
+           "QueueError", "QueueClosed", "QueueTimeout", "FeederError", "CudaError", "set_stall_warning"]

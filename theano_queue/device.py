@@ -14,14 +14,27 @@ engine (``c_code/tq_py_device.c``, ``tq_cuda.c``) checks it and copies it
 device to device.  ``q.get(device=True)`` goes the other way and returns
 :class:`DeviceArray` objects.
 """
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
 import numpy as np
 
 from . import _engine
 
 # DLPack device types (dlpack.h).
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
-DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm",
-            11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
+DL_NAMES = {
+    1: "CPU",
+    2: "CUDA",
+    3: "CUDA host (pinned)",
+    4: "OpenCL",
+    7: "Vulkan",
+    8: "Metal",
+    10: "ROCm",
+    11: "ROCm host",
+    13: "CUDA managed",
+    14: "oneAPI",
+}
 
 
 def _pygpu_array_type():
@@ -32,7 +45,7 @@ def _pygpu_array_type():
     return GpuArray
 
 
-def is_device_array(value):
+def is_device_array(value: Any) -> bool:
     """True for what a device put takes: CUDA Array Interface, CUDA DLPack, pygpu."""
     if isinstance(value, np.ndarray):
         return False
@@ -51,7 +64,7 @@ def _dlpack_device(value):
         return (-1, -1)
 
 
-def stream_handle(stream, where):
+def stream_handle(stream: Any, where: str) -> Optional[int]:
     """A CUstream handle (int) from ``stream``: None, an int, or a library's stream object.
 
     pycuda's ``Stream`` (``.handle``), CuPy's (``.ptr``), torch's
@@ -75,12 +88,12 @@ class DeviceSource:
 
     __slots__ = ("description", "keep")
 
-    def __init__(self, description, keep=None):
+    def __init__(self, description: Tuple[Any, ...], keep: Any = None) -> None:
         self.description = description  # (ptr, shape, strides or None, dtype, stream or None)
         self.keep = keep  # the producer's object (or a DLPack owner) until the copy has read it
 
 
-def device_source(value, component, queue_name, stream, copy_stream):
+def device_source(value: Any, component: Any, queue_name: str, stream: Any, copy_stream: Optional[int]) -> DeviceSource:
     """The :class:`DeviceSource` of one component's value, or a TypeError saying what came."""
     where = "Queue.put: queue %r, component %r" % (queue_name, component.name)
     if hasattr(value, "__cuda_array_interface__"):
@@ -105,8 +118,16 @@ def _from_cai(value, where, stream):
     own = cai.get("stream") if cai.get("version", 0) >= 3 else None
     if own is not None and not isinstance(own, int):
         raise TypeError("%s: __cuda_array_interface__ 'stream' must be None or an int, got %r" % (where, own))
-    return DeviceSource((ptr or 0, shape, None if strides is None else tuple(strides), np.dtype(typestr),
-                         own if own is not None else stream), keep=value)
+    return DeviceSource(
+        (
+            ptr or 0,
+            shape,
+            None if strides is None else tuple(strides),
+            np.dtype(typestr),
+            own if own is not None else stream,
+        ),
+        keep=value,
+    )
 
 
 def pygpu_address(array):
@@ -136,7 +157,16 @@ def _from_dlpack(value, where, copy_stream):
     return DeviceSource((ptr, shape, strides, np.dtype(typestr), None), keep=owner)
 
 
-def put(ring, layout, values, queue_name, timeout, stop, stream, upload=None):
+def put(
+    ring: _engine.Ring,
+    layout: Any,
+    values: Sequence[Any],
+    queue_name: str,
+    timeout: Optional[float],
+    stop: Optional[_engine.Stop],
+    stream: Any,
+    upload: Optional[Callable[[np.ndarray], DeviceSource]] = None,
+) -> int:
     """A device put of one element: values in component order, every one a device array.
 
     A variable-length component's value is a :class:`~theano_queue.Padded`
@@ -149,8 +179,9 @@ def put(ring, layout, values, queue_name, timeout, stop, stream, upload=None):
     descriptions, keep = [], []
     for i, (component, value) in enumerate(zip(layout.components, values)):
         if i in layout.variables:
-            parts, alive = variable_descriptions(layout.variables[i], value, queue_name, handle, ring.copy_stream,
-                                                 upload)
+            parts, alive = variable_descriptions(
+                layout.variables[i], value, queue_name, handle, ring.copy_stream, upload
+            )
             descriptions.extend(parts)
             keep.extend(alive)
         else:
@@ -160,7 +191,7 @@ def put(ring, layout, values, queue_name, timeout, stop, stream, upload=None):
     return ring.put_device(descriptions, timeout, stop)
 
 
-def uploader(context):
+def uploader(context: Any) -> Callable[[np.ndarray], DeviceSource]:
     """``upload(array)`` for :func:`put`: a host array copied into a pygpu array of ``context``, on its stream."""
     import pygpu
 
@@ -184,22 +215,26 @@ def variable_descriptions(variable, value, queue_name, stream, copy_stream, uplo
     from .layout import Padded
 
     if not isinstance(value, Padded):
-        raise TypeError("%s: a device array for a variable-length component needs its row lengths: "
-                        "q.put(..., lengths={%r: lengths}) or tq.Padded(device_array, lengths)"
-                        % (variable.where(queue_name), variable.name))
+        raise TypeError(
+            "%s: a device array for a variable-length component needs its row lengths: "
+            "q.put(..., lengths={%r: lengths}) or tq.Padded(device_array, lengths)"
+            % (variable.where(queue_name), variable.name)
+        )
     source = device_source(value.data, variable.component, queue_name, stream, copy_stream)
     ptr, shape, strides, dtype, own_stream = source.description
     shape = tuple(int(n) for n in shape)
     if len(shape) != len(variable.bounds):
-        raise ValueError("%s: expected a padded device array of %d dimensions (the component is %s), got shape %s"
-                         % (variable.where(queue_name), len(variable.bounds), variable.component.shape, shape))
+        raise ValueError(
+            "%s: expected a padded device array of %d dimensions (the component is %s), got shape %s"
+            % (variable.where(queue_name), len(variable.bounds), variable.component.shape, shape)
+        )
     n = shape[0]
     variable.check_rows(n, queue_name)
     variable.check_fixed_axes(shape, 0, queue_name, "the device array")
     lengths = variable.check_lengths(value.lengths, n, [shape[a] for a in variable.axes], queue_name)
     extents = variable.extents(lengths)
     if strides is None:  # C order
-        strides = tuple(int(np.prod(shape[d + 1:], dtype=np.int64)) * dtype.itemsize for d in range(len(shape)))
+        strides = tuple(int(np.prod(shape[d + 1 :], dtype=np.int64)) * dtype.itemsize for d in range(len(shape)))
     on_gpu = upload(lengths.reshape((n,) + variable.engine[1].shape[1:]))
     data = (ptr, variable.packed_shape(n, extents), tuple(strides), dtype, own_stream, len(variable.middle) + 1)
     parts = [data, on_gpu.description]
@@ -216,7 +251,7 @@ class DeviceArray:
     libgpuarray's, on which the element was copied out of the queue.
     """
 
-    def __init__(self, gpuarray, stream):
+    def __init__(self, gpuarray: Any, stream: Any) -> None:
         self.gpuarray = gpuarray
         self.stream = stream
 
@@ -224,7 +259,7 @@ class DeviceArray:
     dtype = property(lambda self: np.dtype(self.gpuarray.dtype))
 
     @property
-    def __cuda_array_interface__(self):
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
         a = self.gpuarray
         return {
             "shape": tuple(a.shape),
@@ -235,15 +270,17 @@ class DeviceArray:
             "stream": self.stream,
         }
 
-    def get(self):
+    def get(self) -> np.ndarray:
         """A numpy copy on the host (waits for the data)."""
         return np.asarray(self.gpuarray)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<DeviceArray %s %s>" % (self.dtype, self.shape)
 
 
-def get(ring, components, context, timeout):
+def get(
+    ring: _engine.Ring, components: Sequence[Any], context: Any, timeout: Optional[float]
+) -> Tuple[DeviceArray, ...]:
     """The next element as :class:`DeviceArray` objects in ``context`` (a pygpu GpuContext)."""
     import pygpu
 

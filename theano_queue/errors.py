@@ -1,5 +1,7 @@
 """The exceptions a queue raises.  All derive from :class:`QueueError`."""
+
 import sys
+from typing import Any, Optional
 
 
 class QueueError(Exception):
@@ -31,9 +33,11 @@ class FeederError(QueueError):
     ``err.index`` works on the error the consumer catches.
     """
 
-    index = worker = worker_traceback = None
+    index: Optional[int] = None
+    worker: Optional[int] = None
+    worker_traceback: Optional[str] = None
 
-    def __getattribute__(self, name):
+    def __getattribute__(self, name: str) -> Any:
         value = super().__getattribute__(name)
         if value is None and name in ("index", "worker", "worker_traceback"):
             cause = super().__getattribute__("__cause__")
@@ -41,7 +45,7 @@ class FeederError(QueueError):
                 return getattr(cause, name)
         return value
 
-    def __init__(self, *args):
+    def __init__(self, *args: object) -> None:
         super().__init__(*args)
         # Theano re-raises an Op's exception as a new instance of its type with
         # a longer message, built while the original is being handled: carry
@@ -56,8 +60,11 @@ class CudaError(QueueError, RuntimeError):
 
     Out of device memory is a CudaError whose message names
     ``CUDA_ERROR_OUT_OF_MEMORY``; out of host memory (pinned memory included)
-    is a :class:`MemoryError`.
+    is a :class:`MemoryError`.  ``status`` is the driver's status code where
+    one is known (:mod:`theano_queue.probe` sets it), else None.
     """
+
+    status: Optional[int] = None
 
 
 class Stopped(QueueError):

@@ -28,6 +28,7 @@ samples), unpacking a taken element (``get``) and the graph's reshape
 (``dequeue``, ``enqueue``).
 """
 import math
+from typing import Any
 from collections.abc import Mapping
 
 import numpy as np
@@ -55,10 +56,10 @@ class Padded:
 
     __slots__ = ("data", "lengths")
 
-    def __init__(self, data, lengths):
+    def __init__(self, data: Any, lengths: Any) -> None:
         self.data, self.lengths = data, lengths
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Padded(data of shape %s, lengths=%r)" % (np.shape(self.data), self.lengths)
 
 

@@ -3,9 +3,12 @@
 The CUDA driver (``libcuda.so.1``, or the library that the environment
 variable ``THEANO_QUEUE_LIBCUDA`` names) is loaded with ctypes on first use, so
 this module imports anywhere; without a driver its GPU functions raise
-:class:`~theano_queue.CudaError` saying so.  (The engine's GPU queues load
-``libcuda.so.1`` themselves and ignore the variable.)  Nothing here imports Theano
-unless a Theano context name is given.
+:class:`~theano_queue.CudaError` saying so.  The engine's GPU queues load the
+same library, named by the same variable, with a binding of their own
+(``c_code/tq_cuda_driver.h``); every driver function both call is bound to the
+same versioned symbol with the same number of parameters, which
+``tests/test_probe.py`` checks against the engine's list.  Nothing here imports
+Theano unless a Theano context name is given.
 
 **Contexts.**  Every GPU measurement runs in the *primary context* of its
 device (``cuDevicePrimaryCtxRetain``), made current with
@@ -15,11 +18,13 @@ context, so a measurement made while Theano is on the GPU shares Theano's
 context rather than creating a second one.  A Theano context name is turned
 into its device through libgpuarray's ``cuda_enter`` and ``cuCtxGetDevice``.
 """
+
 import contextlib
 import ctypes
 import os
 import sys
 import time
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -33,7 +38,13 @@ _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 _CUDA_ERROR_NO_DEVICE = 100
 
 _P = ctypes.POINTER
-_c_int, _c_uint, _c_size, _c_void, _c_u64 = ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_uint64
+_c_int, _c_uint, _c_size, _c_void, _c_u64 = (
+    ctypes.c_int,
+    ctypes.c_uint,
+    ctypes.c_size_t,
+    ctypes.c_void_p,
+    ctypes.c_uint64,
+)
 
 # name: (argument types, names to try in order)
 _SIGNATURES = {
@@ -65,7 +76,7 @@ _SIGNATURES = {
 }
 
 
-def _cuda_error(message, status=None):
+def _cuda_error(message: str, status: Optional[int] = None) -> CudaError:
     """A CudaError carrying the driver's status code (None when there is none) as ``status``."""
     exc = CudaError(message)
     exc.status = status
@@ -87,7 +98,7 @@ class _Driver:
             else:
                 raise _cuda_error("the CUDA driver (libcuda.so.1) lacks %s; it is too old" % symbols[0])
 
-    def error_text(self, rc):
+    def error_text(self, rc: int) -> str:
         name, text = ctypes.c_char_p(), ctypes.c_char_p()
         self._raw["GetErrorName"](rc, ctypes.byref(name))
         self._raw["GetErrorString"](rc, ctypes.byref(text))
@@ -114,7 +125,7 @@ class _Driver:
 _driver = None
 
 
-def driver():
+def driver() -> _Driver:
     """The CUDA driver, loaded and initialised once; CudaError saying why when it cannot be."""
     global _driver
     if _driver is None:
@@ -122,21 +133,25 @@ def driver():
         try:
             lib = ctypes.CDLL(name)
         except OSError as exc:
-            raise _cuda_error("no CUDA driver: %s could not be loaded (%s); this needs an NVIDIA GPU and its driver"
-                              % (name, exc)) from None
+            raise _cuda_error(
+                "no CUDA driver: %s could not be loaded (%s); this needs an NVIDIA GPU and its driver" % (name, exc)
+            ) from None
         cu = _Driver(lib)
         try:
             cu.Init(0)
         except CudaError as exc:
             if exc.status == _CUDA_ERROR_NO_DEVICE:
-                raise _cuda_error("no GPU: the CUDA driver is installed but finds no device (%s)"
-                                  % cu.error_text(_CUDA_ERROR_NO_DEVICE), _CUDA_ERROR_NO_DEVICE) from None
+                raise _cuda_error(
+                    "no GPU: the CUDA driver is installed but finds no device (%s)"
+                    % cu.error_text(_CUDA_ERROR_NO_DEVICE),
+                    _CUDA_ERROR_NO_DEVICE,
+                ) from None
             raise
         _driver = cu
     return _driver
 
 
-def driver_version():
+def driver_version() -> str:
     """The CUDA version the driver supports, as "major.minor"."""
     version = _c_int()
     driver().DriverGetVersion(ctypes.byref(version))
@@ -144,7 +159,7 @@ def driver_version():
 
 
 @contextlib.contextmanager
-def device_context(device):
+def device_context(device: int) -> Iterator[ctypes.c_void_p]:
     """The primary context of ``device`` (an ordinal), current in this thread for the block."""
     cu = driver()
     ctx = _c_void()
@@ -159,14 +174,16 @@ def device_context(device):
         cu.unchecked("DevicePrimaryCtxRelease", device)
 
 
-def theano_device(context_name=None):
+def theano_device(context_name: Optional[str] = None) -> int:
     """The device ordinal of a Theano GPU context (None: Theano's default one)."""
     from .target import theano_gpu_contexts
 
     contexts = theano_gpu_contexts()
     if context_name not in contexts:
-        raise ValueError("probe: %r is not a Theano GPU context (initialised contexts: %s)"
-                         % (context_name, ", ".join(map(repr, contexts)) or "none: Theano is not on a GPU"))
+        raise ValueError(
+            "probe: %r is not a Theano GPU context (initialised contexts: %s)"
+            % (context_name, ", ".join(map(repr, contexts)) or "none: Theano is not on a GPU")
+        )
     from theano.gpuarray.type import get_context
 
     libgpuarray = None
@@ -207,7 +224,9 @@ def _device_of(context_name, device):
     return 0
 
 
-def h2d_seconds(nbytes, repeats, context_name=None, pinned=True, device=None):
+def h2d_seconds(
+    nbytes: int, repeats: int, context_name: Optional[str] = None, pinned: bool = True, device: Optional[int] = None
+) -> float:
     """Seconds per host-to-device copy of ``nbytes``: the mean of ``repeats`` copies after a warm-up.
 
     Each copy is a ``cuMemcpyHtoDAsync`` on a non-blocking stream, from
@@ -248,7 +267,7 @@ def h2d_seconds(nbytes, repeats, context_name=None, pinned=True, device=None):
         return (time.perf_counter() - started) / repeats
 
 
-def host_copy_gbps(nbytes, threads=None, repeats=5, via="engine"):
+def host_copy_gbps(nbytes: int, threads: Optional[int] = None, repeats: int = 5, via: str = "engine") -> float:
     """GB/s of a host memory copy of ``nbytes``: the best of ``repeats`` copies after a warm-up.
 
     ``via="engine"`` (the default) measures the copy a put makes: a numpy
@@ -296,7 +315,7 @@ def host_copy_gbps(nbytes, threads=None, repeats=5, via="engine"):
     return nbytes / min(times[1:]) / 1e9
 
 
-def devices():
+def devices() -> List[Dict[str, Any]]:
     """The GPUs the driver sees: a list of dicts (ordinal, name, pci_bus_id, compute_capability,
     copy_engines, total_bytes, free_bytes).  Free memory is read in each device's primary context."""
     cu = driver()
@@ -310,14 +329,23 @@ def devices():
         cu.DeviceGetPCIBusId(bus, 32, dev)
         total, free, attrs = _c_size(), _c_size(), []
         cu.DeviceTotalMem(ctypes.byref(total), dev)
-        for attribute in (_CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                          _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR):
+        for attribute in (
+            _CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT,
+            _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+            _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        ):
             value = _c_int()
             cu.DeviceGetAttribute(ctypes.byref(value), attribute, dev)
             attrs.append(value.value)
-        entry = {"ordinal": ordinal, "name": name.value.decode(), "pci_bus_id": bus.value.decode(),
-                 "compute_capability": "%d.%d" % (attrs[1], attrs[2]), "copy_engines": attrs[0],
-                 "total_bytes": total.value, "free_bytes": None}
+        entry = {
+            "ordinal": ordinal,
+            "name": name.value.decode(),
+            "pci_bus_id": bus.value.decode(),
+            "compute_capability": "%d.%d" % (attrs[1], attrs[2]),
+            "copy_engines": attrs[0],
+            "total_bytes": total.value,
+            "free_bytes": None,
+        }
         try:
             with device_context(dev.value):
                 cu.MemGetInfo(ctypes.byref(free), ctypes.byref(_c_size()))
@@ -328,7 +356,7 @@ def devices():
     return found
 
 
-def self_check(device=0, nbytes=1 << 20):
+def self_check(device: int = 0, nbytes: int = 1 << 20) -> Dict[str, Tuple[bool, str]]:
     """Whether pinned memory and the copy engine work on ``device``: a dict of two (ok, detail) pairs.
 
     Allocates ``nbytes`` of pinned memory, copies a pattern to the device and
@@ -345,8 +373,8 @@ def self_check(device=0, nbytes=1 << 20):
             return result
         release.callback(cu.unchecked, "MemFreeHost", host)
         result["pinned_memory"] = (True, "cuMemHostAlloc of %d bytes" % (2 * nbytes))
-        buf = (ctypes.c_ubyte * (2 * nbytes)).from_address(host.value)
-        view = np.frombuffer(buf, np.uint8)
+        address = int(host.value or 0)  # cuMemHostAlloc succeeded: not NULL
+        view = np.frombuffer((ctypes.c_ubyte * (2 * nbytes)).from_address(address), np.uint8)  # type: ignore[call-overload]
         view[:nbytes] = np.arange(nbytes, dtype=np.uint64).astype(np.uint8)
         view[nbytes:] = 0
         try:
@@ -355,19 +383,24 @@ def self_check(device=0, nbytes=1 << 20):
             release.callback(cu.unchecked, "MemFree", dev)
             cu.StreamCreate(ctypes.byref(stream), _CU_STREAM_NON_BLOCKING)
             release.callback(cu.unchecked, "StreamDestroy", stream)
-            cu.MemcpyHtoDAsync(dev, host.value, nbytes, stream)
-            cu.MemcpyDtoHAsync(host.value + nbytes, dev, nbytes, stream)
+            cu.MemcpyHtoDAsync(dev, address, nbytes, stream)
+            cu.MemcpyDtoHAsync(address + nbytes, dev, nbytes, stream)
             cu.StreamSynchronize(stream)
         except CudaError as exc:
             result["copy_engine"] = (False, str(exc))
             return result
         same = bool(np.array_equal(view[:nbytes], view[nbytes:]))
-        result["copy_engine"] = (same, "%d bytes to the device and back on a non-blocking stream: %s"
-                                 % (nbytes, "identical" if same else "DIFFERENT"))
+        result["copy_engine"] = (
+            same,
+            "%d bytes to the device and back on a non-blocking stream: %s"
+            % (nbytes, "identical" if same else "DIFFERENT"),
+        )
     return result
 
 
-def limits(pinned_gbps=None, pageable_gbps=None, copy_gbps=None):
+def limits(
+    pinned_gbps: Optional[float] = None, pageable_gbps: Optional[float] = None, copy_gbps: Optional[float] = None
+) -> List[Tuple[str, Optional[float], str]]:
     """The bound on GB/s into a GPU queue for each kind of source, from measured figures.
 
     A list of (source kind, GB/s or None, why).  Data that is already
@@ -379,17 +412,27 @@ def limits(pinned_gbps=None, pageable_gbps=None, copy_gbps=None):
     about ``2 * copy_gbps`` of traffic: the bound is ``2/3 * copy_gbps``, or the
     bus, whichever is lower.
     """
-    def lowest(*values):
+
+    def lowest(*values: Optional[float]) -> Optional[float]:
         known = [v for v in values if v is not None]
         return min(known) if known else None
 
     copied = None if copy_gbps is None else 2.0 * copy_gbps / 3.0
     return [
-        ("registered (Queue.register_host) or written in place (Queue.writer, Feeder(fill=...))", pinned_gbps,
-         "pinned host-to-device bandwidth: no host copy"),
-        ("numpy arrays put or fed (copied into pinned staging)", lowest(pinned_gbps, copied),
-         "min(pinned bandwidth, 2/3 x host copy bandwidth): three bytes of memory traffic per byte delivered"),
-        ("pageable memory handed to the driver (for comparison: not a queue path)", pageable_gbps,
-         "pageable host-to-device bandwidth: the driver stages it through its own pinned buffers"),
+        (
+            "registered (Queue.register_host) or written in place (Queue.writer, Feeder(fill=...))",
+            pinned_gbps,
+            "pinned host-to-device bandwidth: no host copy",
+        ),
+        (
+            "numpy arrays put or fed (copied into pinned staging)",
+            lowest(pinned_gbps, copied),
+            "min(pinned bandwidth, 2/3 x host copy bandwidth): three bytes of memory traffic per byte delivered",
+        ),
+        (
+            "pageable memory handed to the driver (for comparison: not a queue path)",
+            pageable_gbps,
+            "pageable host-to-device bandwidth: the driver stages it through its own pinned buffers",
+        ),
         ("host-memory queue (target='cpu')", copy_gbps, "host copy bandwidth: a put copies into the slot"),
     ]

@@ -2,6 +2,7 @@
 import itertools
 
 from . import device as _device
+from . import stall as _stall
 from . import target as _target
 from .errors import QueueError
 from .layout import Layout
@@ -59,6 +60,7 @@ class Queue:
         capacity = _target.check_capacity(capacity, self.name)
         self._target = _target.resolve(target, self.name)
         self._ring = _target.make_ring(self._target, self.name, self._layout.engine, capacity, timeout)
+        _stall.watch(self)  # a dequeue that waits long says so (theano_queue/stall.py)
         self._tokens = itertools.count()
         # What producers hold: the ring and the put/writer core, not the Queue (theano_queue/port.py).
         self._port = Port(self.name, self.components, self._layout, self._target, self._ring)

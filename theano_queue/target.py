@@ -1,10 +1,12 @@
 """Where a queue's ring lives: host memory ("cpu") or a Theano GPU context."""
+
 import os
-from typing import NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from . import _engine
+from .spec import Component
 
 CPU = "cpu"
 
@@ -17,7 +19,7 @@ class Target(NamedTuple):
     context_name: Optional[str] = None  # Theano's name for the GPU context; None is the default one
 
 
-def theano_gpu_contexts():
+def theano_gpu_contexts() -> List[Optional[str]]:
     """Names of the GPU contexts Theano has initialised (None is the default one)."""
     try:
         from theano.gpuarray import pygpu_activated
@@ -27,7 +29,7 @@ def theano_gpu_contexts():
     return list(list_contexts()) if pygpu_activated else []
 
 
-def resolve(target, queue_name):
+def resolve(target: Optional[str], queue_name: str) -> Target:
     """The target a queue asked for, checked."""
     if target == CPU:
         return Target(CPU, False)
@@ -46,10 +48,12 @@ def resolve(target, queue_name):
     )
 
 
-def check_capacity(capacity, queue_name):
+def check_capacity(capacity: Any, queue_name: str) -> int:
     """The capacity as an int the engine takes, or a ValueError naming the argument."""
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or not (
-        1 <= capacity <= _engine.MAX_CAPACITY
+    if (
+        isinstance(capacity, bool)
+        or not isinstance(capacity, (int, np.integer))
+        or not (1 <= capacity <= _engine.MAX_CAPACITY)
     ):
         raise ValueError(
             "Queue %r: capacity must be an int from 1 to %d, got %r" % (queue_name, _engine.MAX_CAPACITY, capacity)
@@ -57,20 +61,20 @@ def check_capacity(capacity, queue_name):
     return int(capacity)
 
 
-# The engine lays each component out on this boundary within a slot (tq_ring.c).
-SLOT_ALIGN = 256
+# The engine lays each component out on this boundary within a slot (c_code/tq_ring.h).
+SLOT_ALIGN = _engine.SLOT_ALIGN
 
 
-def ring_bytes(components, capacity):
-    """Bytes of memory the ring's slots take: capacity x the aligned components."""
-    return capacity * sum(-(-c.nbytes // SLOT_ALIGN) * SLOT_ALIGN for c in components) or SLOT_ALIGN
+def ring_bytes(components: Sequence[Component], capacity: int) -> int:
+    """Bytes of memory the ring's slots take: capacity x one slot, laid out by the engine itself."""
+    return capacity * _engine.slot_bytes([(c.name, c.dtype, c.shape) for c in components])
 
 
-def host_memory_bytes():
+def host_memory_bytes() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def check_fits(target, name, components, capacity):
+def check_fits(target: Target, name: str, components: Sequence[Component], capacity: int) -> None:
     """A ValueError before anything is allocated when the ring cannot fit its memory.
 
     A host ring lives in host memory; a GPU ring has device slots and as
@@ -86,22 +90,33 @@ def check_fits(target, name, components, capacity):
         if need > have:
             raise ValueError(
                 "Queue %r: %d slots of %s each (largest component %r: %s) need %s of %s memory; %s %s"
-                % (name, capacity, gib(need // capacity), largest.name, gib(largest.nbytes), gib(need), place,
-                   phrase, gib(have))
+                % (
+                    name,
+                    capacity,
+                    gib(need // capacity),
+                    largest.name,
+                    gib(largest.nbytes),
+                    gib(need),
+                    place,
+                    phrase,
+                    gib(have),
+                )
             )
 
 
-def gib(nbytes):
+def gib(nbytes: float) -> str:
     return "%.3g GiB" % (nbytes / 2.0**30)
 
 
-def gpu_free_bytes(target):
+def gpu_free_bytes(target: Target) -> int:
     from theano.gpuarray.type import get_context
 
     return _engine.cuda_mem_info(get_context(target.context_name).ptr)[0]
 
 
-def make_ring(target, name, components, capacity, timeout):
+def make_ring(
+    target: Target, name: str, components: Sequence[Component], capacity: int, timeout: Optional[float]
+) -> _engine.Ring:
     """The engine ring for a resolved target."""
     check_fits(target, name, components, capacity)
     spec = [(c.name, c.dtype, c.shape) for c in components]

@@ -38,7 +38,9 @@ The file is a JSON object:
     ordered) and ``elements``: one ``{"element", "slot", "ns": {event: ns}}``
     per recorded element.
 """
+
 import json
+from typing import Any, Dict, List, Optional
 
 from . import _engine
 
@@ -65,7 +67,7 @@ class Trace:
     writes ``path`` (when given).  :attr:`elements` holds what was recorded.
     """
 
-    def __init__(self, queue, path=None, steps=100):
+    def __init__(self, queue: Any, path: Optional[str] = None, steps: int = 100) -> None:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError("Queue.trace(%s): steps must be an int >= 1, got %r" % (queue.name, steps))
         self.queue = queue
@@ -73,77 +75,119 @@ class Trace:
         self.steps = steps
         #: One dict per recorded element, in element order: ``element``,
         #: ``slot`` and ``ns`` (event name -> CLOCK_MONOTONIC nanoseconds).
-        self.elements = []
+        self.elements: List[Dict[str, Any]] = []
         self._recording = False
 
-    def __repr__(self):
-        return "<Trace of queue %r, %d steps, %s>" % (self.queue.name, self.steps,
-                                                       "recording" if self._recording else "%d elements"
-                                                       % len(self.elements))
+    def __repr__(self) -> str:
+        return "<Trace of queue %r, %d steps, %s>" % (
+            self.queue.name,
+            self.steps,
+            "recording" if self._recording else "%d elements" % len(self.elements),
+        )
 
-    def start(self):
+    def start(self) -> "Trace":
         """Start recording the next ``steps`` elements put into the queue."""
         self.queue._ring.trace_start(self.steps)
         self._recording = True
         return self
 
-    def stop(self):
+    def stop(self) -> List[Dict[str, Any]]:
         """Stop recording; returns :attr:`elements`."""
         if self._recording:
             self._recording = False
             self.elements = [
-                {"element": element, "slot": slot,
-                 "ns": {name: ns for name, ns in zip(EVENTS, times) if ns >= 0}}
+                {"element": element, "slot": slot, "ns": {name: ns for name, ns in zip(EVENTS, times) if ns >= 0}}
                 for element, slot, times in self.queue._ring.trace_stop()
             ]
         return self.elements
 
-    def __enter__(self):
+    def __enter__(self) -> "Trace":
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.stop()
         if self.path is not None:
             self.save(self.path)
-        return False
 
-    def chrome(self):
+    def chrome(self) -> Dict[str, Any]:
         """The recorded timeline as a Chrome trace-event JSON object (a dict)."""
-        events = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
-                   "args": {"name": "queue %r (%s)" % (self.queue.name, self.queue.target)}},
-                  {"name": "thread_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "events"}}]
+        events = [
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": 1,
+                "tid": 0,
+                "args": {"name": "queue %r (%s)" % (self.queue.name, self.queue.target)},
+            },
+            {"name": "thread_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "events"}},
+        ]
         for e in self.elements:
             args = {"element": e["element"], "slot": e["slot"]}
             for name in EVENTS:
                 if name in e["ns"]:
-                    events.append({"name": name, "cat": "event", "ph": "i", "s": "t", "ts": e["ns"][name] / 1e3,
-                                   "pid": 1, "tid": 0, "args": args})
+                    events.append(
+                        {
+                            "name": name,
+                            "cat": "event",
+                            "ph": "i",
+                            "s": "t",
+                            "ts": e["ns"][name] / 1e3,
+                            "pid": 1,
+                            "tid": 0,
+                            "args": args,
+                        }
+                    )
         for row, (stage, start, end) in enumerate(STAGES, 1):
-            lanes = []  # the end time of the last span on each lane of this stage
-            spans = sorted((e for e in self.elements if start in e["ns"] and end in e["ns"]),
-                           key=lambda e: (e["ns"][start], e["element"]))
+            lanes: List[int] = []  # the end time of the last span on each lane of this stage
+            spans = sorted(
+                (e for e in self.elements if start in e["ns"] and end in e["ns"]),
+                key=lambda e: (e["ns"][start], e["element"]),
+            )
             for e in spans:
                 begin_ns, end_ns = e["ns"][start], e["ns"][end]
                 lane = next((i for i, busy_until in enumerate(lanes) if busy_until <= begin_ns), len(lanes))
                 if lane == len(lanes):
                     lanes.append(0)
                     tid = 100 * row + lane
-                    events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
-                                   "args": {"name": stage if lane == 0 else "%s (%d)" % (stage, lane + 1)}})
-                    events.append({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": tid,
-                                   "args": {"sort_index": tid}})
+                    events.append(
+                        {
+                            "name": "thread_name",
+                            "ph": "M",
+                            "pid": 1,
+                            "tid": tid,
+                            "args": {"name": stage if lane == 0 else "%s (%d)" % (stage, lane + 1)},
+                        }
+                    )
+                    events.append(
+                        {"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": tid, "args": {"sort_index": tid}}
+                    )
                 lanes[lane] = end_ns
-                events.append({"name": "%s #%d" % (stage, e["element"]), "cat": stage, "ph": "X",
-                               "ts": begin_ns / 1e3, "dur": (end_ns - begin_ns) / 1e3, "pid": 1,
-                               "tid": 100 * row + lane, "args": {"element": e["element"], "slot": e["slot"]}})
+                events.append(
+                    {
+                        "name": "%s #%d" % (stage, e["element"]),
+                        "cat": stage,
+                        "ph": "X",
+                        "ts": begin_ns / 1e3,
+                        "dur": (end_ns - begin_ns) / 1e3,
+                        "pid": 1,
+                        "tid": 100 * row + lane,
+                        "args": {"element": e["element"], "slot": e["slot"]},
+                    }
+                )
         return {
             "traceEvents": events,
             "displayTimeUnit": "ms",
-            "otherData": {"queue": self.queue.name, "target": self.queue.target, "steps": self.steps,
-                          "clock": "CLOCK_MONOTONIC", "events": list(EVENTS), "elements": self.elements},
+            "otherData": {
+                "queue": self.queue.name,
+                "target": self.queue.target,
+                "steps": self.steps,
+                "clock": "CLOCK_MONOTONIC",
+                "events": list(EVENTS),
+                "elements": self.elements,
+            },
         }
 
-    def save(self, path):
+    def save(self, path: str) -> None:
         """Write :meth:`chrome` to ``path``."""
         with open(path, "w") as f:
             json.dump(self.chrome(), f)

@@ -1,10 +1,9 @@
 /* A stand-in for libcuda.so.1 with the driver functions theano_queue.probe
- * and the engine's CUDA backend (c_code/tq_cuda.c) call, on host memory, so
- * that the probe, the CLI's GPU paths, the backend's device puts and its
- * device gather run (and their resource handling is checked) on a machine
- * without a GPU.  Built as libcuda.so.1 by tests/fake_cuda.py (and
- * tests/test_gather_fake.py) and found through THEANO_QUEUE_LIBCUDA or
- * LD_LIBRARY_PATH.
+ * and the engine's CUDA backend (c_code/tq_cuda*.c) call, on host memory, so
+ * that the probe, the CLI's GPU paths, the backend's device puts and its device
+ * gather run (and their resource handling is checked) on a machine without a
+ * GPU.  Built as libcuda.so.1 by tests/fake_cuda.py (and tests/test_gather_fake.py)
+ * and found through THEANO_QUEUE_LIBCUDA or LD_LIBRARY_PATH.
  *
  * Work runs at once, in the calling thread: streams and events order nothing,
  * they only count and log.  Contexts are handles: 0x1000 + n is device n's
@@ -81,12 +80,12 @@ static int failing(const char *name)
     return fail && strcmp(fail, name) == 0;
 }
 
-#define ENTER(name)                          \
-    do {                                     \
-        if (!initialised)                    \
-            return ERR_NOT_INITIALIZED;      \
-        if (failing(name))                   \
-            return ERR_OUT_OF_MEMORY;        \
+#define ENTER(name)                     \
+    do {                                \
+        if (!initialised)               \
+            return ERR_NOT_INITIALIZED; \
+        if (failing(name))              \
+            return ERR_OUT_OF_MEMORY;   \
     } while (0)
 
 static void report(void)
@@ -94,7 +93,8 @@ static void report(void)
     const char *path = getenv("FAKE_CUDA_REPORT");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
-        fprintf(f, "%d %d %d %d %d %d %d\n", retained, pushed, host_allocs, device_allocs, streams, registered, modules);
+        fprintf(f, "%d %d %d %d %d %d %d\n", retained, pushed, host_allocs, device_allocs, streams, registered,
+                modules);
         fclose(f);
     }
 }
@@ -328,8 +328,8 @@ static int find_range(const char *p)
 static int overlaps_registered(const char *p, size_t bytes)
 {
     for (int i = 0; i < MAX_RANGES; i++)
-        if (ranges[i].start && ranges[i].kind == REGISTERED_HOST && p < ranges[i].start + ranges[i].bytes
-            && ranges[i].start < p + bytes)
+        if (ranges[i].start && ranges[i].kind == REGISTERED_HOST && p < ranges[i].start + ranges[i].bytes &&
+            ranges[i].start < p + bytes)
             return 1;
     return 0;
 }
@@ -553,8 +553,8 @@ static int bad_host_destination(const char *p, size_t bytes)
     int bad = 0;
     pthread_mutex_lock(&ranges_lock);
     for (int i = 0; i < MAX_RANGES && !bad; i++)
-        if (ranges[i].start && ranges[i].kind != DEVICE_MEMORY && p >= ranges[i].start
-            && p < ranges[i].start + ranges[i].bytes)
+        if (ranges[i].start && ranges[i].kind != DEVICE_MEMORY && p >= ranges[i].start &&
+            p < ranges[i].start + ranges[i].bytes)
             bad = p + bytes > ranges[i].start + ranges[i].bytes || ranges[i].read_only;
     pthread_mutex_unlock(&ranges_lock);
     return bad;
@@ -622,7 +622,8 @@ static int names(const char *image, const char *name)
     size_t len = strlen(name);
     for (const char *at = strstr(image, name); at; at = strstr(at + 1, name)) {
         char next = at[len];
-        if (!(next == '_' || (next >= '0' && next <= '9') || (next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z')))
+        if (!(next == '_' || (next >= '0' && next <= '9') || (next >= 'a' && next <= 'z') ||
+              (next >= 'A' && next <= 'Z')))
             return 1;
     }
     return 0;
@@ -685,7 +686,8 @@ static CUresult strided_copy(void **params)
 }
 
 CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params, void **extra)
+                        unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params,
+                        void **extra)
 {
     ENTER("cuLaunchKernel");
     (void)shared, (void)extra;

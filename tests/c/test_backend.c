@@ -14,8 +14,8 @@ typedef struct {
     size_t registered_bytes;
 } test_backend;
 
-static const char *entry_names[N_ENTRIES] = {"alloc_slots", "before_write", "publish", "read_to_host",
-                                             "register_host", "take", "put_from_device", "on_arrival"};
+static const char *entry_names[N_ENTRIES] = {"alloc_slots",   "before_write", "publish",         "read_to_host",
+                                             "register_host", "take",         "put_from_device", "on_arrival"};
 
 /* Counts a call of entry; TQ_EDEVMEM when it is the one to fail. */
 static tq_code call(test_backend *b, test_entry entry, tq_error *err)
@@ -62,8 +62,7 @@ static int reads_directly(tq_backend *self, const void *src, size_t bytes)
 }
 
 /* The "device copy": staging (or registered memory) to the device slot. */
-static tq_code publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead,
-                       tq_error *err)
+static tq_code publish(tq_backend *self, int slot, const tq_extent *extents, int n_extents, int ahead, tq_error *err)
 {
     test_backend *b = (test_backend *)self;
     (void)ahead;
@@ -156,11 +155,20 @@ static void destroy(tq_backend *self)
 tq_backend *test_backend_create(test_control *control)
 {
     static const tq_backend table = {
-        .name = "test", .on_device = 1,
-        .alloc_slots = alloc_slots, .write_ptr = write_ptr, .before_write = before_write,
-        .reads_directly = reads_directly, .publish = publish, .read_to_host = read_to_host,
-        .register_host = register_host, .unregister_host = unregister_host,
-        .take = take, .put_from_device = put_from_device, .destroy = destroy, .on_arrival = on_arrival,
+        .name = "test",
+        .on_device = 1,
+        .alloc_slots = alloc_slots,
+        .write_ptr = write_ptr,
+        .before_write = before_write,
+        .reads_directly = reads_directly,
+        .publish = publish,
+        .read_to_host = read_to_host,
+        .register_host = register_host,
+        .unregister_host = unregister_host,
+        .take = take,
+        .put_from_device = put_from_device,
+        .destroy = destroy,
+        .on_arrival = on_arrival,
     };
     test_backend *b = calloc(1, sizeof *b);
     if (!b)

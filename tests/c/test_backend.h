@@ -22,7 +22,7 @@ typedef enum {
 typedef struct {
     int fail_on[N_ENTRIES]; /* the call (1, 2, ...) of each entry that fails; 0: none */
     int calls[N_ENTRIES];
-    int direct_extents;     /* extents published from registered memory, not the staging */
+    int direct_extents; /* extents published from registered memory, not the staging */
     int destroyed;
 } test_control;
 

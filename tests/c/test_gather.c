@@ -24,15 +24,15 @@
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        checks++;                                                  \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);            \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
+#define CHECK(cond, ...)                                \
+    do {                                                \
+        checks++;                                       \
+        if (!(cond)) {                                  \
+            failures++;                                 \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+        }                                               \
     } while (0)
 
 static int (*fake_registered)(void), (*fake_gathers)(void);
@@ -199,7 +199,8 @@ static void check_neighbours_take_copies(void)
     size_t bytes[2] = {16 * 16, 16 * 4};
     int read_only[2] = {0, 0};
     CHECK(tq_ring_gather_on_device(ring, ptrs, bytes, read_only, 2, TQ_GATHER_BATCH, &used, &err) == TQ_OK &&
-              used == TQ_GATHER_BATCH, "attach: %s", err.message);
+              used == TQ_GATHER_BATCH,
+          "attach: %s", err.message);
     CHECK(fake_registered() == staging + 2, "two arrays on one page are locked as two exact ranges: %d",
           fake_registered() - staging);
     put_and_check(ring, x, y, 16, idx, 4, got_x, got_y, "read into a buffer straddling the dataset's page");
@@ -220,11 +221,11 @@ static void check_shared_ranges(void)
     tq_gather_mechanism used;
     tq_ring *a = cuda_ring(4, 16), *b = cuda_ring(4, 16);
     int staging = fake_registered();
-    CHECK(tq_ring_gather_on_device(a, ptrs, bytes, read_only, 2, TQ_GATHER_BATCH, &used, &err) == TQ_OK,
-          "attach a: %s", err.message);
+    CHECK(tq_ring_gather_on_device(a, ptrs, bytes, read_only, 2, TQ_GATHER_BATCH, &used, &err) == TQ_OK, "attach a: %s",
+          err.message);
     CHECK(fake_registered() == staging + 2, "two arrays, two ranges: %d", fake_registered() - staging);
-    CHECK(tq_ring_gather_on_device(b, ptrs, bytes, read_only, 2, TQ_GATHER_BATCH, &used, &err) == TQ_OK,
-          "attach b: %s", err.message);
+    CHECK(tq_ring_gather_on_device(b, ptrs, bytes, read_only, 2, TQ_GATHER_BATCH, &used, &err) == TQ_OK, "attach b: %s",
+          err.message);
     CHECK(fake_registered() == staging + 2, "a second ring locks them again: %d ranges", fake_registered() - staging);
     CHECK(tq_ring_gather_on_device(b, ptrs, bytes, read_only, 2, TQ_GATHER_BATCH, &used, &err) == TQ_ESTATE,
           "attaching twice is refused");

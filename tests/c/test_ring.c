@@ -16,13 +16,13 @@
 static int failures, checks;
 
 /* Counted atomically: checks run in several threads. */
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        __atomic_fetch_add(&checks, 1, __ATOMIC_RELAXED);                     \
-        if (!(cond)) {                                                        \
-            __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);               \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        __atomic_fetch_add(&checks, 1, __ATOMIC_RELAXED);                            \
+        if (!(cond)) {                                                               \
+            __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);                      \
             fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                     \
+        }                                                                            \
     } while (0)
 
 static double now(void)
@@ -221,7 +221,7 @@ static void test_trace_and_fill(void)
     static tq_trace_element elements[TRACED];
     CHECK(tq_ring_trace_stop(ring, elements, TRACED) == TRACED);
     static const tq_event chain[] = {TQ_EV_PUT_BEGIN, TQ_EV_RESERVED, TQ_EV_PUT_END, TQ_EV_COPY_ISSUED,
-                                     TQ_EV_READY, TQ_EV_DEQUEUED, TQ_EV_CONSUMED};
+                                     TQ_EV_READY,     TQ_EV_DEQUEUED, TQ_EV_CONSUMED};
     for (int i = 0; i < TRACED; i++) {
         CHECK(elements[i].element == (uint64_t)i && elements[i].slot == i % 4);
         CHECK(elements[i].ns[TQ_EV_FILLED] == -1); /* host backend */

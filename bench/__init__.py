@@ -1,0 +1,7 @@
+"""The benchmarks of theano_queue: bench/run.py runs the suite (doc/benchmarks.rst).
+
+A package: run its modules from the checkout's root as ``python -m bench.<name>``
+(``python bench/run.py`` works too).  Shared helpers live in bench/common.py; the
+PyTorch peers (run with a Python that has PyTorch, not Theano) share
+bench/torch_prefetch.py.  Importing the package imports nothing.
+"""

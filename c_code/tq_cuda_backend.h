@@ -1,0 +1,126 @@
+/*
+ * tq_cuda_backend.h: the CUDA backend's state and the rooms it is built of,
+ * private to its files.  Each file calls only the files listed below it:
+ *
+ *   tq_cuda.c         the backend proper: slots, publish, take, the table,
+ *                     destruction
+ *   tq_cuda_device.c  device arrays put from host code, the strided kernel
+ *   tq_cuda_rows.c    the device gather of array datasets' rows
+ *   tq_cuda_pin.c     page-locked host memory, register_host
+ *   tq_cuda_upload.c  host-to-device uploads, now or left to the consumer
+ *   tq_cuda_driver.c  the driver binding (tq_cuda_driver.h)
+ */
+#ifndef TQ_CUDA_BACKEND_H
+#define TQ_CUDA_BACKEND_H
+
+#include <pthread.h>
+
+#include "tq_cuda.h"
+#include "tq_cuda_driver.h"
+
+/* Host memory this process page-locked and mapped (register_host, or a
+ * device gather's source), shared by every ring: see pin_host. */
+typedef struct host_pin host_pin;
+
+/* Memory register_host page-locked for this ring, and the use it holds. */
+typedef struct {
+    void *ptr;
+    size_t bytes;
+    host_pin *pin;
+} host_range;
+
+/* One range a backend gathers rows from, and the use of its page-lock it
+ * holds.  The device reads host address p at p + to_device. */
+typedef struct {
+    char *start, *end;
+    host_pin *pin;
+    long long to_device;
+} attachment;
+
+/* A slot's host-to-device copy that its producer left to the consumer
+ * (publish with elements ahead), and the trace's callback for its arrival. */
+typedef struct {
+    int n; /* extents to copy; -1: nothing left here */
+    tq_extent extents[TQ_MAX_COMPONENTS];
+    void (*arrived)(void *);
+    void *arrived_arg;
+} deferred_upload;
+
+typedef struct {
+    tq_backend base;
+    CUcontext ctx;
+    CUstream copy_stream;
+    int capacity;
+    size_t slot_bytes;
+    tq_shm staging;         /* every slot's staging, one shared block */
+    int staging_registered; /* page-locked with cuMemHostRegister */
+    CUdeviceptr *device;
+    CUevent *filled, *consumed;
+    /* Uploads left to consumers, per slot; n_deferred counts them, so that a
+     * take with none to start takes no lock. */
+    pthread_mutex_t deferred_lock;
+    deferred_upload *deferred;
+    int n_deferred;
+    pthread_mutex_t registered_lock;
+    host_range *registered;
+    int n_registered, registered_cap;
+    int device_ordinal;          /* the GPU of ctx */
+    pthread_mutex_t module_lock; /* loads the strided-copy kernel once */
+    CUmodule strided_module;
+    CUfunction strided_copy;
+    /* The device gather (attach_rows).  gather_lock orders the gathers a
+     * publish_rows queues against a detach that unpins their memory. */
+    pthread_mutex_t gather_lock;
+    tq_gather_mechanism gather; /* TQ_GATHER_HOST while nothing is attached */
+    attachment *attached;
+    int n_attached;
+    int on_device[TQ_MAX_COMPONENTS];     /* the components whose rows the device copies */
+    CUdeviceptr *batch_dsts, *batch_srcs; /* one batch's copies, built under gather_lock */
+    size_t *batch_sizes, batch_cap;
+} cuda_backend;
+
+/* Every driver call runs with the ring's context current, in any thread. */
+static inline tq_code cuda_enter(cuda_backend *b, tq_error *err)
+{
+    CUresult rc = tq_cu.CtxPushCurrent(b->ctx);
+    return rc == CUDA_SUCCESS ? TQ_OK : cuda_error(err, "cuCtxPushCurrent", rc);
+}
+
+/* ---- tq_cuda_upload.c ---- */
+/* Queues the copy of a slot's extents to the device on the copy stream: after
+ * the slot's last reader, recorded as filled.  The context is current. */
+tq_code cuda_upload(cuda_backend *b, int slot, const tq_extent *extents, int n, tq_error *err);
+/* A consumer, before it reads `first`: starts every upload left to it. */
+tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err);
+/* A producer that writes `slot` anew drops an upload still left there. */
+void cuda_forget_deferred(cuda_backend *b, int slot);
+
+/* ---- tq_cuda_pin.c ---- */
+/* A use of the page-locked, mapped range [start, end), locked now when no
+ * locked range holds it.  A context is current. */
+tq_code cuda_pin_host(char *start, char *end, int read_only, host_pin **out, tq_error *err);
+/* Gives a use back; the last unlocks.  A context is current. */
+void cuda_unpin_host(host_pin *pin);
+/* The backend table's register_host, unregister_host, reads_directly. */
+tq_code cuda_register_host(tq_backend *self, void *ptr, size_t bytes, tq_error *err);
+tq_code cuda_unregister_host(tq_backend *self, void *ptr, tq_error *err);
+int cuda_reads_directly(tq_backend *self, const void *ptr, size_t bytes);
+
+/* ---- tq_cuda_rows.c: the backend table's device gather ---- */
+tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t *bytes, const size_t *row_bytes,
+                         const int *read_only, int n, tq_gather_mechanism mechanism, tq_gather_mechanism *used,
+                         tq_error *err);
+tq_code cuda_detach_rows(tq_backend *self, tq_error *err);
+int cuda_gathers_rows(tq_backend *self, int component, const char *lo, const char *hi);
+tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, int n, const int64_t *idx,
+                          int64_t count, tq_error *err);
+/* Undoes an attach once the gathers in flight are done (ctx current,
+ * gather_lock held). */
+tq_code cuda_detach_all(cuda_backend *b, tq_error *err);
+
+/* ---- tq_cuda_device.c: the backend table's device-array puts ---- */
+tq_code cuda_probe_device(tq_backend *self, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err);
+tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *extents, int n, const tq_device_src *srcs,
+                               tq_error *err);
+
+#endif /* TQ_CUDA_BACKEND_H */

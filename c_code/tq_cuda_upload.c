@@ -1,0 +1,71 @@
+/* tq_cuda_upload.c: a slot's host-to-device upload, queued at once or left
+ * to the consumer that takes an element ahead of it (tq_cuda.c, publish). */
+#include "tq_cuda_backend.h"
+
+/* Queues the copy of a slot's extents to the device on the copy stream: after
+ * the slot's last reader, recorded as filled.  The context is current. */
+tq_code cuda_upload(cuda_backend *b, int slot, const tq_extent *extents, int n, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    /* The device slot is overwritten only after its last reader is done: an
+     * order on the GPU, not a wait on the host. */
+    CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
+    for (int i = 0; i < n; i++) {
+        const void *src = extents[i].src ? extents[i].src : (const char *)b->staging.slot[slot] + extents[i].offset;
+        CU(MemcpyHtoDAsync, (b->device[slot] + extents[i].offset, src, extents[i].bytes, b->copy_stream));
+    }
+    CU(EventRecord, (b->filled[slot], b->copy_stream));
+fail:
+    return code;
+}
+
+/* Takes what was left for `slot` out of the table; 0 when nothing was.  Under
+ * deferred_lock. */
+static int take_deferred(cuda_backend *b, int slot, deferred_upload *out)
+{
+    if (b->deferred[slot].n < 0)
+        return 0;
+    *out = b->deferred[slot];
+    b->deferred[slot].n = -1;
+    b->deferred[slot].arrived = NULL;
+    __atomic_sub_fetch(&b->n_deferred, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* A consumer, before it reads `first`: starts every upload left to it, that
+ * of `first` first and the others in slot order after it.  The context is
+ * current.  A producer left its upload only after the slot's data was
+ * written, and before the slot was READY: a consumer that reads a slot sees
+ * what was left for it (the ring's lock orders the two). */
+tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    if (!__atomic_load_n(&b->n_deferred, __ATOMIC_RELAXED))
+        return TQ_OK;
+    pthread_mutex_lock(&b->deferred_lock);
+    for (int k = 0; k < b->capacity && code == TQ_OK; k++) {
+        int slot = (first + k) % b->capacity;
+        deferred_upload left;
+        if (!take_deferred(b, slot, &left))
+            continue;
+        code = cuda_upload(b, slot, left.extents, left.n, err);
+        if (left.arrived && (code != TQ_OK || tq_cu.LaunchHostFunc(b->copy_stream, left.arrived, left.arrived_arg)))
+            left.arrived(left.arrived_arg); /* the trace's mark is freed either way */
+    }
+    pthread_mutex_unlock(&b->deferred_lock);
+    return code;
+}
+
+/* A producer that writes `slot` anew: an upload still left there is of an
+ * element that was dropped unread, and must not overwrite the new one. */
+void cuda_forget_deferred(cuda_backend *b, int slot)
+{
+    deferred_upload left;
+    if (!__atomic_load_n(&b->n_deferred, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&b->deferred_lock);
+    int had = take_deferred(b, slot, &left);
+    pthread_mutex_unlock(&b->deferred_lock);
+    if (had && left.arrived)
+        left.arrived(left.arrived_arg);
+}
