@@ -23,6 +23,11 @@
 #define NO_IMPORT_ARRAY
 #endif
 #include <numpy/arrayobject.h>
+/* numpy 2 hides the descriptor's fields (the PyTensor venv builds against it);
+ * numpy 1.x has no accessor. */
+#ifndef PyDataType_ELSIZE
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
 
 #include <sys/types.h>
 

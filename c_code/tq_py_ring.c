@@ -67,7 +67,7 @@ static int parse_component(RingObject *self, int c, PyObject *spec, tq_component
     self->ndims[c] = dims.len;
     memcpy(self->shapes[c], dims.ptr, (size_t)dims.len * sizeof(npy_intp));
     PyDimMem_FREE(dims.ptr);
-    size_t row_bytes = (size_t)self->descrs[c]->elsize;
+    size_t row_bytes = (size_t)PyDataType_ELSIZE(self->descrs[c]);
     for (int d = 1; d < self->ndims[c]; d++)
         row_bytes *= (size_t)self->shapes[c][d];
     comp->row_bytes = row_bytes;
@@ -679,10 +679,13 @@ static PyObject *Ring_slot_offset(RingObject *self, PyObject *arg)
     size_t offset;
     if (ring_usable(self, "Ring.slot_offset"))
         return NULL;
-    int slot = _PyLong_AsInt(arg);
+    /* _PyLong_AsInt is private (gone in Python 3.13): a long, range-checked by the ring. */
+    long slot = PyLong_AsLong(arg);
     if (slot == -1 && PyErr_Occurred())
         return NULL;
-    if (tq_ring_staging_offset(self->ring, slot, &offset, &err) != TQ_OK)
+    if (slot < INT_MIN || slot > INT_MAX)
+        return PyErr_Format(PyExc_OverflowError, "Ring.slot_offset: no slot %ld", slot);
+    if (tq_ring_staging_offset(self->ring, (int)slot, &offset, &err) != TQ_OK)
         return raise_error("Ring.slot_offset", self, &err), NULL;
     return PyLong_FromSize_t(offset);
 }
