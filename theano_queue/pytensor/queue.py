@@ -1,0 +1,29 @@
+"""Queue for PyTensor: the engine's ring with PyTensor's graph front end."""
+from .. import queue as _queue
+from ..graph import register
+
+
+class Queue(_queue.Queue):
+    __doc__ = (_queue.Queue.__doc__ or "").replace("Theano graphs", "PyTensor graphs") + """
+    Under PyTensor the ring lives in host memory (``target`` None or
+    ``"cpu"``): PyTensor has no GPU array backend of its own.  Functions
+    that dequeue run on the C linker (``mode="FAST_RUN"`` with
+    ``linker="cvm"``, or ``pytensor.config.linker``) and on Numba, the
+    default.
+    """
+
+    def __init__(self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None):
+        if target not in (None, "cpu"):
+            raise ValueError(
+                "Queue %r: target %r; a PyTensor queue lives in host memory (target None or 'cpu'): PyTensor "
+                "has no GPU arrays" % (name if name is not None else "", target)
+            )
+        super().__init__(components, capacity, "cpu", timeout, name, pad_value)
+        # PyTensor's tokens name the ring by this key (theano_queue.graph's registry).
+        self._key = register(self._ring)
+
+    @staticmethod
+    def _graph():
+        from .ops import PYTENSOR
+
+        return PYTENSOR
