@@ -53,7 +53,7 @@ $(PT_STAMP): scripts/install-pytensor.sh
 # in build/pytensor/ so that no object file is shared with the in-place build.
 $(PT_PACKAGE): $(PT_STAMP) $(PACKAGE_SRC)
 	rm -rf build/pytensor && mkdir -p build/pytensor
-	$(PT_PY) setup.py -q egg_info --egg-base build/pytensor build --build-base build/pytensor \
+	$(PT_PY) -W ignore setup.py -q egg_info --egg-base build/pytensor build --build-base build/pytensor \
 	  bdist_wheel --bdist-dir build/pytensor/bdist --dist-dir build/pytensor/dist
 	$(PT_PY) -m pip install -q --no-deps --force-reinstall build/pytensor/dist/theano_queue-*.whl
 	touch $@

@@ -12,13 +12,14 @@ class Queue(_queue.Queue):
     default.
     """
 
-    def __init__(self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None):
+    def __init__(self, components, capacity=2, target=None, **options):
         if target not in (None, "cpu"):
             raise ValueError(
                 "Queue %r: target %r; a PyTensor queue lives in host memory (target None or 'cpu'): PyTensor "
-                "has no GPU arrays" % (name if name is not None else "", target)
+                "has no GPU arrays" % (options.get("name", ""), target)
             )
-        super().__init__(components, capacity, "cpu", timeout, name, pad_value)
+        # The options (timeout, name, pad_value, ...) mean what they mean for theano_queue.Queue.
+        super().__init__(components, capacity, "cpu", **options)
         # PyTensor's tokens name the ring by this key (theano_queue.graph's registry).
         self._key = register(self._ring)
 
