@@ -3,7 +3,7 @@
 A :class:`~theano_queue.Queue` is the engine's ring plus a *graph front end*:
 what makes the library's dequeue and enqueue nodes, and the tensor functions
 the variable-length layout reshapes and masks with.  Theano's front end is
-:data:`theano_queue.ops.THEANO`, PyTensor's :data:`theano_queue.pytensor.ops.PYTENSOR`.
+``theano_queue.ops.THEANO``, PyTensor's ``theano_queue.pytensor.ops.PYTENSOR``.
 This module imports no graph library: the core (the ring, the feeding side,
 monitor, trace) runs under either.
 """
