@@ -24,9 +24,11 @@ test: $(EXT)
 	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html
 	$(MAKE) test-pytensor
 
-# The PyTensor suite (tests/pytensor, its own pytest.ini), in .venv-pytensor.
+# The PyTensor suite (tests/pytensor, its own pytest.ini), in .venv-pytensor;
+# PYTENSOR_TESTS=tests/pytensor/test_ops.py runs one file.
+PYTENSOR_TESTS ?= tests/pytensor
 test-pytensor: $(PT_PACKAGE)
-	PYTHONSAFEPATH=1 $(PT_PY) -m pytest -c tests/pytensor/pytest.ini tests/pytensor $(PYTEST_ARGS)
+	PYTHONSAFEPATH=1 $(PT_PY) -m pytest -c tests/pytensor/pytest.ini $(PYTEST_ARGS) $(PYTENSOR_TESTS)
 
 demo: $(EXT)
 	$(PY) examples/train_digits.py $(DEMO_ARGS)
