@@ -71,7 +71,8 @@ def lookup(key, who):
         from .errors import QueueError
 
         raise QueueError(
-            "%s: its queue was deleted while a compiled function still uses it; keep the Queue "
-            "alive as long as the functions that dequeue from it or enqueue into it" % who
+            "%s: its queue was deleted while a compiled function still uses it (or the function was "
+            "unpickled in another process); keep the Queue alive as long as the functions that dequeue "
+            "from it or enqueue into it, in the process that made it" % who
         )
     return ring

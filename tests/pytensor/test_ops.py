@@ -218,3 +218,14 @@ def test_ctrl_c_interrupts_a_blocked_dequeue(linker):
     finally:
         proc.kill()
     assert proc.returncode == 3, proc.stderr.read()[-3000:]
+
+
+def test_whole_graph_c_linker_compiles_both_ops_in_one_module():
+    """PyTensor's "C" mode links every node into one C module: the two Ops' support code must not clash."""
+    src, dst = make_queue(), make_queue()
+    x, y = src.dequeue()
+    f = pytensor.function([], [dst.enqueue(x + 1, y), x.sum()], mode="C")
+    src.put(*batch(2))
+    size, total = f()
+    assert int(size) == 1 and float(total) == 24.0
+    assert np.array_equal(dst.get()[0], batch(2)[0] + 1)
