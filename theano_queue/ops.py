@@ -17,11 +17,11 @@ import sys
 import weakref
 from collections import OrderedDict
 
+from theano import tensor
 from theano.compile import optdb
 from theano.compile.sharedvalue import SharedVariable
 from theano.gof import Apply, COp, Optimizer, toolbox
 from theano.gof.type import generic
-from theano import tensor
 from theano.tensor import TensorType, as_tensor_variable, lscalar
 from theano.tensor.opt import Assert
 
@@ -273,7 +273,6 @@ class AttachQueueOrder(Optimizer):
 
 
 optdb.register("theano_queue_order", AttachQueueOrder(), 0.01, "fast_run", "fast_compile", "theano_queue")
-
 
 
 # ---- the front end ----------------------------------------------------------------
