@@ -83,17 +83,18 @@ def test_one_function_dequeues_and_enqueues(mode):
     assert np.array_equal(x2, batch(3)[0] * 2) and np.array_equal(y2, batch(3)[1] + 1)
 
 
-def test_dequeue_is_never_folded_or_merged(mode):
-    q = make_queue()
+def test_dequeues_are_never_folded_or_merged_and_keep_their_creation_order(mode):
+    q = make_queue(capacity=8)
     a, _ = q.dequeue()
     b, _ = q.dequeue()
-    f = pytensor.function([], [a, b], mode=mode)
+    c, _ = q.dequeue()
+    f = pytensor.function([], [c, b, a], mode=mode)  # outputs against the creation order
     nodes = [n for n in f.maker.fgraph.apply_nodes if isinstance(n.op, ops.Dequeue)]
-    assert len(nodes) == 2
-    for i in range(4):
+    assert len(nodes) == 3
+    for i in range(6):
         q.put(*batch(i))
-    assert [float(v[0, 0]) for v in f()] == [0.0, 1.0]
-    assert [float(v[0, 0]) for v in f()] == [2.0, 3.0]
+    assert [float(v[0, 0]) for v in f()] == [2.0, 1.0, 0.0]
+    assert [float(v[0, 0]) for v in f()] == [5.0, 4.0, 3.0]
 
 
 def test_c_linker_runs_the_c_code(monkeypatch):
