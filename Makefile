@@ -6,6 +6,15 @@ PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 EXT         := build/engine.stamp
 ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) c_code/sources.txt setup.py
+# The PyTensor venv (numpy 2) gets its own copy of the package, engine built
+# against its numpy, installed from a wheel: the in-place engine stays the
+# Theano venv's (numpy 1.23.5).  Its tests run with PYTHONSAFEPATH=1, so that
+# the installed copy, not the checkout's, is the one imported.
+PT_VENV     ?= .venv-pytensor
+PT_PY       := $(PT_VENV)/bin/python
+PT_STAMP    := $(PT_VENV)/.installed
+PT_PACKAGE  := $(PT_VENV)/.theano_queue
+PACKAGE_SRC := $(wildcard theano_queue/*.py theano_queue/*/*.py c_code/*.c c_code/*.h c_code/sources.txt) setup.py
 # The venv's own Theano defaults (scripts/install-deps.sh) make THEANO_FLAGS optional.
 
 # What `make lint` checks for style (tq_strided_ptx.h is generated); .clang-format is clang-format 14's, Debian
@@ -13,11 +22,18 @@ ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) c_code/sources.txt setup.
 C_STYLED    := $(filter-out c_code/tq_strided_ptx.h,$(wildcard c_code/*.c c_code/*.h c_code/*.cu tests/c/*.c tests/c/*.h))
 CLANG_FORMAT ?= clang-format
 
-.PHONY: test lint format demo bench doc deps clean
+.PHONY: test test-pytensor lint format demo bench doc deps pytensor-deps clean
 test: $(EXT) lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest
 	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html
+	$(MAKE) test-pytensor
+
+# The PyTensor suite (tests/pytensor, its own pytest.ini), in .venv-pytensor;
+# PYTENSOR_TESTS=tests/pytensor/test_ops.py runs one file.
+PYTENSOR_TESTS ?= tests/pytensor
+test-pytensor: $(PT_PACKAGE)
+	PYTHONSAFEPATH=1 $(PT_PY) -m pytest -c tests/pytensor/pytest.ini $(PYTEST_ARGS) $(PYTENSOR_TESTS)
 
 # Style and types: ruff (ruff.toml), clang-format (.clang-format), mypy (setup.cfg, theano_queue/_engine.pyi).
 lint: $(STAMP)
@@ -47,10 +63,25 @@ $(STAMP): setup.py scripts/install-deps.sh
 	bash scripts/install-deps.sh $(VENV)
 	touch $@
 
+pytensor-deps: $(PT_STAMP)
+
+$(PT_STAMP): scripts/install-pytensor.sh
+	bash scripts/install-pytensor.sh $(PT_VENV)
+	touch $@
+
+# The package as a wheel built by the PyTensor venv (engine against numpy 2),
+# in build/pytensor/ so that no object file is shared with the in-place build.
+$(PT_PACKAGE): $(PT_STAMP) $(PACKAGE_SRC)
+	rm -rf build/pytensor && mkdir -p build/pytensor
+	$(PT_PY) -W ignore setup.py -q egg_info --egg-base build/pytensor build --build-base build/pytensor \
+	  bdist_wheel --bdist-dir build/pytensor/bdist --dist-dir build/pytensor/dist
+	$(PT_PY) -m pip install -q --no-deps --force-reinstall build/pytensor/dist/theano_queue-*.whl
+	touch $@
+
 # The engine extension, rebuilt when its sources change.
 $(EXT): $(STAMP) $(ENGINE_SRC)
 	$(PY) setup.py -q build_ext --inplace
 	mkdir -p build && touch $@
 
 clean:
-	rm -rf build theano_queue/_engine*.so doc/_build
+	rm -rf build theano_queue/_engine*.so doc/_build $(PT_PACKAGE)

@@ -9,7 +9,7 @@ against the numpy that Theano runs with, numpy 1.23.5).
 import os
 
 import numpy
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,7 +53,7 @@ setup(
     description="Graph-level queue Ops for Theano: batches stream to the device while the model trains",
     long_description=open(os.path.join(HERE, "README.rst")).read(),
     long_description_content_type="text/x-rst",
-    packages=["theano_queue"],
+    packages=find_packages(include=["theano_queue", "theano_queue.*"]),
     python_requires=">=3.9",
     install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60", "cloudpickle>=2"],
     extras_require={

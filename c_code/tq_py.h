@@ -30,6 +30,11 @@
 #define NO_IMPORT_ARRAY
 #endif
 #include <numpy/arrayobject.h>
+/* numpy 2 hides the descriptor's fields behind accessors (the PyTensor venv
+ * builds against it); numpy 1.x has none. */
+#if NPY_ABI_VERSION < 0x02000000
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
 
 #include <sys/types.h>
 

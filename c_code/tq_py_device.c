@@ -138,7 +138,7 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
         return -1;
     }
     memset(src, 0, sizeof *src);
-    src->itemsize = (size_t)have->elsize;
+    src->itemsize = (size_t)PyDataType_ELSIZE(have);
     Py_DECREF(have);
     int ndim = read_ints(shape_obj, "a device array's shape", dims, -1);
     if (ndim < 0)

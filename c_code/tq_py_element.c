@@ -151,7 +151,7 @@ static int produce(RingObject *self, double timeout_s, const int *stop, const ch
 
 tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_intp *shape)
 {
-    size_t row_bytes = (size_t)descr->elsize;
+    size_t row_bytes = (size_t)PyDataType_ELSIZE(descr);
     for (int d = 1; d < ndim; d++)
         row_bytes *= (size_t)shape[d];
     return (tq_component){ndim ? shape[0] : 1, row_bytes};

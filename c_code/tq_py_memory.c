@@ -154,10 +154,13 @@ PyObject *Ring_slot_offset(RingObject *self, PyObject *arg)
     size_t offset;
     if (ring_usable(self, "Ring.slot_offset"))
         return NULL;
-    int slot = _PyLong_AsInt(arg);
+    /* _PyLong_AsInt is private (gone in Python 3.13): a long, range-checked here. */
+    long slot = PyLong_AsLong(arg);
     if (slot == -1 && PyErr_Occurred())
         return NULL;
-    if (tq_ring_staging_offset(self->ring, slot, &offset, &err) != TQ_OK)
+    if (slot < INT_MIN || slot > INT_MAX)
+        return PyErr_Format(PyExc_OverflowError, "Ring.slot_offset: no slot %ld", slot);
+    if (tq_ring_staging_offset(self->ring, (int)slot, &offset, &err) != TQ_OK)
         return raise_error("Ring.slot_offset", self, &err), NULL;
     return PyLong_FromSize_t(offset);
 }

@@ -7,6 +7,9 @@ os.environ.setdefault("THEANO_FLAGS", "floatX=float32")
 
 import pytest  # noqa: E402
 
+# The PyTensor suite runs in its own venv with its own config (make test-pytensor).
+collect_ignore = ["pytensor"]
+
 
 def theano_gpu_available():
     from theano_queue.target import theano_gpu_contexts

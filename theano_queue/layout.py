@@ -336,19 +336,19 @@ class Variable:
 
     # ---- graph side ----------------------------------------------------------------------
 
-    def graph_output(self, variables):
-        """The padded variable (n, L..., inner) from the engine's outputs, by shapes the host knows."""
-        from theano import tensor
+    def graph_output(self, variables, graph):
+        """The padded variable (n, L..., inner) from the engine's outputs, by shapes the host knows.
 
+        ``graph`` is the queue's graph front end (theano_queue.graph): its tensor functions build it.
+        """
+        tensor = graph.tensor
         data, lengths = variables[0], variables[1]
         shape = list(self.packed_shape(lengths.shape[0], [e.shape[0] for e in variables[2:]]))
         return tensor.reshape(data, shape, ndim=len(shape)), lengths
 
-    def graph_inputs(self, value, lengths, queue_name):
+    def graph_inputs(self, value, lengths, queue_name, graph):
         """The engine's inputs for a padded variable and its lengths (None: every row full)."""
-        from theano import tensor
-        from theano.tensor.opt import Assert
-
+        tensor, Assert = graph.tensor, graph.Assert
         where = self.where(queue_name)
         value = tensor.as_tensor_variable(value)
         if value.ndim != len(self.bounds) or value.dtype != self.dtype:
@@ -378,17 +378,15 @@ class Variable:
             # Checked before the padding reads them: the mask needs one length per row.
             lengths = Assert(message)(lengths, *checks)
             per_axis = lengths.reshape((lengths.shape[0], self.k))
-            value = tensor.switch(self.graph_mask(per_axis, extents, value.ndim), value,
+            value = tensor.switch(self.graph_mask(per_axis, extents, value.ndim, tensor), value,
                                   np.asarray(self.pad_value, self.dtype))
         flat = value.reshape([tensor.prod(value.shape[: len(self.middle) + 1])] + list(self.inner),
                              ndim=1 + len(self.inner))
         companions = [tensor.zeros((e, 0), dtype=EXTENT_DTYPE) for e in extents]
         return [flat, lengths] + companions
 
-    def graph_mask(self, per_axis, extents, ndim):
+    def graph_mask(self, per_axis, extents, ndim, tensor):
         """True where a position lies within its row's lengths, broadcastable against the padded variable."""
-        from theano import tensor
-
         mask = None
         for j, (axis, extent) in enumerate(zip(self.axes, extents)):
             within = tensor.lt(tensor.arange(extent).dimshuffle("x", 0), per_axis[:, j].dimshuffle(0, "x"))
@@ -519,11 +517,11 @@ class Layout:
 
     # ---- graph side ------------------------------------------------------------------------
 
-    def graph_outputs(self, variables, lengths=False):
-        """The user's variables from the engine's outputs of one Dequeue node."""
-        return self._users_components(variables, Variable.graph_output, lengths)
+    def graph_outputs(self, variables, lengths, graph):
+        """The user's variables from the engine's outputs of one Dequeue node (``graph``: the front end)."""
+        return self._users_components(variables, lambda variable, parts: variable.graph_output(parts, graph), lengths)
 
-    def graph_inputs(self, values, lengths, queue_name):
+    def graph_inputs(self, values, lengths, queue_name, graph):
         """The engine's inputs of an Enqueue node for the user's values (and lengths by name)."""
         if lengths is not None and not isinstance(lengths, Mapping):
             raise TypeError("Queue %r: lengths must map component names to variables, got %r"
@@ -536,7 +534,7 @@ class Layout:
         inputs = []
         for i, (component, value) in enumerate(zip(self.components, values)):
             if i in self.variables:
-                inputs.extend(self.variables[i].graph_inputs(value, lengths.get(component.name), queue_name))
+                inputs.extend(self.variables[i].graph_inputs(value, lengths.get(component.name), queue_name, graph))
             else:
                 inputs.append(value)
         return inputs

@@ -17,12 +17,15 @@ import sys
 import weakref
 from collections import OrderedDict
 
+from theano import tensor
 from theano.compile import optdb
 from theano.compile.sharedvalue import SharedVariable
 from theano.gof import Apply, COp, Optimizer, toolbox
 from theano.gof.type import generic
 from theano.tensor import TensorType, as_tensor_variable, lscalar
+from theano.tensor.opt import Assert
 
+from .graph import GraphFrontEnd, unpicklable_message
 from .paths import c_code_dir
 
 QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
@@ -53,13 +56,6 @@ class QueueRef(weakref.ref):
 
     def __reduce_ex__(self, protocol):
         raise TypeError(unpicklable_message(self.queue_name, " (nor can a compiled function that uses it)"))
-
-
-def unpicklable_message(queue_name, also=""):
-    return (
-        "queue '%s' cannot be pickled%s: its elements live in this process's memory (and the GPU's); "
-        "make the queue and compile its functions in the process that uses them" % (queue_name, also)
-    )
 
 
 def make_token(ring, queue_name, sequence, target):
@@ -278,4 +274,31 @@ class AttachQueueOrder(Optimizer):
 
 optdb.register("theano_queue_order", AttachQueueOrder(), 0.01, "fast_run", "fast_compile", "theano_queue")
 
-__all__ = ["Dequeue", "Enqueue", "make_token", "QueueOrder"]
+
+# ---- the front end ----------------------------------------------------------------
+
+
+class TheanoGraph(GraphFrontEnd):
+    """Theano's graph front end: Dequeue and Enqueue nodes, each with its own token.
+
+    A fresh token per node keeps Theano from merging two dequeues, and the
+    compiled code (which sees only a weak reference) is the same for every
+    queue of the same components: compiled once, cached.
+    """
+
+    name = "Theano"
+    tensor = tensor
+    Assert = Assert
+
+    def dequeue(self, queue, sequence):
+        token = make_token(queue._ring, queue.name, sequence, queue._target)
+        return Dequeue(queue._layout.engine, queue.name).make_node(token).outputs
+
+    def enqueue(self, queue, sequence, inputs):
+        token = make_token(queue._ring, queue.name, sequence, queue._target)
+        return Enqueue(queue._layout.engine, queue.name)(token, *inputs)
+
+
+THEANO = TheanoGraph()
+
+__all__ = ["Dequeue", "Enqueue", "make_token", "QueueOrder", "THEANO"]

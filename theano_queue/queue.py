@@ -5,6 +5,7 @@ from . import device as _device
 from . import stall as _stall
 from . import target as _target
 from .errors import QueueError
+from .graph import unpicklable_message
 from .layout import Layout
 from .port import Port, SlotWriter, element_of  # noqa: F401  (SlotWriter: documented here)
 from .spec import check_queue_name, element_in_order, parse_components
@@ -80,8 +81,6 @@ class Queue:
                 pass  # inherited by a forked child, which must leave the parent's ring alone
 
     def __reduce_ex__(self, protocol):
-        from .ops import unpicklable_message
-
         raise TypeError(unpicklable_message(self.name))
 
     def __repr__(self):
@@ -113,13 +112,12 @@ class Queue:
         ``x1`` takes one element per call.  To take an element and discard
         it, use its value somewhere, e.g. return it.
         """
-        from .ops import Dequeue
-
         if lengths:
             self._layout.refuse_lengths(self.name, "dequeue")
+        graph = self._graph()
         # One node for the whole element: a function that uses any of its outputs takes one element.
-        engine = Dequeue(self._layout.engine, self.name).make_node(self._token()).outputs
-        outputs = self._layout.graph_outputs(engine, lengths)
+        engine = graph.dequeue(self, next(self._tokens))
+        outputs = self._layout.graph_outputs(engine, lengths, graph)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def enqueue(self, *variables, lengths=None):
@@ -134,24 +132,23 @@ class Queue:
         is as long as the variable).  Positions past a row's length are
         enqueued as the component's ``pad_value``.
         """
-        from .ops import Enqueue
-
         element = element_in_order(self.components, self._element(variables), self.name)
         if not self._layout.varying and lengths is not None:
             self._layout.refuse_lengths(self.name, "enqueue")
-        element = self._layout.graph_inputs(element, lengths, self.name)
-        return Enqueue(self._layout.engine, self.name)(self._token(), *element)
+        graph = self._graph()
+        element = self._layout.graph_inputs(element, lengths, self.name, graph)
+        return graph.enqueue(self, next(self._tokens), element)
 
-    def _token(self):
-        """A fresh graph input that ties one node to this queue.
+    @staticmethod
+    def _graph():
+        """The graph front end whose variables dequeue() and enqueue() give (theano_queue.graph): Theano's.
 
-        Every node gets its own, so Theano never merges two dequeues into one,
-        and the compiled code (which sees only a weak reference) is the same
-        for every queue of the same components: compiled once, cached.
+        Imported at the first dequeue or enqueue, so that the rest of the
+        queue runs where Theano is not installed.
         """
-        from .ops import make_token
+        from .ops import THEANO
 
-        return make_token(self._ring, self.name, next(self._tokens), self._target)
+        return THEANO
 
     # ---- host side ----------------------------------------------------------------
 
