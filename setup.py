@@ -54,6 +54,7 @@ setup(
     long_description=open(os.path.join(HERE, "README.rst")).read(),
     long_description_content_type="text/x-rst",
     packages=find_packages(include=["theano_queue", "theano_queue.*"]),
+    package_data={"theano_queue": ["_engine.pyi"]},  # the extension's types
     python_requires=">=3.9",
     install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60", "cloudpickle>=2"],
     extras_require={
