@@ -2,6 +2,9 @@
 import gc
 import logging
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -12,6 +15,7 @@ import theano_queue as tq
 from worker_datasets import ROWS, SPEC, Tagged
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def drain(q, timeout=20):
@@ -139,6 +143,34 @@ def test_a_dataset_class_defined_in_a_function_runs_in_spawned_workers():
     with tq.Feeder(q, Local(), workers=2, bucket_by=lambda sample: int(sample[1]) % 3):
         got = drain(q)
     assert sorted(int(i) for _, y in got for i in y) == list(range(16))
+
+
+MAIN_DATASET = textwrap.dedent("""
+    import numpy as np
+    import theano_queue as tq
+
+    class DS:
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
+            return np.full(2, i, "float32")
+
+    q = tq.Queue([("x", "float32", (4, 2))], capacity=2, target="cpu")
+    total = 0
+    with tq.Feeder(q, DS(), workers=2):
+        try:
+            while True:
+                total += int(q.get(timeout=60)[0][:, 0].sum())
+        except tq.QueueClosed:
+            print(total)
+""")
+
+
+def test_a_dataset_class_defined_in_python_dash_c_runs_in_spawned_workers():
+    out = subprocess.run([sys.executable, "-c", MAIN_DATASET], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(sum(range(12)))]
 
 
 def test_a_dataset_that_cannot_be_pickled_says_why():

@@ -69,6 +69,15 @@ class Queue:
         #: starts and removes itself when it ends; the queue closes when the last of them is done.
         self._feeders = []
 
+    @property
+    def _target(self):
+        """Where the ring lives (a :class:`~theano_queue.target.Target`), kept by the port producers hold."""
+        return self._port._target
+
+    @_target.setter
+    def _target(self, value):
+        self._port._target = value
+
     def __del__(self):
         # The last user reference is gone, but a thread may still be blocked in
         # a function that dequeues from the ring (it holds the ring, not the

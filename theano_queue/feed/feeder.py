@@ -363,8 +363,10 @@ def _thread_main(run: _Run, producer, stop) -> None:
     try:
         exhausted = _produce(run, producer, stop)
     finally:
-        producer.shutdown()  # worker processes, after the consumer was told
-        run.finish(exhausted)
+        try:
+            run.finish(exhausted)  # the consumer is told first (the queue closed when this was the last Feeder)
+        finally:
+            producer.shutdown()  # then the worker processes stop: nothing of theirs is in the queue's slots now
 
 
 def _produce(run: _Run, producer, stop) -> bool:
