@@ -59,12 +59,12 @@ class Queue:
         # The engine holds variable-length components as fixed ones (theano_queue/layout.py).
         self._layout = Layout(self.components)
         capacity = _target.check_capacity(capacity, self.name)
-        self._target = _target.resolve(target, self.name)
-        self._ring = _target.make_ring(self._target, self.name, self._layout.engine, capacity, timeout)
+        where = _target.resolve(target, self.name)
+        self._ring = _target.make_ring(where, self.name, self._layout.engine, capacity, timeout)
         _stall.watch(self)  # a dequeue that waits long says so (theano_queue/stall.py)
         self._tokens = itertools.count()
         # What producers hold: the ring and the put/writer core, not the Queue (theano_queue/port.py).
-        self._port = Port(self.name, self.components, self._layout, self._target, self._ring)
+        self._port = Port(self.name, self.components, self._layout, where, self._ring)
         #: The Feeders attached to this queue (theano_queue/feed/feeder.py): a Feeder appends itself when it
         #: starts and removes itself when it ends; the queue closes when the last of them is done.
         self._feeders = []
