@@ -9,16 +9,23 @@ ENGINE_SRC  := $(wildcard c_code/tq_*.c c_code/tq_*.h) setup.py
 # The venv's own Theano defaults (scripts/install-deps.sh) make THEANO_FLAGS optional.
 
 .PHONY: test demo bench doc deps clean
+# The doc builds run whatever pytest says (a failed test must not hide a broken
+# doc); the target still fails when any of the three did.
 test: $(EXT)
-	$(PY) -m pytest $(PYTEST_ARGS)
-	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest
-	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html
+	@status=0; \
+	$(PY) -m pytest $(PYTEST_ARGS) || status=1; \
+	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest || status=1; \
+	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html || status=1; \
+	exit $$status
 
 demo: $(EXT)
 	$(PY) examples/train_digits.py $(DEMO_ARGS)
 
+# Through the command, which refuses at once where Theano is not on a GPU
+# rather than replace the figures of record in doc/ (BENCH_ARGS='--out PATH'
+# writes elsewhere).
 bench: $(EXT)
-	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) -m theano_queue bench $(BENCH_ARGS)
 
 doc: $(EXT)
 	$(PY) -m sphinx -q -b html doc doc/_build/html

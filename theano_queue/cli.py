@@ -283,7 +283,7 @@ def cmd_bench(argv):
                 "Theano is not on a GPU here (THEANO_FLAGS device=%s): the GPU scenarios would be skipped and "
                 "doc/bench/results.json, the figures of record, replaced. Select a GPU "
                 "(THEANO_FLAGS=device=cuda0), or write elsewhere: theano-queue bench --out /tmp/results.json "
-                "--only 9" % _theano_device())
+                "--only 9 (make bench BENCH_ARGS='--out /tmp/results.json --only 9')" % _theano_device())
         if "--no-report" not in argv:
             argv.append("--no-report")
             print("note: no GPU: results go to --out only (--no-report)", file=sys.stderr)
