@@ -262,3 +262,37 @@ def test_the_gpu_ops_c_code_compiles_without_a_gpu(tmp_path):
         built = subprocess.run(["g++", "-fsyntax-only", "-Werror", "-Wno-cpp", *("-I" + d for d in dirs), str(path)],
                                capture_output=True, text=True)
         assert built.returncode == 0, built.stderr[-3000:]
+
+
+def test_dequeued_variables_broadcast_on_no_axis_like_theanos_own_inputs():
+    """Theano's convention (T.tensor4, T.matrix, theano.shared): a dequeued variable can be swapped for one."""
+    q = tq.Queue([("x", "float32", (50, 1, 28, 28)), ("y", "float32", (50, 1))], target="cpu")
+    qx, qy = q.dequeue()
+    assert qx.broadcastable == (False,) * 4 and qy.broadcastable == (False, False)
+    cost = qx.mean() + qy.mean()
+    v, w = T.tensor4("v"), T.matrix("w", dtype="float32")
+    f = theano.function([v, w], cost, givens={qx: v, qy: w})
+    shared = theano.shared(np.ones((50, 1), "float32"))
+    g = theano.function([v], cost, givens={qx: v, qy: shared})
+    images = np.full((50, 1, 28, 28), 2, "float32")
+    assert f(images, np.zeros((50, 1), "float32")) == pytest.approx(2.0)
+    assert g(images) == pytest.approx(3.0)
+    assert q.size() == 0 and q.stats()["dequeued"] == 0, "a function given the variables takes no element"
+    # The dequeued variable in a function of its own, and an in-graph enqueue of a plain tensor4.
+    q.put(images, np.ones((50, 1), "float32"))
+    assert theano.function([], cost)() == pytest.approx(3.0)
+    out = tq.Queue([("x", "float32", (50, 1, 28, 28)), ("y", "float32", (50, 1))], target="cpu")
+    theano.function([v, w], out.enqueue(v, w))(images, np.ones((50, 1), "float32"))
+    assert out.size() == 1
+
+
+def test_a_component_may_declare_broadcastable_axes():
+    q = tq.Queue([("x", "float32", (50, 1, 28, 28)), ("y", "int32", (50,))], target="cpu",
+                 broadcastable={"x": (1,)})
+    qx, _ = q.dequeue()
+    assert qx.broadcastable == (False, True, False, False)
+    # Broadcasts against a (50, 3, 28, 28) tensor without a dimshuffle.
+    colour = T.tensor4("colour")
+    f = theano.function([colour], (qx * colour).shape)
+    q.put(np.ones((50, 1, 28, 28), "float32"), np.zeros(50, "int32"))
+    assert list(f(np.ones((50, 3, 28, 28), "float32"))) == [50, 3, 28, 28]
