@@ -140,9 +140,8 @@ def main(argv=None, prog=None):
                  1e3 * (time.perf_counter() - started)))
 
     stats = queue.stats()
-    print("queue: %(enqueued)d batches in, %(dequeued)d out, %(bytes_in)d bytes; "
-          "model waited %(consumer_wait_s).3f s for data, feeder waited %(producer_wait_s).3f s for space"
-          % stats)
+    print("queue: %(enqueued)d batches in, %(dequeued)d out, %(bytes_in)d bytes; the model waited "
+          "%(consumer_wait_s).3f s for data, puts were blocked %(producer_wait_s).3f s for a free slot" % stats)
     print("final test accuracy %.3f" % test_accuracy)
     return {"test_accuracy": test_accuracy, "stats": stats}
 
