@@ -30,8 +30,8 @@ from tqdm import tqdm
 INPUT_BOUND = 0.05
 #: When the model waited less than this share of the time, the input is not a limit.
 COMPUTE_BOUND = 0.01
-#: Spans shorter than this many seconds get no verdict: a thread's wake-up (a few ms on a
-#: loaded machine) would swing the share the model waited across the thresholds.
+#: Spans shorter than this many seconds get no verdict, since one late wake-up of a thread (a few
+#: ms on a loaded machine) would swing the share the model waited across the thresholds.
 SHORTEST_JUDGED = 0.1
 
 # tqdm's layouts of the line, without and with a known total.  The rate is the
