@@ -142,8 +142,9 @@ def test_demo_trains_and_shows_its_monitor():
     done = run("demo", "--epochs", "2", "--progress", env={"THEANO_FLAGS": ""})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "epoch  2" in done.stdout and "final test accuracy" in done.stdout
-    assert done.stderr.count("digits: compute-bound") + done.stderr.count("digits: input-bound") \
-        + done.stderr.count("digits: balanced") == 2
+    # One verdict an epoch; an epoch of a few ms (the usual here) is too short to judge.
+    verdicts = ("digits: compute-bound", "digits: input-bound", "digits: balanced", "digits: too short to judge")
+    assert sum(done.stderr.count(v) for v in verdicts) == 2, done.stderr[-3000:]
 
 
 def test_bench_refuses_to_overwrite_the_figures_without_a_gpu():
