@@ -23,11 +23,16 @@ C_STYLED    := $(filter-out c_code/tq_strided_ptx.h,$(wildcard c_code/*.c c_code
 CLANG_FORMAT ?= clang-format
 
 .PHONY: test test-pytensor lint format demo bench doc deps pytensor-deps clean
-test: $(EXT) lint
-	$(PY) -m pytest $(PYTEST_ARGS)
-	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest
-	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html
-	$(MAKE) test-pytensor
+# Every step runs whatever the ones before it say (a failed test must not hide a
+# broken doc or the other suite); the target still fails when any of them did.
+test: $(EXT)
+	@status=0; \
+	$(MAKE) --no-print-directory lint || status=1; \
+	$(PY) -m pytest $(PYTEST_ARGS) || status=1; \
+	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest || status=1; \
+	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html || status=1; \
+	$(MAKE) --no-print-directory test-pytensor || status=1; \
+	exit $$status
 
 # The PyTensor suite (tests/pytensor, its own pytest.ini), in .venv-pytensor;
 # PYTENSOR_TESTS=tests/pytensor/test_ops.py runs one file.
@@ -51,8 +56,11 @@ format: $(STAMP)
 demo: $(EXT)
 	$(PY) examples/train_digits.py $(DEMO_ARGS)
 
+# Through the command, which refuses at once where Theano is not on a GPU
+# rather than replace the figures of record in doc/ (BENCH_ARGS='--out PATH'
+# writes elsewhere).
 bench: $(EXT)
-	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) -m theano_queue bench $(BENCH_ARGS)
 
 doc: $(EXT)
 	$(PY) -m sphinx -q -b html doc doc/_build/html

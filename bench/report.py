@@ -32,6 +32,19 @@ def fmt(value):
     return str(value)
 
 
+def cost_with_spread(percents):
+    """A cost measured in rounds, as text: its median and the rounds' range, or no cost where noise is all there is.
+
+    A watched step faster than the unwatched one is noise, never a negative cost.
+    """
+    low, high = min(percents), max(percents)
+    middle = sorted(percents)[len(percents) // 2]
+    spread = "rounds %+.1f to %+.1f %%" % (low, high)
+    if low <= 0 or middle <= 0:
+        return "no cost above the noise (%s)" % spread
+    return "%+.2f %% (%s)" % (middle, spread)
+
+
 def list_table(rows, title=None):
     keys = []
     for row in rows:
@@ -106,16 +119,28 @@ def chart(run, path):
     return True
 
 
+def shown_command(command):
+    """The command without the benchmark machine's own paths: its interpreter is ``python``, a file its name."""
+    words = []
+    for word in command.split(" "):
+        if word.startswith("/"):
+            name = os.path.basename(word)
+            word = "python" if name.startswith("python") else name
+        words.append(word)
+    return " ".join(words)
+
+
 def render(run):
     parts = [
         INTRO,
         "Measured on %s, %s, Theano device ``%s``, %d host copy threads, with::\n\n   %s\n\n"
-        % (run["machine"], run["date"], run["device"], run["copy_threads"], run["command"]),
+        % (run["machine"], run["date"], run["device"], run["copy_threads"], shown_command(run["command"])),
     ]
     for extra in run.get("merged", []):  # scenarios re-run later (bench/run.py --only N --merge)
         parts.append(
             "Scenarios %s measured on %s, %s, with::\n\n   %s\n\n"
-            % (", ".join(fmt(n) for n in extra["scenarios"]), extra["machine"], extra["date"], extra["command"])
+            % (", ".join(fmt(n) for n in extra["scenarios"]), extra["machine"], extra["date"],
+               shown_command(extra["command"]))
         )
     chart_path = os.path.join(DOC, "_static", "benchmarks.png")
     if chart(run, chart_path):

@@ -1,6 +1,7 @@
 """Small things several test modules use."""
 import importlib.util
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -53,10 +54,19 @@ def two_producers_exactly_once(q, take, per_producer):
     assert last == {0: per_producer - 1, 1: per_producer - 1}
 
 
+# Far beyond any wait the tests promise: only a process that never stops reaches it.
+HANG_GUARD_S = 120
+
+
 def seconds_to_stop_on_ctrl_c(script, env, group=False):
-    """Run script, which prints "ready" and then blocks; send it SIGINT; time until it exits.
+    """Run script, which prints "ready" and then blocks; send it SIGINT; time until the interrupt took effect.
 
     The script must exit with status 3 once KeyboardInterrupt reaches it.
+    Where it prints a line when it catches the interrupt ("interrupted"),
+    the time is until that line: what Ctrl-C promises, without the
+    interpreter's exit, which a loaded machine makes as slow as it likes.
+    Otherwise it is until the process ends.  A process that never stops
+    fails after HANG_GUARD_S.
     With group, the script runs in a process group of its own and SIGINT goes
     to the whole group, as a terminal's Ctrl-C does (its child processes get
     it too).
@@ -72,8 +82,11 @@ def seconds_to_stop_on_ctrl_c(script, env, group=False):
             os.killpg(proc.pid, signal.SIGINT)
         else:
             proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=5)
+        readable, _, _ = select.select([proc.stdout], [], [], HANG_GUARD_S)
+        assert readable, "no sign of the interrupt %d s after SIGINT" % HANG_GUARD_S
+        proc.stdout.readline()  # "interrupted", or "" at the end of the output
         elapsed = time.monotonic() - sent
+        proc.wait(timeout=HANG_GUARD_S)
     finally:
         proc.kill()
     assert proc.returncode == 3, proc.stderr.read()[-3000:]

@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
-from theano_queue.monitor import COMPUTE_BOUND, INPUT_BOUND, Figures, verdict
+from tqdm import tqdm
+
+from theano_queue.monitor import (COMPUTE_BOUND, INPUT_BOUND, LINE, LINE_WITH_TOTAL, SHORTEST_JUDGED, Figures, _postfix,
+                                  bytes_per_second, verdict)
 
 BATCH = np.zeros((64, 16), "float32")
 
@@ -51,7 +54,8 @@ def test_figures_match_injected_waits_and_fill():
     assert f.gbps * f.seconds * 1e9 == pytest.approx(3 * BATCH.nbytes)
     assert f.capacity == 3 and f.workers_busy is None
     text = out.getvalue()
-    assert "watched" in text and "model waited" in text and "fill" in text and "GB/s" in text
+    # 3 x 4 KiB in 1.2 s: about 10 kB/s, in a unit that shows it.
+    assert "watched" in text and "model waited" in text and "fill" in text and " kB/s" in text
     assert m.last_verdict.startswith("watched: input-bound: the model waited ")
     assert m.last_verdict in text
 
@@ -147,3 +151,68 @@ def test_monitor_arguments_and_states():
             m.start()
     assert not m.running and m.last_verdict == "watched: no element was taken: nothing to judge"
     m.close()  # twice is fine
+
+
+def test_the_line_in_80_columns_shows_the_decisive_figures_first():
+    """What a terminal of 80 columns shows: the share the model waited and the fill, whatever is cut."""
+    figures = Figures(seconds=9.0, elements=12500, elements_per_s=1388.9, gbps=0.000154, mean_fill=1.8, capacity=4,
+                      model_waited=0.04, producers_waited=0.49, workers_busy=0.97)
+    postfix = _postfix(figures)
+    assert postfix.index("model waited 4%") < postfix.index("fill 1.8/4") < postfix.index("put blocked 49%") \
+        < postfix.index("workers 97% busy") < postfix.index("1389 el/s") < postfix.index("154 kB/s")
+    line = tqdm.format_meter(12500, None, 9.0, ncols=80, prefix="digits", bar_format=LINE,
+                             postfix=postfix)
+    assert "model waited 4%, fill 1.8/4, put blocked 49%" in line and len(line) <= 80, line
+    with_total = tqdm.format_meter(12500, 20000, 9.0, ncols=80, prefix="digits", bar_format=LINE_WITH_TOTAL,
+                                   postfix=postfix)
+    assert "model waited 4%, fill 1.8/4" in with_total and len(with_total) <= 80, with_total
+
+
+@pytest.mark.parametrize("rate, text", [(0.0, "0 B/s"), (512.0, "512 B/s"), (4096 / 1.2, "3.41 kB/s"),
+                                        (1.54e5, "154 kB/s"), (2.5e7, "25 MB/s"), (5.4e8, "540 MB/s"),
+                                        (3.63e9, "3.63 GB/s"), (55.3e9, "55.3 GB/s")])
+def test_bytes_per_second_in_a_unit_that_shows_small_rates(rate, text):
+    assert bytes_per_second(rate) == text
+
+
+def test_no_verdict_on_a_span_too_short_to_judge():
+    """The demo's 3 ms epochs: a wake-up of the consumer thread would flip the verdict."""
+    short = Figures(0.003, 23, 7666.0, 0.15, 1.8, 4, 0.3, 0.49, None)
+    assert verdict(short) == ("too short to judge: 23 element(s) in 3 ms, the model waited 0.9 ms "
+                              "(a verdict needs %g s)" % SHORTEST_JUDGED)
+    assert verdict(short._replace(seconds=SHORTEST_JUDGED)).startswith("input-bound")
+    q = queue(capacity=4, name="digits")
+    out = io.StringIO()
+    with tq.Feeder(q, [BATCH] * 3, progress={"interval": 0.05, "file": out}) as feeder:
+        assert drain(q) == 3
+    assert "too short to judge" in feeder._monitor.last_verdict
+
+
+def test_workers_busy_from_the_feeders_own_stats():
+    """The dicts theano_queue's feeders return: a share per worker in a list, and their mean."""
+    q = queue()
+    workers = FakeWorkerFeeder(q, lambda: {"workers": 2, "elements": 5, "busy": 0.6, "worker_busy": [0.5, 0.7]})
+    out = io.StringIO()
+    with tq.monitor(q, feeder=workers, interval=0.05, file=out) as m:
+        time.sleep(0.12)
+        assert m.figures().workers_busy == pytest.approx(0.6)
+    assert "workers 60% busy" in out.getvalue()
+    per_worker_only = FakeWorkerFeeder(q, lambda: {"workers": 2, "worker_busy": [0.2, 0.4]})
+    with tq.monitor(q, feeder=per_worker_only, interval=0.05, file=io.StringIO()) as m:
+        assert m.figures().workers_busy == pytest.approx(0.3)
+
+
+def test_workers_busy_from_a_real_feeder():
+    """A Feeder over a map-style dataset reports its thread's busy share: the monitor shows it."""
+    class Slow:
+        def __len__(self):
+            return 64 * 6
+
+        def __getitem__(self, i):
+            time.sleep(0.0005)
+            return np.zeros(16, "float32")
+
+    q = queue()
+    with tq.Feeder(q, Slow(), progress={"interval": 0.05, "file": io.StringIO()}) as feeder:
+        drain(q)
+    assert feeder._monitor.figures().workers_busy is not None

@@ -196,9 +196,11 @@ CTRL_C_SCRIPT = textwrap.dedent(
 )
 
 
-def test_ctrl_c_stops_a_blocked_dequeue_within_half_a_second():
+def test_ctrl_c_stops_a_blocked_dequeue():
+    # The wait checks for signals every 50 ms (doc/design.rst); the rest of the bound is a loaded
+    # machine's scheduling of the woken process.  A wait that never checked would hang.
     elapsed = seconds_to_stop_on_ctrl_c(CTRL_C_SCRIPT, dict(os.environ))
-    assert elapsed < 0.5, "took %.3f s to stop" % elapsed
+    assert elapsed < 2.0, "took %.3f s to reach Python" % elapsed
 
 
 def test_an_unused_dequeue_is_pruned_and_takes_nothing():
@@ -262,3 +264,55 @@ def test_the_gpu_ops_c_code_compiles_without_a_gpu(tmp_path):
         built = subprocess.run(["g++", "-fsyntax-only", "-Werror", "-Wno-cpp", *("-I" + d for d in dirs), str(path)],
                                capture_output=True, text=True)
         assert built.returncode == 0, built.stderr[-3000:]
+
+
+def test_dequeued_variables_broadcast_on_no_axis_like_theanos_own_inputs():
+    """Theano's convention (T.tensor4, T.matrix, theano.shared): a dequeued variable can be swapped for one."""
+    q = tq.Queue([("x", "float32", (50, 1, 28, 28)), ("y", "float32", (50, 1))], target="cpu")
+    qx, qy = q.dequeue()
+    assert qx.broadcastable == (False,) * 4 and qy.broadcastable == (False, False)
+    cost = qx.mean() + qy.mean()
+    v, w = T.tensor4("v"), T.matrix("w", dtype="float32")
+    f = theano.function([v, w], cost, givens={qx: v, qy: w})
+    shared = theano.shared(np.ones((50, 1), "float32"))
+    g = theano.function([v], cost, givens={qx: v, qy: shared})
+    images = np.full((50, 1, 28, 28), 2, "float32")
+    assert f(images, np.zeros((50, 1), "float32")) == pytest.approx(2.0)
+    assert g(images) == pytest.approx(3.0)
+    assert q.size() == 0 and q.stats()["dequeued"] == 0, "a function given the variables takes no element"
+    # The dequeued variable in a function of its own, and an in-graph enqueue of a plain tensor4.
+    q.put(images, np.ones((50, 1), "float32"))
+    assert theano.function([], cost)() == pytest.approx(3.0)
+    out = tq.Queue([("x", "float32", (50, 1, 28, 28)), ("y", "float32", (50, 1))], target="cpu")
+    theano.function([v, w], out.enqueue(v, w))(images, np.ones((50, 1), "float32"))
+    assert out.size() == 1
+
+
+def test_a_component_may_declare_broadcastable_axes():
+    q = tq.Queue([("x", "float32", (50, 1, 28, 28)), ("y", "int32", (50,))], target="cpu",
+                 broadcastable={"x": (1,)})
+    qx, _ = q.dequeue()
+    assert qx.broadcastable == (False, True, False, False)
+    # Broadcasts against a (50, 3, 28, 28) tensor without a dimshuffle.
+    colour = T.tensor4("colour")
+    f = theano.function([colour], (qx * colour).shape)
+    q.put(np.ones((50, 1, 28, 28), "float32"), np.zeros(50, "int32"))
+    assert list(f(np.ones((50, 3, 28, 28), "float32"))) == [50, 3, 28, 28]
+
+
+@pytest.mark.gpu
+def test_gpu_dequeued_variables_take_givens_of_plain_tensors():
+    """On a GPU queue the lifted GpuDequeue keeps the convention: no axis broadcasts unless declared."""
+    q = tq.Queue([("x", "float32", (50, 1, 28, 28))], broadcastable=None)
+    declared = tq.Queue([("x", "float32", (50, 1, 28, 28))], broadcastable={"x": (1,)})
+    assert q.on_gpu and declared.on_gpu
+    qx, dx = q.dequeue(), declared.dequeue()
+    images = np.full((50, 1, 28, 28), 2, "float32")
+    v = T.tensor4("v")
+    assert theano.function([v], qx.mean(), givens={qx: v})(images) == pytest.approx(2.0)
+    q.put(images)
+    declared.put(images)
+    assert theano.function([], qx.mean())() == pytest.approx(2.0)
+    colour = T.tensor4("colour")
+    shape = theano.function([colour], (dx * colour).shape)(np.ones((50, 3, 28, 28), "float32"))
+    assert list(shape) == [50, 3, 28, 28]

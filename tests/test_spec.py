@@ -66,3 +66,28 @@ def test_bad_arguments_name_the_argument(kwargs, error, message):
 def test_bad_shapes_name_the_component(shape, error, message):
     with pytest.raises(error, match="component 'x': .*" + message):
         tq.Queue([("x", "float32", shape)], target="cpu")
+
+
+@pytest.mark.parametrize(
+    "broadcastable, error, message",
+    [
+        ({"x": (0,)}, ValueError, r"component 'x': only a fixed axis of length 1 after the leading one can "
+                                  r"broadcast; axis 0 of shape \(50, 1, 28\) cannot"),
+        ({"x": (2,)}, ValueError, "axis 2 of shape"),
+        ({"x": (3,)}, ValueError, "axis 3 of shape"),
+        ({"z": (1,)}, ValueError, "broadcastable names 'z', which is no component"),
+        ({"x": "1"}, TypeError, "component 'x': broadcastable axes must be a tuple of ints"),
+        ((1,), TypeError, r"broadcastable must map component names to axes, e.g. \{'x': \(1,\)\}"),
+    ],
+)
+def test_broadcastable_axes_are_checked(broadcastable, error, message):
+    with pytest.raises(error, match="Queue 'bad'.*" + message):
+        tq.Queue([("x", "float32", (50, 1, 28))], target="cpu", name="bad", broadcastable=broadcastable)
+
+
+def test_no_axis_broadcasts_unless_declared():
+    q = tq.Queue([("x", "float32", (50, 1, 28)), ("t", "int32", (4, tq.upto(1)))], target="cpu",
+                 broadcastable={"x": 1})
+    assert q.components[0].broadcastable == (False, True, False)
+    assert q.components[1].broadcastable == (False, False)
+    assert tq.Queue([("x", "float32", (50, 1, 1))], target="cpu").components[0].broadcastable == (False,) * 3

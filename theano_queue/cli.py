@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 from . import __version__
+from .arguments import int_at_least
 
 COMMANDS = {
     "info": "the stack's versions, the Theano flags in effect, the GPUs and whether pinned memory and copies work",
@@ -23,6 +24,8 @@ COMMANDS = {
 }
 
 MiB = 1 << 20
+# The engine's limit on host copy threads (_engine.set_copy_threads).
+MAX_COPY_THREADS = 256
 GiB = 1 << 30
 
 
@@ -175,11 +178,12 @@ def cmd_probe(argv):
     parser = argparse.ArgumentParser(
         prog="theano-queue probe", description=COMMANDS["probe"],
         epilog="Without a CUDA driver or GPU it measures the host copy, then exits 1 saying why it stopped.")
-    parser.add_argument("--device", type=int, default=0, help="GPU ordinal (default 0)")
+    parser.add_argument("--device", type=int_at_least(0), default=0, help="GPU ordinal (default 0)")
     parser.add_argument("--sizes", type=_sizes, default=[1, 16, 256], help="copy sizes in MiB (default 1,16,256)")
-    parser.add_argument("--repeats", type=int, default=None,
+    parser.add_argument("--repeats", type=int_at_least(1), default=None,
                         help="copies per size (default: enough to move 2 GiB, at least 3)")
-    parser.add_argument("--threads", type=int, default=None, help="host copy threads (default: the engine's)")
+    parser.add_argument("--threads", type=int_at_least(1, MAX_COPY_THREADS), default=None,
+                        help="host copy threads (default: the engine's)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = parser.parse_args(argv)
     from . import _engine, probe
@@ -283,7 +287,7 @@ def cmd_bench(argv):
                 "Theano is not on a GPU here (THEANO_FLAGS device=%s): the GPU scenarios would be skipped and "
                 "doc/bench/results.json, the figures of record, replaced. Select a GPU "
                 "(THEANO_FLAGS=device=cuda0), or write elsewhere: theano-queue bench --out /tmp/results.json "
-                "--only 9" % _theano_device())
+                "--only 9 (make bench BENCH_ARGS='--out /tmp/results.json --only 9')" % _theano_device())
         if "--no-report" not in argv:
             argv.append("--no-report")
             print("note: no GPU: results go to --out only (--no-report)", file=sys.stderr)

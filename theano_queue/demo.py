@@ -20,6 +20,8 @@ import theano
 import theano.tensor as T
 
 import theano_queue as tq
+from theano_queue.arguments import int_at_least, positive_float
+from theano_queue._engine import MAX_CAPACITY
 
 # The demo's data: scikit-learn ships it; the CSV is the same file, for machines without it.
 DIGITS_HELP = ("needs scikit-learn (pip install 'theano_queue[demo]'), or "
@@ -81,17 +83,20 @@ def sgd_momentum(cost, params, learning_rate, momentum=0.9):
 
 def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument("--capacity", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=int_at_least(1), default=30)
+    parser.add_argument("--batch-size", type=int_at_least(1), default=64)
+    parser.add_argument("--hidden", type=int_at_least(1), default=128)
+    parser.add_argument("--learning-rate", type=positive_float, default=0.05)
+    parser.add_argument("--capacity", type=int_at_least(1, MAX_CAPACITY), default=4)
+    parser.add_argument("--seed", type=int_at_least(0), default=0)
     parser.add_argument("--progress", action="store_true", help="show the queue's monitor line and verdict")
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
     (x_train, y_train), (x_test, y_test) = split(*load_digits(), test_fraction=0.2, rng=rng)
+    if args.batch_size > len(x_train):
+        parser.error("argument --batch-size: expected at most %d (the training digits), got %d"
+                     % (len(x_train), args.batch_size))
     n_in, n_out = x_train.shape[1], 10
 
     queue = tq.Queue(
@@ -135,9 +140,8 @@ def main(argv=None, prog=None):
                  1e3 * (time.perf_counter() - started)))
 
     stats = queue.stats()
-    print("queue: %(enqueued)d batches in, %(dequeued)d out, %(bytes_in)d bytes; "
-          "model waited %(consumer_wait_s).3f s for data, feeder waited %(producer_wait_s).3f s for space"
-          % stats)
+    print("queue: %(enqueued)d batches in, %(dequeued)d out, %(bytes_in)d bytes; the model waited "
+          "%(consumer_wait_s).3f s for data, puts were blocked %(producer_wait_s).3f s for a free slot" % stats)
     print("final test accuracy %.3f" % test_accuracy)
     return {"test_accuracy": test_accuracy, "stats": stats}
 

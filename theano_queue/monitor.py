@@ -9,8 +9,11 @@
 shows one tqdm line, refreshed from a background thread, and ends with a
 verdict::
 
-    train: 1250 el [00:09, 137 el/s, 0.54 GB/s, fill 0.1/4, model waited 31%, feeder waited 0%]
+    train: 1250 el [00:09, model waited 31%, fill 0.1/4, put blocked 0%, 137 el/s, 540 MB/s]
     train: input-bound: the model waited 31% of the time; add workers or use read_into
+
+The decisive figures come first, so that a narrow terminal cuts the rates,
+never the share of the time the model waited for data.
 
 Every figure comes from ``Queue.stats()`` (and the feeder's ``stats()`` when
 it has one), read every ``interval`` seconds by the monitor's own thread: the
@@ -27,6 +30,14 @@ from tqdm import tqdm
 INPUT_BOUND = 0.05
 #: When the model waited less than this share of the time, the input is not a limit.
 COMPUTE_BOUND = 0.01
+#: Spans shorter than this many seconds get no verdict, since one late wake-up of a thread (a few
+#: ms on a loaded machine) would swing the share the model waited across the thresholds.
+SHORTEST_JUDGED = 0.1
+
+# tqdm's layouts of the line, without and with a known total.  The rate is the
+# monitor's own (over the window), so it is in the postfix (:func:`_postfix`).
+LINE = "{desc}: {n_fmt} el [{elapsed}{postfix}]"
+LINE_WITH_TOTAL = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 
 Figures = collections.namedtuple(
     "Figures",
@@ -40,8 +51,9 @@ Figures.__doc__ = """What a monitor measured over a span of time (all shares are
 in the ring, out of ``capacity``; ``model_waited`` the share of the time
 consumers waited for an element (``consumer_wait_s``); ``producers_waited``
 the share producers waited for a free slot (``producer_wait_s``; summed over
-producers, so several can exceed 1); ``workers_busy`` the share of the time the
-feeder's workers were busy, or None when the feeder does not say.
+producers, so several can exceed 1; the line's "put blocked"); ``workers_busy``
+the share of the time the feeder's workers were busy, or None when the feeder
+does not say.
 """
 
 
@@ -63,9 +75,9 @@ class Monitor:
     feeder : Feeder or None
         When it has a ``stats()`` method (feeders with worker processes do),
         the line also shows how busy its workers are.  The keys read, each
-        optional: ``worker_busy`` (a share of the time, 0 to 1), or
-        ``worker_busy_s`` (busy seconds summed over workers) with ``workers``
-        (their number).
+        optional: ``worker_busy_s`` (busy seconds summed over workers) with
+        ``workers`` (their number), else ``busy`` or ``worker_busy`` (a share
+        of the time, 0 to 1, or a list of shares, one a worker).
     interval : float
         Seconds between samples (and refreshes of the line).
     window : float
@@ -179,11 +191,7 @@ class Monitor:
             raise RuntimeError("Monitor(%s): already started" % self.queue.name)
         self._first = self._snapshot()
         self._recent.append(self._first)
-        # The rate is the monitor's own (over the window), so it is in the postfix.
-        if self.total is None:
-            layout = "{desc}: {n_fmt} el [{elapsed}{postfix}]"
-        else:
-            layout = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+        layout = LINE if self.total is None else LINE_WITH_TOTAL
         self._bar = tqdm(total=self.total, desc=self.desc, file=self.file, dynamic_ncols=True, mininterval=0,
                          bar_format=layout, disable=self.disable)
         self._thread = threading.Thread(target=self._run, name="Monitor(%s)" % self.queue.name, daemon=True)
@@ -245,29 +253,46 @@ class Monitor:
 
 
 def _workers_busy(a, b, seconds):
-    """The feeder's worker busy share between two of its stats() dicts, or None."""
+    """The feeder's worker busy share between two of its stats() dicts, or None.
+
+    Busy seconds summed over workers (``worker_busy_s`` with ``workers``) give
+    the share over the span; else the feeder's own share since it started:
+    ``busy``, or ``worker_busy`` as one share or a list of them, one a worker
+    (what the feeders of theano_queue report), averaged.
+    """
     if not b:
         return None
-    if "worker_busy" in b:
-        try:
-            return float(b["worker_busy"])
-        except (TypeError, ValueError):
-            return None
     if a and "worker_busy_s" in a and "worker_busy_s" in b and b.get("workers"):
         try:
             return (float(b["worker_busy_s"]) - float(a["worker_busy_s"])) / (seconds * int(b["workers"]))
         except (TypeError, ValueError):
             return None
-    return None
+    share = b.get("busy", b.get("worker_busy"))
+    if isinstance(share, (list, tuple)):
+        share = sum(share) / len(share) if share else None
+    try:
+        return float(share) if share is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _postfix(f):
+    """The line's figures, the decisive ones first: a narrow terminal cuts the end."""
     rate = f.elements_per_s
-    parts = [("%.0f el/s" if rate >= 100 else "%.3g el/s") % rate, "%.2f GB/s" % f.gbps, "fill %.1f/%d" % (f.mean_fill, f.capacity),
-             "model waited %.0f%%" % (100 * f.model_waited), "feeder waited %.0f%%" % (100 * f.producers_waited)]
+    parts = ["model waited %.0f%%" % (100 * f.model_waited), "fill %.1f/%d" % (f.mean_fill, f.capacity),
+             "put blocked %.0f%%" % (100 * f.producers_waited)]
     if f.workers_busy is not None:
         parts.append("workers %.0f%% busy" % (100 * f.workers_busy))
+    parts += [("%.0f el/s" if rate >= 100 else "%.3g el/s") % rate, bytes_per_second(f.gbps * 1e9)]
     return ", ".join(parts)
+
+
+def bytes_per_second(rate):
+    """``rate`` in the unit that shows it with three figures: ``'350 kB/s'``, ``'1.25 GB/s'``."""
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if rate >= scale:
+            return "%.3g %s" % (rate / scale, unit)
+    return "%.0f B/s" % rate
 
 
 def verdict(figures):
@@ -281,6 +306,9 @@ def verdict(figures):
     waited = figures.model_waited
     if figures.elements == 0:
         return "no element was taken: nothing to judge"
+    if figures.seconds < SHORTEST_JUDGED:
+        return ("too short to judge: %d element(s) in %.0f ms, the model waited %.1f ms (a verdict needs %g s)"
+                % (figures.elements, 1e3 * figures.seconds, 1e3 * waited * figures.seconds, SHORTEST_JUDGED))
     if waited >= INPUT_BOUND:
         return "input-bound: the model waited %.0f%% of the time; add workers or use read_into" % (100 * waited)
     if waited < COMPUTE_BOUND:

@@ -51,11 +51,18 @@ class Queue:
         What the padding of variable-length components holds: one number for
         all of them, or by component name, e.g. ``{"tokens": -1}`` (0 for
         those left out).
+    broadcastable : dict or None
+        The axes of a component's dequeued variable that broadcast, by
+        component name, e.g. ``{"x": (1,)}`` for ``("x", "float32", (50, 1,
+        28, 28))``.  By default none does: the convention of ``T.tensor4``,
+        ``T.matrix`` and ``theano.shared``, so a dequeued variable and one of
+        those are interchangeable (``givens``).
     """
 
-    def __init__(self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None):
+    def __init__(self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None,
+                 broadcastable=None):
         self.name = check_queue_name(name) if name is not None else "queue%d" % next(_names)
-        self.components = parse_components(components, self.name, pad_value)
+        self.components = parse_components(components, self.name, pad_value, broadcastable)
         # The engine holds variable-length components as fixed ones (theano_queue/layout.py).
         self._layout = Layout(self.components)
         capacity = _target.check_capacity(capacity, self.name)

@@ -51,6 +51,7 @@ class Component(NamedTuple):
     dtype: np.dtype
     shape: Tuple[int, ...]
     pad_value: object = 0
+    broadcast_axes: Tuple[int, ...] = ()
 
     @property
     def nbytes(self):
@@ -64,8 +65,12 @@ class Component(NamedTuple):
 
     @property
     def broadcastable(self):
-        """Theano's broadcast pattern: fixed axes of length 1 broadcast; the leading and variable axes never do."""
-        return tuple(i > 0 and n == 1 and not isinstance(n, upto) for i, n in enumerate(self.shape))
+        """Theano's broadcast pattern: no axis broadcasts but those declared (``Queue(broadcastable=...)``).
+
+        The convention of ``T.tensor4``, ``T.matrix`` and ``theano.shared``:
+        a dequeued variable can be swapped for any of them (``givens``).
+        """
+        return tuple(i in self.broadcast_axes for i in range(len(self.shape)))
 
 
 def check_queue_name(name):
@@ -113,11 +118,12 @@ def parse_shape(shape, where):
     return tuple(n if isinstance(n, upto) else int(n) for n in shape)
 
 
-def parse_components(components, queue_name, pad_value=None):
+def parse_components(components, queue_name, pad_value=None, broadcastable=None):
     """A tuple of :class:`Component` from ``[(name, dtype, shape), ...]``, or a clear error.
 
     ``pad_value`` maps the names of components with variable axes to their
-    padding (0 for those it leaves out).
+    padding (0 for those it leaves out); ``broadcastable`` maps names to the
+    axes that broadcast (see :func:`with_broadcast_axes`).
     """
     where = "Queue %r" % queue_name
     if isinstance(components, (str, bytes)) or not hasattr(components, "__iter__"):
@@ -143,7 +149,41 @@ def parse_components(components, queue_name, pad_value=None):
         parsed.append(component)
     if not parsed:
         raise ValueError("%s: expected at least one component" % where)
-    return tuple(with_pad_values(parsed, pad_value, queue_name))
+    return tuple(with_broadcast_axes(with_pad_values(parsed, pad_value, queue_name), broadcastable, queue_name))
+
+
+def with_broadcast_axes(components, broadcastable, queue_name):
+    """The components, each with the axes ``broadcastable`` declares for it, checked.
+
+    ``broadcastable`` maps component names to axes, e.g. ``{"x": (1,)}`` for
+    ``("x", "float32", (50, 1, 28, 28))``: only fixed axes of length 1 after
+    the leading (batch) axis can broadcast.
+    """
+    where = "Queue %r" % queue_name
+    if broadcastable is None:
+        return components
+    if not isinstance(broadcastable, Mapping):
+        raise TypeError("%s: broadcastable must map component names to axes, e.g. {'x': (1,)}, got %r"
+                        % (where, broadcastable))
+    by_name = {c.name: c for c in components}
+    for name, axes in broadcastable.items():
+        if name not in by_name:
+            raise ValueError("%s: broadcastable names %r, which is no component (the components are %s)"
+                             % (where, name, ", ".join(by_name)))
+        component = by_name[name]
+        here = "%s, component %r" % (where, name)
+        if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
+            axes = (axes,)
+        if not isinstance(axes, (tuple, list)) or not all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes
+        ):
+            raise TypeError("%s: broadcastable axes must be a tuple of ints, got %r" % (here, axes))
+        for axis in axes:
+            if not (0 < axis < len(component.shape)) or component.shape[axis] != 1 or axis in component.variable_axes:
+                raise ValueError("%s: only a fixed axis of length 1 after the leading one can broadcast; axis %r of "
+                                 "shape %r cannot" % (here, axis, component.shape))
+        by_name[name] = component._replace(broadcast_axes=tuple(sorted(set(int(a) for a in axes))))
+    return [by_name[c.name] for c in components]
 
 
 def with_pad_values(components, pad_value, queue_name):
