@@ -23,29 +23,30 @@ C_STYLED    := $(filter-out c_code/tq_strided_ptx.h,$(wildcard c_code/*.c c_code
 CLANG_FORMAT ?= clang-format
 
 .PHONY: test test-pytensor lint format demo bench doc deps pytensor-deps clean
-# Every step runs whatever the ones before it say (a failed test must not hide a
-# broken doc or the other suite); the target still fails when any of them did.
-test: $(EXT)
-	@status=0; \
-	$(MAKE) --no-print-directory lint || status=1; \
-	$(PY) -m pytest $(PYTEST_ARGS) || status=1; \
-	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest || status=1; \
-	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html || status=1; \
-	$(MAKE) --no-print-directory test-pytensor || status=1; \
-	exit $$status
-
+# Style and types: ruff (ruff.toml), clang-format (.clang-format), mypy (setup.cfg, theano_queue/_engine.pyi).
+LINT = $(PY) -m ruff check . && $(PY) -m ruff format --check . && $(CLANG_FORMAT) --dry-run -Werror $(C_STYLED) \
+       && $(PY) -m mypy --cache-dir build/mypy
 # The PyTensor suite (tests/pytensor, its own pytest.ini), in .venv-pytensor;
 # PYTENSOR_TESTS=tests/pytensor/test_ops.py runs one file.
 PYTENSOR_TESTS ?= tests/pytensor
-test-pytensor: $(PT_PACKAGE)
-	PYTHONSAFEPATH=1 $(PT_PY) -m pytest -c tests/pytensor/pytest.ini $(PYTEST_ARGS) $(PYTENSOR_TESTS)
+PYTENSOR_PYTEST = PYTHONSAFEPATH=1 $(PT_PY) -m pytest -c tests/pytensor/pytest.ini $(PYTEST_ARGS) $(PYTENSOR_TESTS)
 
-# Style and types: ruff (ruff.toml), clang-format (.clang-format), mypy (setup.cfg, theano_queue/_engine.pyi).
+# Every step runs whatever the ones before it say (a failed test must not hide a
+# broken doc or the other suite); the target still fails when any of them did.
+test: $(EXT) $(PT_PACKAGE)
+	@status=0; \
+	$(LINT) || status=1; \
+	$(PY) -m pytest $(PYTEST_ARGS) || status=1; \
+	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest || status=1; \
+	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html || status=1; \
+	$(PYTENSOR_PYTEST) || status=1; \
+	exit $$status
+
+test-pytensor: $(PT_PACKAGE)
+	$(PYTENSOR_PYTEST)
+
 lint: $(STAMP)
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(CLANG_FORMAT) --dry-run -Werror $(C_STYLED)
-	$(PY) -m mypy --cache-dir build/mypy
+	$(LINT)
 
 # Rewrites the tree in that style.
 format: $(STAMP)
