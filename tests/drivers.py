@@ -52,7 +52,7 @@ class Driver:
                 "free_device_memory()",
             ]
         )
-        environment = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS]), **self.env)
+        environment = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, TESTS, os.environ.get("PYTHONPATH")])), **self.env)
         done = subprocess.run(
             [sys.executable, "-c", script], capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300
         )

@@ -9,7 +9,7 @@ import pytest
 import theano_queue as tq
 from tqdm import tqdm
 
-from theano_queue.monitor import (COMPUTE_BOUND, INPUT_BOUND, LINE, LINE_WITH_TOTAL, SHORTEST_JUDGED, Figures, _postfix,
+from theano_queue.monitor import (MonitorLine, COMPUTE_BOUND, INPUT_BOUND, LINE, LINE_WITH_TOTAL, SHORTEST_JUDGED, Figures, _postfix,
                                   bytes_per_second, verdict)
 
 BATCH = np.zeros((64, 16), "float32")
@@ -160,10 +160,10 @@ def test_the_line_in_80_columns_shows_the_decisive_figures_first():
     postfix = _postfix(figures)
     assert postfix.index("model waited 4%") < postfix.index("fill 1.8/4") < postfix.index("put blocked 49%") \
         < postfix.index("workers 97% busy") < postfix.index("1389 el/s") < postfix.index("154 kB/s")
-    line = tqdm.format_meter(12500, None, 9.0, ncols=80, prefix="digits", bar_format=LINE,
+    line = MonitorLine.format_meter(12500, None, 9.0, ncols=80, prefix="digits", bar_format=LINE,
                              postfix=postfix)
     assert "model waited 4%, fill 1.8/4, put blocked 49%" in line and len(line) <= 80, line
-    with_total = tqdm.format_meter(12500, 20000, 9.0, ncols=80, prefix="digits", bar_format=LINE_WITH_TOTAL,
+    with_total = MonitorLine.format_meter(12500, 20000, 9.0, ncols=80, prefix="digits", bar_format=LINE_WITH_TOTAL,
                                    postfix=postfix)
     assert "model waited 4%, fill 1.8/4" in with_total and len(with_total) <= 80, with_total
 

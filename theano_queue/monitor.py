@@ -25,6 +25,7 @@ import threading
 import time
 
 from tqdm import tqdm
+from tqdm.utils import disp_trim
 
 #: When the model waited at least this share of the time, the input is the bottleneck.
 INPUT_BOUND = 0.05
@@ -38,6 +39,18 @@ SHORTEST_JUDGED = 0.1
 # monitor's own (over the window), so it is in the postfix (:func:`_postfix`).
 LINE = "{desc}: {n_fmt} el [{elapsed}{postfix}]"
 LINE_WITH_TOTAL = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+
+
+class MonitorLine(tqdm):
+    """tqdm's line, cut to the terminal's width whatever tqdm's version (4.67 leaves a line without a bar uncut,
+    and a narrow terminal wraps it): the decisive figures come first, so the cut takes the rest."""
+
+    @staticmethod
+    def format_meter(*args, **kwargs):
+        line = tqdm.format_meter(*args, **kwargs)
+        ncols = kwargs.get("ncols")
+        return disp_trim(line, ncols) if ncols else line
+
 
 Figures = collections.namedtuple(
     "Figures",
@@ -192,7 +205,7 @@ class Monitor:
         self._first = self._snapshot()
         self._recent.append(self._first)
         layout = LINE if self.total is None else LINE_WITH_TOTAL
-        self._bar = tqdm(total=self.total, desc=self.desc, file=self.file, dynamic_ncols=True, mininterval=0,
+        self._bar = MonitorLine(total=self.total, desc=self.desc, file=self.file, dynamic_ncols=True, mininterval=0,
                          bar_format=layout, disable=self.disable)
         self._thread = threading.Thread(target=self._run, name="Monitor(%s)" % self.queue.name, daemon=True)
         self._thread.start()
