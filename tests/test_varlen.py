@@ -7,10 +7,10 @@ import collections
 
 import numpy as np
 import pytest
-
-import theano_queue as tq
 from helpers import drain
 from worker_datasets import BOUND, RAGGED_SPEC, ROWS, Ragged, ragged_length, ragged_sample
+
+import theano_queue as tq
 
 SPEC = [("image", "uint8", (8, 3)), ("tokens", "int32", (8, tq.upto(16))), ("label", "int64", (8,))]
 PAD = -7
@@ -77,7 +77,8 @@ def test_bad_declarations_name_the_component(kwargs, error, message):
 def test_one_pad_value_serves_every_variable_component():
     spec = [("a", "int32", (2, tq.upto(4))), ("b", "float32", (2, tq.upto(3), 2)), ("y", "int64", (2,))]
     q = tq.Queue(spec, target="cpu", pad_value=-1)
-    q.put([np.arange(1, dtype="int32"), np.arange(3, dtype="int32")], [np.ones((1, 2), "float32"), np.ones((2, 2), "float32")], np.arange(2))
+    q.put([np.arange(1, dtype="int32"), np.arange(3, dtype="int32")],
+          [np.ones((1, 2), "float32"), np.ones((2, 2), "float32")], np.arange(2))
     a, b, _ = q.get()
     assert a.tolist() == [[0, -1, -1], [0, 1, 2]] and b[0, 1:].tolist() == [[-1, -1]] and b[1].tolist() == [[1, 1]] * 2
     with pytest.raises(ValueError, match="pad_value is for components with a variable"):

@@ -18,8 +18,7 @@ import re
 
 import numba
 import numpy as np
-from pytensor import shared
-from pytensor import tensor
+from pytensor import shared, tensor
 from pytensor.compile import optdb
 from pytensor.graph.basic import Apply
 from pytensor.graph.features import Feature
