@@ -17,16 +17,16 @@ static int tq_fit_output(PyArrayObject **out, int ndim, const npy_intp *dims, in
 {
     PyArrayObject *have = *out;
     /* A lent array is never written: the caller of the function may hold it. */
-    if (have && !tq_api->is_lent((PyObject *)have) && PyArray_NDIM(have) == ndim && PyArray_TYPE(have) == typenum && PyArray_ISCARRAY(have) &&
-        PyArray_CompareLists(PyArray_DIMS(have), dims, ndim))
+    if (have && !tq_api->is_lent((PyObject *)have) && PyArray_NDIM(have) == ndim && PyArray_TYPE(have) == typenum &&
+        PyArray_ISCARRAY(have) && PyArray_CompareLists(PyArray_DIMS(have), dims, ndim))
         return 0;
     Py_XDECREF(have);
     *out = (PyArrayObject *)PyArray_SimpleNew(ndim, (npy_intp *)dims, typenum);
     return *out ? 0 : -1;
 }
 
-static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***outputs,
-                           const int *typenums, int n_outputs)
+static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***outputs, const int *typenums,
+                           int n_outputs)
 {
     PyObject *ring = tq_api->resolve(token, who, n_outputs, 0);
     if (!ring)

@@ -10,8 +10,8 @@
  * previous call are reused when their shape still fits.
  */
 
-static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObject ***outputs,
-                               const int *typecodes, int n_outputs, PyGpuContextObject *ctx)
+static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObject ***outputs, const int *typecodes,
+                               int n_outputs, PyGpuContextObject *ctx)
 {
     uint64_t dsts[TQ_MAX_COMPONENTS]; /* resolve refuses n_outputs other than the queue's, at most this */
     int slot, rc = 0;

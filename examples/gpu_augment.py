@@ -123,7 +123,8 @@ def main(argv=None):
     loss = T.nnet.categorical_crossentropy(p, y).mean()
     accuracy = T.eq(p.argmax(axis=1), y).mean()
     lr = np.float32(0.05)
-    step = theano.function([], [loss, accuracy], updates=[(v, v - lr * g) for v, g in zip((w, bias), T.grad(loss, (w, bias)))])
+    gradients = T.grad(loss, (w, bias))
+    step = theano.function([], [loss, accuracy], updates=[(v, v - lr * g) for v, g in zip((w, bias), gradients)])
 
     errors = []
     producer = threading.Thread(target=produce, args=(q, images_gpu, labels, args.steps, 1, errors), daemon=True)

@@ -17,6 +17,12 @@ NOTHING_HELD = "0 0 0 0 0 0 0"
 @pytest.fixture(scope="module")
 def fake_cuda(tmp_path_factory):
     """Environment variables that make theano_queue.probe load the stand-in."""
+    return build_stand_in(tmp_path_factory)
+
+
+def build_stand_in(tmp_path_factory):
+    """Build the stand-in driver in a fresh temporary folder (skips without gcc); returns the environment
+    variables that make theano_queue load it and report what it held."""
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc to build the stand-in CUDA driver")
     where = tmp_path_factory.mktemp("fake_cuda")

@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 import theano
+from helpers import drain, holding_the_gil
 
 import theano_queue as tq
-from helpers import drain, holding_the_gil
 from theano_queue.sampler import Sampler
 
 N, BATCH, FEAT = 103, 8, 7  # 12 full batches and a partial one of 7 rows; rows of 28 bytes

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from fake_cuda import NOTHING_HELD, ROOT, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
+from fake_cuda import NOTHING_HELD, ROOT, build_stand_in, held
 
 
 def run(*args, env=None, cwd=ROOT, timeout=300):
@@ -20,6 +20,14 @@ def run(*args, env=None, cwd=ROOT, timeout=300):
 
 
 NO_DRIVER = {"THEANO_QUEUE_LIBCUDA": "/nonexistent/libcuda.so.1"}
+
+
+@pytest.fixture(scope="module")
+def stand_in(tmp_path_factory):
+    """The stand-in CUDA driver's environment (tests/fake_cuda.py)."""
+    return build_stand_in(tmp_path_factory)
+
+
 # Theano on the CPU, whatever this machine's flags say (on a GPU machine they name a GPU).
 ON_THE_CPU = {"THEANO_FLAGS": ",".join(filter(None, [os.environ.get("THEANO_FLAGS", ""), "device=cpu"]))}
 
@@ -83,17 +91,18 @@ def test_a_blas_flag_is_set_only_where_no_theano_setting_names_one(tmp_path, mon
     assert cli.theano_environment() is None and os.environ["THEANO_FLAGS"] == "floatX=float32"
 
 
-def test_info_with_a_gpu(fake_cuda):
-    done = run("info", env=fake_cuda)
+def test_info_with_a_gpu(stand_in):
+    done = run("info", env=stand_in)
     assert done.returncode == 0, done.stderr
     assert "CUDA driver: supports CUDA 13.0; 1 GPU(s)" in done.stdout
-    assert "GPU 0: Fake GPU 0, PCI 0000:10:00.0, compute 9.0, 3 copy engine(s), 15.0 GiB free of 16.0 GiB" in done.stdout
+    assert ("GPU 0: Fake GPU 0, PCI 0000:10:00.0, compute 9.0, 3 copy engine(s), 15.0 GiB free of 16.0 GiB"
+            in done.stdout)
     assert "  pinned memory: ok" in done.stdout and "  copy engine: ok" in done.stdout
-    assert held(fake_cuda) == NOTHING_HELD
+    assert held(stand_in) == NOTHING_HELD
 
 
-def test_info_with_a_driver_but_no_gpu(fake_cuda):
-    done = run("info", env=dict(fake_cuda, FAKE_CUDA_DEVICES="0"))
+def test_info_with_a_driver_but_no_gpu(stand_in):
+    done = run("info", env=dict(stand_in, FAKE_CUDA_DEVICES="0"))
     assert done.returncode == 0
     assert "GPUs: none (no GPU: the CUDA driver is installed but finds no device" in done.stdout
 
@@ -110,31 +119,31 @@ def test_probe_without_a_cuda_driver_measures_the_host_then_fails():
         "NVIDIA GPU and its driver; host-to-device bandwidth cannot be measured here")
 
 
-def test_probe_with_a_driver_but_no_gpu(fake_cuda):
-    done = run("probe", "--sizes", "2", "--repeats", "2", env=dict(fake_cuda, FAKE_CUDA_DEVICES="0"))
+def test_probe_with_a_driver_but_no_gpu(stand_in):
+    done = run("probe", "--sizes", "2", "--repeats", "2", env=dict(stand_in, FAKE_CUDA_DEVICES="0"))
     assert done.returncode == 1
     assert "theano-queue probe: no GPU: the CUDA driver is installed but finds no device" in done.stderr
 
 
-def test_probe_with_a_gpu(fake_cuda):
-    done = run("probe", "--sizes", "2,4", "--repeats", "2", env=fake_cuda)
+def test_probe_with_a_gpu(stand_in):
+    done = run("probe", "--sizes", "2,4", "--repeats", "2", env=stand_in)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[1].startswith("host->device,    2 MiB: pinned ") and "pageable" in lines[1]
     assert lines[2].startswith("host->device,    4 MiB: pinned ")
     assert lines[3] == "limits at 4 MiB, by source kind:"
     assert "(needs a GPU)" not in done.stdout
-    assert held(fake_cuda) == NOTHING_HELD
+    assert held(stand_in) == NOTHING_HELD
 
 
 @pytest.mark.parametrize("failing", ["cuStreamCreate", "cuMemAlloc_v2", "cuMemcpyHtoDAsync_v2", "cuCtxPushCurrent_v2"])
-def test_probe_gives_everything_back_when_a_call_fails(fake_cuda, failing):
-    done = run("probe", "--sizes", "2", "--repeats", "2", "--json", env=dict(fake_cuda, FAKE_CUDA_FAIL=failing))
+def test_probe_gives_everything_back_when_a_call_fails(stand_in, failing):
+    done = run("probe", "--sizes", "2", "--repeats", "2", "--json", env=dict(stand_in, FAKE_CUDA_FAIL=failing))
     assert done.returncode == 1
     call = failing[:-3] if failing.endswith("_v2") else failing  # messages name the call, not its versioned symbol
     assert "theano-queue probe: %s: CUDA_ERROR_OUT_OF_MEMORY (fake failure)" % call in done.stderr
     assert '"error": "cu' in done.stdout
-    assert held(fake_cuda) == NOTHING_HELD
+    assert held(stand_in) == NOTHING_HELD
 
 
 def test_demo_trains_and_shows_its_monitor():

@@ -11,9 +11,9 @@ import ctypes
 
 import numpy as np
 import pytest
+from helpers import TAGGED, two_producers_exactly_once
 
 import theano_queue as tq
-from helpers import TAGGED, two_producers_exactly_once
 
 pytestmark = pytest.mark.gpu
 
@@ -36,8 +36,6 @@ class PygpuCAI:
     """A __cuda_array_interface__ v3 over a pygpu array's memory, strides and stream given by the test."""
 
     def __init__(self, array, stream=None, strides="own"):
-        from theano_queue import _engine
-
         self.array = array  # keeps the memory alive
         self.__cuda_array_interface__ = {
             "shape": tuple(array.shape),
@@ -224,8 +222,6 @@ def test_a_batch_written_on_a_busy_stream_right_before_the_put_arrives_whole(dri
 
 def test_libgpuarray_uses_the_primary_context_so_primary_context_producers_share_it(driver):
     g = on_gpu(np.zeros(4, np.float32))
-    from theano_queue import _engine
-
     assert driver.pointer_context(g.gpudata) == driver.primary.value
     q = tq.Queue([("x", "float64", (3, 4))], capacity=2)
     host = np.arange(24, dtype=np.float64).reshape(6, 4)

@@ -10,9 +10,9 @@ import time
 
 import numpy as np
 import pytest
+from worker_datasets import ROWS, SPEC, Tagged
 
 import theano_queue as tq
-from worker_datasets import ROWS, SPEC, Tagged
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

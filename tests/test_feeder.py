@@ -5,10 +5,10 @@ import traceback
 import numpy as np
 import pytest
 import theano
+from helpers import stop_wakes_a_feeder_waiting_for_space
+from staging import staging_holds
 
 import theano_queue as tq
-from staging import staging_holds
-from helpers import stop_wakes_a_feeder_waiting_for_space
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 

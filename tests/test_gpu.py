@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 import pytest
+from helpers import TAGGED, holding_the_gil, put_waiting_for_room, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
+from staging import staging_holds
 
 import theano_queue as tq
-from staging import staging_holds
-from helpers import TAGGED, holding_the_gil, put_waiting_for_room, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
 
 pytestmark = pytest.mark.gpu
 

@@ -12,9 +12,9 @@ import logging
 
 import numpy as np
 import pytest
+from helpers import drain
 
 import theano_queue as tq
-from helpers import drain
 from theano_queue.sampler import Sampler
 from theano_queue.target import Target
 

@@ -5,12 +5,21 @@ import time
 
 import numpy as np
 import pytest
-
-import theano_queue as tq
 from tqdm import tqdm
 
-from theano_queue.monitor import (MonitorLine, COMPUTE_BOUND, INPUT_BOUND, LINE, LINE_WITH_TOTAL, SHORTEST_JUDGED, Figures, _postfix,
-                                  bytes_per_second, verdict)
+import theano_queue as tq
+from theano_queue.monitor import (
+    COMPUTE_BOUND,
+    INPUT_BOUND,
+    LINE,
+    LINE_WITH_TOTAL,
+    SHORTEST_JUDGED,
+    Figures,
+    MonitorLine,
+    _postfix,
+    bytes_per_second,
+    verdict,
+)
 
 BATCH = np.zeros((64, 16), "float32")
 

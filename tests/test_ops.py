@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import theano
 import theano.tensor as T
+from helpers import TAGGED, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
 from theano.compile.mode import Mode
 
 import theano_queue as tq
-from helpers import TAGGED, seconds_to_stop_on_ctrl_c, two_producers_exactly_once
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 
@@ -118,7 +118,8 @@ def test_in_graph_enqueue_refuses_a_bad_shape_and_keeps_the_queue():
     xs, ys = T.fmatrix("xs"), T.ivector("ys")
     put = theano.function([xs, ys], q.enqueue(xs, ys))
     put(*xy(1))
-    with pytest.raises(ValueError, match=r"Enqueue: queue 'kept', component 'x': expected shape \(<=4, 3\), got \(4, 5\)"):
+    expected = r"Enqueue: queue 'kept', component 'x': expected shape \(<=4, 3\), got \(4, 5\)"
+    with pytest.raises(ValueError, match=expected):
         put(np.zeros((4, 5), "float32"), np.zeros(4, "int32"))
     assert q.size() == 1 and q.get()[0][0, 0] == 1
 
@@ -206,7 +207,8 @@ def test_ctrl_c_stops_a_blocked_dequeue():
 def test_an_unused_dequeue_is_pruned_and_takes_nothing():
     # Documented in Queue.dequeue: Theano compiles only what the outputs need.
     q = tq.Queue(XY, capacity=4, target="cpu")
-    (x1, _), (x2, _) = q.dequeue(), q.dequeue()
+    x1, _ = q.dequeue()
+    q.dequeue()  # a second dequeue in the graph that no output uses
     f = theano.function([], x1.sum())
     for i in range(4):
         q.put(*xy(i))

@@ -5,11 +5,17 @@ import time
 
 import numpy as np
 import pytest
+from helpers import (
+    TAGGED,
+    check_tagged,
+    holding_the_gil,
+    put_waiting_for_room,
+    tagged_element,
+    two_producers_exactly_once,
+)
+from staging import staging_holds
 
 import theano_queue as tq
-from staging import staging_holds
-from helpers import (TAGGED, check_tagged, holding_the_gil, put_waiting_for_room, tagged_element,
-                     two_producers_exactly_once)
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 

@@ -10,8 +10,6 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GENERATED = {"c_code/tq_strided_ptx.h"}
-# Python files the feeding side's reshaping (issue 18: theano_queue/feed/) splits; remove each when it lands.
-PYTHON_SPLIT_ELSEWHERE = {"tests/test_varlen.py"}
 
 
 def files(*folders, ends=()):
@@ -70,7 +68,7 @@ def test_no_python_file_over_600_lines():
         for path in files(folder, ends=(".py", ".pyi")):
             path = os.path.normpath(path)
             lines = read(path).count("\n")
-            if lines > 600 and path not in PYTHON_SPLIT_ELSEWHERE:
+            if lines > 600:
                 long[path] = lines
     assert not long
 

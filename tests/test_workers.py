@@ -10,11 +10,11 @@ import time
 
 import numpy as np
 import pytest
+from helpers import seconds_to_stop_on_ctrl_c, stop_wakes_a_feeder_waiting_for_space
+from worker_datasets import ROWS, SPEC, Environment, Heavy, InPlace, Shards, Tagged, expected_batch
 
 import theano_queue as tq
-from helpers import seconds_to_stop_on_ctrl_c, stop_wakes_a_feeder_waiting_for_space
 from theano_queue.sampler import Sampler
-from worker_datasets import ROWS, SPEC, Environment, Heavy, InPlace, Shards, Tagged, expected_batch
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 

@@ -134,7 +134,7 @@ class Heavy:
         return sample(i)
 
 
-# ---- variable-length samples (tests/test_varlen.py) ----------------------------------------
+# ---- variable-length samples (tests/test_varlen_feeding.py) ----------------------------------------
 
 BOUND = 12
 RAGGED_SPEC = [("tokens", "int32", (ROWS, tq.upto(BOUND))), ("label", "int64", (ROWS,))]

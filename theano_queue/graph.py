@@ -10,6 +10,7 @@ monitor, trace) runs under either.
 import itertools
 import threading
 import weakref
+from typing import Any, ClassVar, Dict
 
 
 class GraphFrontEnd:
@@ -21,9 +22,9 @@ class GraphFrontEnd:
     layout builds its reshapes, masks and checks from them.
     """
 
-    name = None  # the library, for messages
-    tensor = None
-    Assert = None
+    name: ClassVar[str]  # the library, for messages
+    tensor: ClassVar[Any]
+    Assert: ClassVar[Any]
 
     def dequeue(self, queue, sequence):
         """The engine's output variables of a new node that takes one element of ``queue``.
@@ -50,7 +51,7 @@ def unpicklable_message(queue_name, also=""):
 # pass shared variables as arguments to one compiled function) names its queue
 # by an int64 key; the Op looks the ring up here when it runs.
 
-_rings = {}
+_rings: Dict[int, "weakref.ref[Any]"] = {}
 _keys = itertools.count(1)
 _lock = threading.Lock()
 

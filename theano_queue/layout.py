@@ -28,8 +28,8 @@ samples), unpacking a taken element (``get``) and the graph's reshape
 (``dequeue``, ``enqueue``).
 """
 import math
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

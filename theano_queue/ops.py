@@ -16,6 +16,7 @@ import os
 import sys
 import weakref
 from collections import OrderedDict
+from typing import ClassVar, Tuple
 
 from theano import tensor
 from theano.compile import optdb
@@ -98,7 +99,7 @@ def refuse_debug_mode(op, caller):
 class QueueCOp(COp):
     """What Dequeue and Enqueue share: their C file, the engine's header, the token."""
 
-    c_file = None  # set by subclasses
+    c_file: ClassVar[str]  # the Op's C file in c_code/, set by each subclass
 
     def __init__(self, components, queue_name):
         COp.__init__(self, [os.path.join(c_code_dir(), self.c_file)])
@@ -108,7 +109,7 @@ class QueueCOp(COp):
     # The queue's name is for messages only: it must not split the compile
     # cache, so it is not a prop and the C code does not see it (the engine's
     # own messages name the queue).
-    __props__ = ("components",)
+    __props__: ClassVar[Tuple[str, ...]] = ("components",)
 
     def __str__(self):
         return "%s{%s}" % (type(self).__name__, self.queue_name)

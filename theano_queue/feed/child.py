@@ -22,9 +22,9 @@ import time
 import numpy as np
 
 from . import protocol as p
+from .check import batch_writer
 from .info import set_worker_info
 from .rows import RowWriter, SampleError
-from .check import batch_writer
 from .sources import stream
 
 _PR_SET_PDEATHSIG = 1

@@ -37,6 +37,7 @@ import selectors
 import signal
 import threading
 import time
+
 import numpy as np
 
 from .. import _engine

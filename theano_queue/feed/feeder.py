@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Literal, Optional, Tuple
 
 from .. import _engine
 from ..errors import QueueClosed, QueueError
@@ -156,7 +156,7 @@ class Feeder:
             self.source = self._producer.stream
         # Set by stop(); it also wakes a put that waits for a free slot.
         self._stop = _engine.Stop(queue._ring)
-        self._thread = None
+        self._thread: Optional[threading.Thread] = None
         self.progress, self._monitor = progress, None
 
     def __repr__(self) -> str:
@@ -214,7 +214,7 @@ class Feeder:
     def __enter__(self) -> "Feeder":
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         self.stop()
         if not self.join(self.stop_timeout):
             warnings.warn(
@@ -297,10 +297,10 @@ class _Run:
         self.name = name
         self.port = queue._port
         self.queue_ref = weakref.ref(queue)
-        self.feeder_ref = None
+        self.feeder_ref: Optional[weakref.ref[Feeder]] = None
         self.close_when_done = close_when_done
         self.produced = 0
-        self.exception = None
+        self.exception: Optional[BaseException] = None
         self.generation = None
         self.failed = False
 
@@ -374,7 +374,7 @@ def _produce(run: _Run, producer, stop) -> bool:
     try:
         return producer.run(stop)
     except SourceFailed as failed:  # anything the source raises reaches the consumer,
-        run._fail(failed.__cause__)  # QueueClosed from a source that reads another queue too
+        run._fail(failed.__cause__ or failed)  # QueueClosed from a source that reads another queue too
     except QueueClosed:
         pass  # our put found the queue closed under us: the consumer is done
     except BaseException as exc:  # a bad element, a worker's failure, bucket_by

@@ -19,7 +19,7 @@ import pickle
 import threading
 import time
 import weakref
-from typing import Any, List, Optional
+from typing import Any, Deque, Dict, List, Optional
 
 import cloudpickle
 
@@ -91,9 +91,9 @@ class Worker:
     def __init__(self, wid: int, process, conn):
         self.id, self.process, self.conn = wid, process, conn
         self.pid = process.pid
-        self.items = collections.OrderedDict()  # tag -> item in its hands
-        self.backlog = collections.deque()  # items for it before it is ready
-        self.sender = None  # the thread that sends it the pickled dataset
+        self.items: Dict[int, Any] = collections.OrderedDict()  # tag -> item in its hands
+        self.backlog: Deque[Any] = collections.deque()  # items for it before it is ready
+        self.sender: Optional[threading.Thread] = None  # the thread that sends it the pickled dataset
         self.busy = 0.0
         self.ready_at = None
         self.since = None  # when it began the item it works on (its first in hand)
@@ -110,7 +110,7 @@ def _send_quietly(conn, payload):
         pass  # the worker died or was stopped; its sentinel tells
 
 
-_live = weakref.WeakSet()
+_live: weakref.WeakSet[Pool] = weakref.WeakSet()
 
 
 @atexit.register

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from ..errors import Stopped
 from .rows import RowWriter, SampleError, describe_failure, sample_failed
@@ -15,7 +15,7 @@ from .sources import stream
 from .state import Progress, iterable_state
 
 
-class Producer:
+class Producer(Protocol):
     """What a Feeder's thread runs.
 
     :meth:`start` (in the caller's thread, before the Feeder's thread
@@ -24,6 +24,21 @@ class Producer:
     queue), :meth:`shutdown` (after run, on every path; idempotent),
     :meth:`state_dict` and :meth:`stats` (from any thread).
     """
+
+    def start(self) -> None: ...
+
+    def run(self, stop) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def stats(self) -> dict: ...
+
+
+class InProcessProducer(Producer):
+    """A :class:`Producer` whose samples are made in this process (the Feeder's thread, or the engine's copy
+    pool); worker processes have :class:`~.dispatcher.WorkerProducer`."""
 
     def __init__(self, feeder, queue):
         self.feeder, self.queue = feeder, queue
@@ -68,7 +83,7 @@ def from_source(call, *args):
         raise SourceFailed() from exc
 
 
-class FillProducer(Producer):
+class FillProducer(InProcessProducer):
     """``Feeder(fill=...)``: the function writes each element into the next slot itself."""
 
     def __init__(self, feeder, queue, fill):
@@ -93,7 +108,7 @@ class FillProducer(Producer):
         return {"workers": 0, "elements": self.feeder.produced}
 
 
-class IterableProducer(Producer):
+class IterableProducer(InProcessProducer):
     """An iterable of whole batches, run in the Feeder's thread; each batch goes through ``Queue.put``'s door."""
 
     def __init__(self, feeder, queue, dataset, epochs: Optional[int], skip: int):
@@ -122,7 +137,7 @@ class IterableProducer(Producer):
         return iterable_state([self.skip + max(0, taken)])
 
 
-class InlineMapProducer(Producer):
+class InlineMapProducer(InProcessProducer):
     """A map-style dataset produced in the Feeder's own thread, sample by sample, into the slot."""
 
     def __init__(self, feeder, queue, dataset: Any, sampler, cursor):

@@ -12,8 +12,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from .info import worker_info
 from .check import checked_value
+from .info import worker_info
 
 _NOT_MAP_STYLE = (list, tuple, dict, np.ndarray, str, bytes, bytearray, memoryview, range)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, List, Optional
+from typing import Any, Deque, List, Optional
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class Progress:
     def __init__(self, ring: Any):
         self.ring = ring
         self.lock = threading.Lock()
-        self.log = collections.deque()
+        self.log: Deque[Any] = collections.deque()
         self.base = None
         self.taken = 0
 

@@ -15,11 +15,11 @@ the order they were made.
 import hashlib
 import os
 import re
+from typing import ClassVar
 
 import numba
 import numpy as np
-from pytensor import shared
-from pytensor import tensor
+from pytensor import shared, tensor
 from pytensor.compile import optdb
 from pytensor.graph.basic import Apply
 from pytensor.graph.features import Feature
@@ -57,7 +57,7 @@ def make_token(queue, sequence):
 class QueueCOp(COp):
     """What Dequeue and Enqueue share: their C file, the engine's header, the token."""
 
-    c_file = None  # set by subclasses
+    c_file: ClassVar[str]  # the Op's C file in c_code/, set by each subclass
 
     # The queue's name is for messages only: it must not split the compile
     # cache, so it is not a prop and the C code does not see it.
