@@ -394,3 +394,137 @@ def test_an_upload_left_for_an_element_dropped_unread_never_lands_on_a_later_one
         assert [ring.get()[0].tolist() for _ in range(2)] == [[7] * 4, [8] * 4]
     """,
     )
+
+
+# ---- the host cost of a device put (issue 21): driver calls counted ----------------------------------------------
+
+COUNT_CALLS = """
+import ctypes
+driver.fake_cuda_calls.argtypes = [ctypes.c_char_p]
+CALLED = ["cuEventCreate", "cuEventRecord", "cuStreamWaitEvent", "cuPointerGetAttribute", "cuPointerGetAttributes",
+          "cuCtxPushCurrent_v2"]
+def calls_per_put(do_put, puts=10):
+    before = [driver.fake_cuda_calls(name.encode()) for name in CALLED]
+    for _ in range(puts):
+        do_put()
+    return {name: (driver.fake_cuda_calls(name.encode()) - b) / puts for name, b in zip(CALLED, before)}
+"""
+
+
+def test_a_steady_device_put_makes_no_event_and_asks_at_most_one_pointer_query_per_component(fake):
+    # Today's put made and destroyed an event per stream and asked four pointer queries per component:
+    # ~95 us of host time each on the H200.  Events come from the ring's pool; an allocation's facts are
+    # asked once (cuPointerGetAttributes) and then only checked by its buffer ID.
+    run(
+        fake,
+        COUNT_CALLS
+        + textwrap.dedent(
+            """
+        ring, comps = gpu_ring([("x", "float32", (4, 3)), ("y", "int16", (4,))], capacity=2)
+        x = device_copy(np.arange(12, dtype=np.float32).reshape(4, 3))
+        y = device_copy(np.arange(4, dtype=np.int16))
+        def put_and_take(stream):
+            put(ring, comps, [CAI(x, stream=stream), CAI(y, stream=stream)])
+            assert [a.tolist() for a in ring.get()] == [x.tolist(), y.tolist()]
+        first = calls_per_put(lambda: put_and_take(5), puts=1)
+        assert first["cuPointerGetAttributes"] == 2 and first["cuPointerGetAttribute"] == 0  # one query each
+        steady = calls_per_put(lambda: put_and_take(5))
+        assert steady["cuEventCreate"] == 0, steady
+        assert steady["cuPointerGetAttributes"] == 0 and steady["cuPointerGetAttribute"] <= 2, steady
+        # One stream for both components: one record on it and one wait each way, plus the slot's own.
+        assert steady["cuEventRecord"] == 2 and steady["cuStreamWaitEvent"] == 3, steady
+        assert steady["cuCtxPushCurrent_v2"] <= 2, steady  # the probe's and the put's: the ring's context is the stream's
+        assert calls_per_put(lambda: put_and_take(None))["cuEventCreate"] == 0  # the host waits: no event at all
+    """
+        ),
+    )
+
+
+def test_an_address_freed_and_allocated_again_is_asked_afresh(fake):
+    # A cache of what the driver said of an allocation must not outlive it: the same address, freed and
+    # allocated again in another context or on another GPU, is another allocation with other facts.
+    run(
+        fake,
+        COUNT_CALLS
+        + textwrap.dedent(
+            """
+        ring, comps = gpu_ring([("x", "float32", (3, 4))], capacity=2, name="fresh")
+        size = 3 * 4 * 4 + 4096  # one malloc size no other allocation here shares: freed, it is handed back
+        def allocate(context):
+            p = ctypes.c_ulonglong()
+            assert driver.cuCtxPushCurrent_v2(ctypes.c_void_p(context)) == 0
+            assert driver.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(size)) == 0
+            driver.cuCtxPopCurrent_v2(None)
+            return p.value
+        def fill(address, value):
+            view = np.ctypeslib.as_array((ctypes.c_float * 12).from_address(address)).reshape(3, 4)
+            view[...] = value
+            return view
+        first = allocate(PRIMARY)
+        put(ring, comps, [CAI(fill(first, 1.0))])
+        put(ring, comps, [CAI(fill(first, 2.0))])  # known now: cached
+        assert [ring.get()[0].tolist() for _ in range(2)] == [[[1.0] * 4] * 3, [[2.0] * 4] * 3]
+        for context in (OTHER_CONTEXT, 0x1001):
+            assert driver.cuMemFree_v2(ctypes.c_ulonglong(first)) == 0
+            again = allocate(context)
+            if again != first:
+                driver.cuMemFree_v2(ctypes.c_ulonglong(again))
+                pytest.skip("malloc did not hand the freed address back")
+            log()
+            if context == OTHER_CONTEXT:
+                put(ring, comps, [CAI(fill(again, 3.0))])
+                assert any(line.startswith("peer") for line in log())  # copied between contexts, not as ours
+                assert ring.get()[0].tolist() == [[3.0] * 4] * 3
+                with pytest.raises(ValueError, match="strided array from another CUDA context"):
+                    put(ring, comps, [CAI(fill(again, 4.0)[:, ::-1])])
+            else:
+                with pytest.raises(ValueError, match="component 'x': the array is on GPU 1, the queue on GPU 0"):
+                    put(ring, comps, [CAI(fill(again, 5.0))])
+            first = again
+        driver.cuMemFree_v2(ctypes.c_ulonglong(first))
+        assert ring.size() == 0 and ring.stats()["dropped"] == 0
+    """
+        ),
+        FAKE_CUDA_DEVICES="2",
+    )
+
+
+def test_the_pooled_events_go_with_the_ring_on_every_path(fake):
+    run(
+        fake,
+        """
+        import gc, os, threading
+        from theano_queue.errors import CudaError
+        events = lambda: driver.fake_cuda_events()
+        assert events() == 0
+        ring, comps = gpu_ring([("x", "float32", (4,))], capacity=4)
+        held = events()  # the slots' own: filled and consumed
+        x = device_copy(np.ones(4, np.float32))
+        def produce(stream):
+            for _ in range(20):
+                put(ring, comps, [CAI(x, stream=stream)])
+        threads = [threading.Thread(target=produce, args=(s,)) for s in (11, 12, 13)]
+        for t in threads:
+            t.start()
+        for _ in range(60):
+            assert ring.get()[0].tolist() == [1.0] * 4
+        for t in threads:
+            t.join()
+        assert held < events() <= held + 3  # at most one pooled per producer that ever put at once
+        os.environ["FAKE_CUDA_FAIL"] = "cuStreamWaitEvent"  # a put whose ordering fails gives its event back
+        with pytest.raises(CudaError, match="cuStreamWaitEvent"):
+            put(ring, comps, [CAI(x, stream=11)])
+        del os.environ["FAKE_CUDA_FAIL"]
+        assert held < events() <= held + 3
+        other = device_copy(np.full(4, 2.0, np.float32), context=OTHER_CONTEXT)
+        put(ring, comps, [CAI(other, stream=14)])  # another context's stream: its event is its own, not pooled
+        assert ring.get()[0].tolist() == [2.0] * 4 and events() <= held + 3
+        del ring
+        gc.collect()
+        assert events() == 0
+        unused, _ = gpu_ring([("x", "float32", (4,))], capacity=2)  # a ring that never pooled one
+        del unused
+        gc.collect()
+        assert events() == 0
+    """,
+    )
