@@ -37,12 +37,20 @@ DL_NAMES = {
 }
 
 
+_NOT_LOOKED_UP = object()
+_gpuarray_type: Any = _NOT_LOOKED_UP
+
+
 def _pygpu_array_type():
-    try:
-        from pygpu.gpuarray import GpuArray
-    except ImportError:
-        return None
-    return GpuArray
+    """pygpu's GpuArray, or None without pygpu: looked up once (a put asks it per component)."""
+    global _gpuarray_type
+    if _gpuarray_type is _NOT_LOOKED_UP:
+        try:
+            from pygpu.gpuarray import GpuArray
+        except ImportError:
+            GpuArray = None
+        _gpuarray_type = GpuArray
+    return _gpuarray_type
 
 
 def is_device_array(value: Any) -> bool:
