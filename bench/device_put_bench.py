@@ -77,19 +77,20 @@ def through_queue(q, f, source, count):
     return elapsed
 
 
-def host_us_per_put(q, f, source, rounds):
-    """Median host time of one put (us), over rounds of puts into an emptied ring: no put waits for a slot."""
-    per_put = []
+def host_times(q, f, source, rounds):
+    """Median host time (us) of one put into an emptied ring (no put waits for a slot) and of one step f()
+    taking from a full one, over rounds that fill the ring and empty it."""
+    per_put, per_step = [], []
     for _ in range(rounds):
-        while q.size():
-            f()
         started = time.perf_counter()
         for _ in range(q.capacity):
             q.put(source)
-        per_put.append((time.perf_counter() - started) / q.capacity * 1e6)
-    while q.size():
-        f()
-    return statistics.median(per_put)
+        filled = time.perf_counter()
+        for _ in range(q.capacity):
+            f()
+        per_put.append((filled - started) / q.capacity * 1e6)
+        per_step.append((time.perf_counter() - filled) / q.capacity * 1e6)
+    return statistics.median(per_put), statistics.median(per_step)
 
 
 def device_producer(b):
@@ -110,7 +111,7 @@ def device_producer(b):
         for label, source in (("pygpu (stream)", src), ("CUDA array interface, no stream", NoStream(src))):
             seconds = through_queue(q, f, source, count)
             gbps = count * n * 4 / seconds / 1e9
-            host_us = host_us_per_put(q, f, source, rounds=5 if b.quick else 20)
+            host_us, step_us = host_times(q, f, source, rounds=5 if b.quick else 20)
             rows.append(
                 {
                     "MiB": mib,
@@ -122,6 +123,7 @@ def device_producer(b):
                     "host us/put": host_us,
                     "D2D copy us": copy_us,
                     "host / copy": host_us / copy_us,
+                    "step us": step_us,
                 }
             )
             if label.startswith("pygpu"):
