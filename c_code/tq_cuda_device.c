@@ -55,9 +55,9 @@ static tq_code ask_driver(cuda_backend *b, uint64_t ptr, known_allocation *known
     unsigned int memory_type = 0, managed = 0;
     CUcontext owner = NULL;
     int ordinal = -1;
-    int attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+    int attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_IS_MANAGED,
                         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_CONTEXT,
-                        CU_POINTER_ATTRIBUTE_BUFFER_ID, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                        CU_POINTER_ATTRIBUTE_BUFFER_ID,      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                         CU_POINTER_ATTRIBUTE_RANGE_SIZE};
     void *values[] = {&memory_type, &managed, &ordinal, &owner, &known->buffer_id, &known->start, &known->bytes};
     memset(known, 0, sizeof *known);
@@ -68,10 +68,10 @@ static tq_code ask_driver(cuda_backend *b, uint64_t ptr, known_allocation *known
     }
     /* Memory the driver does not know reads as type 0 (TQ_MEM_UNKNOWN); a
      * context it does not name (managed memory) as NULL: the ring's to read. */
-    known->where.kind = managed                                ? TQ_MEM_MANAGED
+    known->where.kind = managed                               ? TQ_MEM_MANAGED
                         : memory_type == CU_MEMORYTYPE_DEVICE ? TQ_MEM_DEVICE
-                        : memory_type                          ? TQ_MEM_HOST
-                                                               : TQ_MEM_UNKNOWN;
+                        : memory_type                         ? TQ_MEM_HOST
+                                                              : TQ_MEM_UNKNOWN;
     known->where.device = ordinal;
     known->where.context = owner;
     known->where.same_context = !owner || owner == b->ctx;
