@@ -181,18 +181,18 @@ static int src_contiguous(const tq_device_src *src)
     return 1;
 }
 
-/* Copies one component on the copy stream: a memcpy for a contiguous source
+/* Copies one component on stream `on`: a memcpy for a contiguous source
  * (cuMemcpyPeerAsync from another context of the same GPU), the kernel for
  * any other layout (the face refuses those from another context). */
-static tq_code copy_component(cuda_backend *b, CUdeviceptr dst, const tq_device_src *src, size_t bytes, tq_error *err)
+static tq_code copy_component(cuda_backend *b, CUstream on, CUdeviceptr dst, const tq_device_src *src, size_t bytes,
+                              tq_error *err)
 {
     tq_code code = TQ_OK;
     if (src_contiguous(src)) {
         if (src->where.same_context)
-            CU(MemcpyDtoDAsync, (dst, (CUdeviceptr)src->ptr, bytes, b->copy_stream));
+            CU(MemcpyDtoDAsync, (dst, (CUdeviceptr)src->ptr, bytes, on));
         else
-            CU(MemcpyPeerAsync,
-               (dst, b->ctx, (CUdeviceptr)src->ptr, (CUcontext)src->where.context, bytes, b->copy_stream));
+            CU(MemcpyPeerAsync, (dst, b->ctx, (CUdeviceptr)src->ptr, (CUcontext)src->where.context, bytes, on));
         return TQ_OK;
     }
     CUfunction fn;
@@ -219,8 +219,7 @@ static tq_code copy_component(cuda_backend *b, CUdeviceptr dst, const tq_device_
     char *to = (char *)(uintptr_t)dst;
     void *params[] = {&from, &to, &desc};
     long long blocks = (desc.n + 255) / 256;
-    CU(LaunchKernel,
-       (fn, (unsigned int)(blocks < 4096 ? blocks : 4096), 1, 1, 256, 1, 1, 0, b->copy_stream, params, NULL));
+    CU(LaunchKernel, (fn, (unsigned int)(blocks < 4096 ? blocks : 4096), 1, 1, 256, 1, 1, 0, on, params, NULL));
 fail:
     return code;
 }
@@ -318,6 +317,46 @@ static int orders_its_stream(const tq_extent *extents, const tq_device_src *srcs
     return 1;
 }
 
+/* The stream of every source read, when they share one of the ring's
+ * context; NULL otherwise. */
+static CUstream one_own_stream(cuda_backend *b, const tq_extent *extents, const tq_device_src *srcs, int n)
+{
+    CUstream on = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!extents[i].bytes)
+            continue;
+        if (!srcs[i].stream || stream_context(b, &srcs[i]) != b->ctx || (on && (CUstream)srcs[i].stream != on))
+            return NULL;
+        on = (CUstream)srcs[i].stream;
+    }
+    return on;
+}
+
+/* Sources whose writes are all queued on one stream of the ring's context
+ * are copied on that stream, after the slot's last reader, as GpuEnqueue's
+ * are: the copy follows their writes and their next writes follow the copy
+ * without an event between two streams (three driver calls a put fewer). */
+static tq_code copy_on_producer_stream(cuda_backend *b, CUstream on, int slot, const tq_extent *extents, int n,
+                                       const tq_device_src *srcs, tq_error *err)
+{
+    CUresult rc;
+    tq_code code = TQ_OK;
+    CU(StreamWaitEvent, (on, b->consumed[slot], 0));
+    for (int i = 0; i < n; i++)
+        if (extents[i].bytes && (code = copy_component(b, on, b->device[slot] + extents[i].offset, &srcs[i],
+                                                       extents[i].bytes, err)) != TQ_OK)
+            goto fail;
+fail:
+    /* Recorded on every path, as below; a failed put's copies are done before
+     * its slot is dropped. */
+    rc = tq_cu.EventRecord(b->filled[slot], on);
+    if (rc != CUDA_SUCCESS && code == TQ_OK)
+        code = cuda_error(err, "cuEventRecord", rc);
+    if (rc == CUDA_SUCCESS && code != TQ_OK)
+        tq_cu.EventSynchronize(b->filled[slot]);
+    return code;
+}
+
 tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *extents, int n, const tq_device_src *srcs,
                                tq_error *err)
 {
@@ -328,6 +367,13 @@ tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *exte
     cuda_forget_deferred(b, slot);
     if ((code = cuda_enter(b, err)) != TQ_OK)
         return code;
+    CUstream producer = one_own_stream(b, extents, srcs, n);
+    if (producer) {
+        code = copy_on_producer_stream(b, producer, slot, extents, n, srcs, err);
+        cuda_leave();
+        return code;
+    }
+    /* Otherwise on the copy stream, ordered after and before each producer. */
     for (int i = 0; i < n; i++) {
         if (!extents[i].bytes)
             continue; /* nothing is read: nothing to order, nothing to wait for */
@@ -339,8 +385,8 @@ tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *exte
     /* The device slot is overwritten only after its last reader is done. */
     CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
     for (int i = 0; i < n; i++)
-        if (extents[i].bytes &&
-            (code = copy_component(b, b->device[slot] + extents[i].offset, &srcs[i], extents[i].bytes, err)) != TQ_OK)
+        if (extents[i].bytes && (code = copy_component(b, b->copy_stream, b->device[slot] + extents[i].offset, &srcs[i],
+                                                       extents[i].bytes, err)) != TQ_OK)
             goto fail;
 fail:
     /* Recorded on every path once anything may be queued: a slot dropped

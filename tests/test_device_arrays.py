@@ -289,23 +289,28 @@ def test_device_and_host_producers_mixed_exactly_once_and_in_order():
 # ---- pooled events and known allocations (issue 21): still ordered, still fresh ----------------------
 
 
-def test_producers_on_their_own_busy_streams_reusing_one_buffer_each_arrive_whole_and_in_order(driver):
-    """The pooled events, shared by three producer threads: each copy waits for its own producer's late data,
-    and each producer's next write waits for the copy (a buffer overwritten early would arrive torn)."""
+def test_producers_on_two_busy_streams_each_reusing_their_buffers_arrive_whole_and_in_order(driver):
+    """Three producer threads, each writing an element's two components late on two streams of its own: the
+    copy stream is ordered after both with the ring's pooled events, shared by the threads, and each stream's
+    next write waits for the copy (a buffer overwritten early would arrive torn).  One stream an element is
+    the copy-on-the-producer's-stream path: test_a_batch_written_on_a_busy_stream_right_before_the_put_..."""
     import threading
 
-    q = tq.Queue([("x", "uint32", (1 << 20,))], capacity=3)
     words, scratch_words, per_producer = 1 << 20, 16 << 20, 30
-    sources = [(driver.alloc(4 * words), driver.alloc(4 * scratch_words), driver.stream()) for _ in range(3)]
+    q = tq.Queue([("x", "uint32", (words,)), ("y", "uint32", (words,))], capacity=3)
+    sources = [
+        [(driver.alloc(4 * words), driver.alloc(4 * scratch_words), driver.stream()) for _ in range(2)]
+        for _ in range(3)
+    ]
     errors = []
 
     def produce(producer):
-        src, scratch, stream = sources[producer]
         try:
             for sequence in range(per_producer):
                 value = 0x5E000000 | producer << 16 | sequence
-                driver.busy_then_fill(stream, scratch, scratch_words, src, words, value, rounds=20)
-                q.put(RawCAI(src, (words,), np.uint32, stream=stream))
+                for src, scratch, stream in sources[producer]:
+                    driver.busy_then_fill(stream, scratch, scratch_words, src, words, value, rounds=20)
+                q.put(*[RawCAI(src, (words,), np.uint32, stream=stream) for src, _, stream in sources[producer]])
         except Exception as exc:  # reported below
             errors.append(exc)
 
@@ -315,9 +320,10 @@ def test_producers_on_their_own_busy_streams_reusing_one_buffer_each_arrive_whol
     last = [-1, -1, -1]
     try:
         for _ in range(3 * per_producer):
-            got = q.get(timeout=60)[0]
-            value = int(got[0])
-            assert (got == value).all(), "a torn element: %d of %d words differ" % ((got != value).sum(), words)
+            x, y = q.get(timeout=60)
+            value = int(x[0])
+            for got in (x, y):
+                assert (got == value).all(), "a torn element: %d of %d words differ" % ((got != value).sum(), words)
             producer, sequence = (value >> 16) & 0xFF, value & 0xFFFF
             assert sequence == last[producer] + 1, "producer %d: %d after %d" % (producer, sequence, last[producer])
             last[producer] = sequence

@@ -92,19 +92,27 @@ def test_the_copy_is_ordered_after_the_producers_stream_and_the_stream_after_the
         x = device_copy(np.ones((2, 3), np.float32))
         log()
         put(ring, comps, [CAI(x, stream=777)])
-        # record on the producer's stream, the copy stream waits for it and
-        # for the slot's last reader, copies, records filled; then the
-        # producer's stream waits for that: no host wait.
-        assert log() == ["record 777", "wait %d" % copy, "wait %d" % copy, "copy %d" % copy, "record %d" % copy,
-                         "wait 777"]
+        # One producer stream of the ring's context: the copy is queued on it, after the slot's last reader,
+        # and records filled; the stream's next writes follow the copy.  No host wait.
+        assert log() == ["wait 777", "copy 777", "record 777"]
         ring.get()
+        log()
+        two, two_comps = gpu_ring([("x", "float32", (2, 3)), ("y", "float32", (2, 3))])
+        put(two, two_comps, [CAI(x, stream=777), CAI(x, stream=778)])
+        # Two streams: the copy stream waits for what each has queued, and for the slot's last reader,
+        # copies, records filled; then each stream waits for that.
+        other_copy = two.copy_stream
+        assert log() == ["record 777", "wait %d" % other_copy, "record 778", "wait %d" % other_copy,
+                         "wait %d" % other_copy, "copy %d" % other_copy, "copy %d" % other_copy,
+                         "record %d" % other_copy, "wait 777", "wait 778"]
+        assert [a.tolist() for a in two.get()] == [x.tolist(), x.tolist()]
         log()
         put(ring, comps, [CAI(x, stream=None)])  # pycuda's "data is ready": the put waits for the copy
         assert log() == ["wait %d" % copy, "copy %d" % copy, "record %d" % copy, "sync"]
         ring.get()
         log()
         put(ring, comps, [CAI(x, stream=None)], stream=555)  # the put's stream= for arrays that carry none
-        assert log()[0] == "record 555" and log() == []
+        assert log() == ["wait 555", "copy 555", "record 555"] and log() == []
         ring.get()
         put(ring, comps, [CAI(x, stream=2, version=2)], stream=None)  # before v3 there is no stream field
         assert log()[-1] == "sync"
@@ -437,9 +445,15 @@ def test_a_steady_device_put_makes_no_event_and_asks_at_most_one_pointer_query_p
         steady = calls_per_put(put_both(5), take)
         assert steady["cuEventCreate"] == 0, steady
         assert steady["cuPointerGetAttributes"] == 0 and steady["cuPointerGetAttribute"] <= 2, steady
-        # One stream for both components: one record on it and one wait each way, plus the slot's own.
-        assert steady["cuEventRecord"] == 2 and steady["cuStreamWaitEvent"] == 3, steady
+        # One stream for both: the copy runs on it after the slot's last reader, and records filled there.
+        assert steady["cuEventRecord"] == 1 and steady["cuStreamWaitEvent"] == 1, steady
         assert steady["cuCtxPushCurrent_v2"] == 3, steady  # each probe's and the put's: none for the stream's context
+        put_two = lambda: put(ring, comps, [CAI(x, stream=5), CAI(y, stream=6)])
+        calls_per_put(put_two, take, puts=1)  # the first pooled event is made
+        two_streams = calls_per_put(put_two, take)
+        assert two_streams["cuEventCreate"] == 0, two_streams  # the pooled events
+        # A record on each stream and the copy stream's wait for it, the slot's wait and record, each stream's wait.
+        assert two_streams["cuEventRecord"] == 3 and two_streams["cuStreamWaitEvent"] == 5, two_streams
         assert calls_per_put(put_both(None), take)["cuEventCreate"] == 0  # the host waits: no event at all
     """
         ),
@@ -503,28 +517,28 @@ def test_the_pooled_events_go_with_the_ring_on_every_path(fake):
         from theano_queue.errors import CudaError
         events = lambda: driver.fake_cuda_events()
         assert events() == 0
-        ring, comps = gpu_ring([("x", "float32", (4,))], capacity=4)
+        ring, comps = gpu_ring([("x", "float32", (4,)), ("y", "float32", (4,))], capacity=4)
         held = events()  # the slots' own: filled and consumed
         x = device_copy(np.ones(4, np.float32))
-        def produce(stream):
+        def produce(stream):  # two streams an element: the copy stream is ordered after both, with events
             for _ in range(20):
-                put(ring, comps, [CAI(x, stream=stream)])
+                put(ring, comps, [CAI(x, stream=stream), CAI(x, stream=stream + 100)])
         threads = [threading.Thread(target=produce, args=(s,)) for s in (11, 12, 13)]
         for t in threads:
             t.start()
         for _ in range(60):
-            assert ring.get()[0].tolist() == [1.0] * 4
+            assert [a.tolist() for a in ring.get()] == [[1.0] * 4] * 2
         for t in threads:
             t.join()
         assert held < events() <= held + 3  # at most one pooled per producer that ever put at once
         os.environ["FAKE_CUDA_FAIL"] = "cuStreamWaitEvent"  # a put whose ordering fails gives its event back
         with pytest.raises(CudaError, match="cuStreamWaitEvent"):
-            put(ring, comps, [CAI(x, stream=11)])
+            put(ring, comps, [CAI(x, stream=11), CAI(x, stream=12)])
         del os.environ["FAKE_CUDA_FAIL"]
         assert held < events() <= held + 3
         other = device_copy(np.full(4, 2.0, np.float32), context=OTHER_CONTEXT)
-        put(ring, comps, [CAI(other, stream=14)])  # another context's stream: its event is its own, not pooled
-        assert ring.get()[0].tolist() == [2.0] * 4 and events() <= held + 3
+        put(ring, comps, [CAI(other, stream=14), CAI(x, stream=15)])  # another context's event is its own
+        assert [a.tolist() for a in ring.get()] == [[2.0] * 4, [1.0] * 4] and events() <= held + 3
         del ring
         gc.collect()
         assert events() == 0
