@@ -257,6 +257,7 @@ static void cuda_destroy(tq_backend *self)
             if (b->consumed[i])
                 tq_cu.EventDestroy(b->consumed[i]);
         }
+        cuda_device_puts_release(b); /* after the stream: no wait still queued on them */
         if (b->strided_module)
             tq_cu.ModuleUnload(b->strided_module);
         for (int i = 0; i < b->n_registered; i++)
@@ -271,6 +272,7 @@ static void cuda_destroy(tq_backend *self)
     tq_shm_destroy(&b->staging);
     pthread_mutex_destroy(&b->registered_lock);
     pthread_mutex_destroy(&b->module_lock);
+    pthread_mutex_destroy(&b->device_lock);
     free(b->registered);
     free(b->device);
     free(b->filled);
@@ -322,6 +324,7 @@ tq_backend *tq_cuda_backend_create(void *cu_context, tq_error *err)
     pthread_mutex_init(&b->deferred_lock, NULL);
     pthread_mutex_init(&b->module_lock, NULL);
     pthread_mutex_init(&b->gather_lock, NULL);
+    pthread_mutex_init(&b->device_lock, NULL);
     b->base = cuda;
     b->ctx = (CUcontext)cu_context;
     return &b->base;

@@ -46,6 +46,18 @@ typedef struct {
     void *arrived_arg;
 } deferred_upload;
 
+/* What the driver said of one allocation a device put read from: its range,
+ * the buffer ID the driver gives no other allocation, and where it lives. */
+typedef struct {
+    CUdeviceptr start;
+    size_t bytes;
+    unsigned long long buffer_id;
+    tq_device_ptr where;
+} known_allocation;
+
+#define TQ_KNOWN_ALLOCATIONS 8 /* allocations whose facts a ring keeps */
+#define TQ_SPARE_EVENTS 8      /* events a ring keeps for ordering after producers */
+
 typedef struct {
     tq_backend base;
     CUcontext ctx;
@@ -77,6 +89,14 @@ typedef struct {
     int on_device[TQ_MAX_COMPONENTS];     /* the components whose rows the device copies */
     CUdeviceptr *batch_dsts, *batch_srcs; /* one batch's copies, built under gather_lock */
     size_t *batch_sizes, batch_cap;
+    /* Device puts (tq_cuda_device.c), under device_lock: events of ctx kept
+     * for ordering the copy after a producer's stream, and the facts of the
+     * allocations last put from. */
+    pthread_mutex_t device_lock;
+    CUevent spare_events[TQ_SPARE_EVENTS];
+    int n_spare_events;
+    known_allocation known[TQ_KNOWN_ALLOCATIONS];
+    int next_known;
 } cuda_backend;
 
 /* Every driver call runs with the ring's context current, in any thread. */
@@ -119,6 +139,8 @@ tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, 
 tq_code cuda_detach_all(cuda_backend *b, tq_error *err);
 
 /* ---- tq_cuda_device.c: the backend table's device-array puts ---- */
+/* Destroys the events device puts kept (ctx current, nothing queued waits on them). */
+void cuda_device_puts_release(cuda_backend *b);
 tq_code cuda_probe_device(tq_backend *self, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err);
 tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *extents, int n, const tq_device_src *srcs,
                                tq_error *err);

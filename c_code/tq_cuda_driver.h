@@ -37,8 +37,11 @@ typedef struct {
 /* cuPointerGetAttribute's attributes, and the memory types it reports */
 #define CU_POINTER_ATTRIBUTE_CONTEXT 1
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
 #define CU_MEMORYTYPE_HOST 1
 #define CU_MEMORYTYPE_DEVICE 2
 #define CU_MEMORYTYPE_UNIFIED 4
@@ -58,6 +61,7 @@ typedef struct {
     X(CtxPopCurrent, cuCtxPopCurrent_v2, (CUcontext *))                                                              \
     X(CtxGetDevice, cuCtxGetDevice, (CUdevice *))                                                                    \
     X(PointerGetAttribute, cuPointerGetAttribute, (void *, int, CUdeviceptr))                                        \
+    X(PointerGetAttributes, cuPointerGetAttributes, (unsigned int, int *, void **, CUdeviceptr))                     \
     X(MemAlloc, cuMemAlloc_v2, (CUdeviceptr *, size_t))                                                              \
     X(MemFree, cuMemFree_v2, (CUdeviceptr))                                                                          \
     X(MemHostRegister, cuMemHostRegister_v2, (void *, size_t, unsigned int))                                         \

@@ -65,7 +65,12 @@ static void *address_arg(PyObject *obj, const char *what)
 PyObject *gpu_context_stream(PyObject *module, PyObject *arg)
 {
     (void)module;
+    /* Looked up once: a device put of pygpu arrays asks it every time, and
+     * libgpuarray, once loaded, stays (pygpu holds it). */
+    static void *(*get_stream)(void *);
     void *ctx = address_arg(arg, "gpu_context");
-    void *(*fn)(void *) = ctx ? (void *(*)(void *))gpuarray_extension("cuda_get_stream") : NULL;
-    return fn ? PyLong_FromVoidPtr(fn(ctx)) : NULL;
+    void *(*fn)(void *) = __atomic_load_n(&get_stream, __ATOMIC_ACQUIRE);
+    if (ctx && !fn && (fn = (void *(*)(void *))gpuarray_extension("cuda_get_stream")))
+        __atomic_store_n(&get_stream, fn, __ATOMIC_RELEASE);
+    return ctx && fn ? PyLong_FromVoidPtr(fn(ctx)) : NULL;
 }

@@ -282,6 +282,96 @@ def test_device_and_host_producers_mixed_exactly_once_and_in_order():
     two_producers_exactly_once(q, q.get, per_producer=300)
 
 
+# ---- pooled events and known allocations (issue 21): still ordered, still fresh ----------------------
+
+
+def test_producers_on_two_busy_streams_each_reusing_their_buffers_arrive_whole_and_in_order(driver):
+    """Three producer threads, each writing an element's two components late on two streams of its own: the
+    copy stream is ordered after both with the ring's pooled events, shared by the threads, and each stream's
+    next write waits for the copy (a buffer overwritten early would arrive torn).  One stream an element is
+    the copy-on-the-producer's-stream path: test_a_batch_written_on_a_busy_stream_right_before_the_put_..."""
+    import threading
+
+    words, scratch_words, per_producer = 1 << 20, 16 << 20, 30
+    q = tq.Queue([("x", "uint32", (words,)), ("y", "uint32", (words,))], capacity=3)
+    sources = [
+        [(driver.alloc(4 * words), driver.alloc(4 * scratch_words), driver.stream()) for _ in range(2)]
+        for _ in range(3)
+    ]
+    errors = []
+
+    def produce(producer):
+        try:
+            for sequence in range(per_producer):
+                value = 0x5E000000 | producer << 16 | sequence
+                for src, scratch, stream in sources[producer]:
+                    driver.busy_then_fill(stream, scratch, scratch_words, src, words, value, rounds=20)
+                q.put(*[RawCAI(src, (words,), np.uint32, stream=stream) for src, _, stream in sources[producer]])
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(3)]
+    for t in threads:
+        t.start()
+    last = [-1, -1, -1]
+    try:
+        for _ in range(3 * per_producer):
+            x, y = q.get(timeout=60)
+            value = int(x[0])
+            for got in (x, y):
+                assert (got == value).all(), "a torn element: %d of %d words differ" % ((got != value).sum(), words)
+            producer, sequence = (value >> 16) & 0xFF, value & 0xFFFF
+            assert sequence == last[producer] + 1, "producer %d: %d after %d" % (producer, sequence, last[producer])
+            last[producer] = sequence
+    finally:
+        q.close(cancel_pending=True)
+        for t in threads:
+            t.join()
+    assert not errors and last == [per_producer - 1] * 3
+
+
+def test_an_address_freed_and_allocated_again_in_another_context_is_asked_afresh(driver):
+    other = driver.other_context()
+    try:
+        q = tq.Queue([("x", "float32", (3, 4))], capacity=2, name="fresh")
+        host = np.arange(24, dtype=np.float32).reshape(6, 4)
+        first = driver.upload(host)
+        q.put(RawCAI(first, (3, 4), np.float32, strides=(32, 4)))  # strided, ours: the kernel reads it
+        q.put(RawCAI(first, (3, 4), np.float32))  # known now: only its buffer ID is asked
+        assert [q.get()[0].tolist() for _ in range(2)] == [host[::2].tolist(), host[:3].tolist()]
+        driver.cu.cuCtxSynchronize()
+        driver.check(driver.cu.cuMemFree_v2(ctypes.c_ulonglong(first)))
+        driver.held = [(p, c) for p, c in driver.held if p != first]
+        again = driver.upload(host[::-1].copy(), ctx=other)
+        if again != first:
+            pytest.skip("the driver did not hand the freed address back")
+        q.put(RawCAI(again, (3, 4), np.float32))  # another context's now: copied between contexts
+        assert q.get()[0].tolist() == host[::-1][:3].tolist()
+        with pytest.raises(ValueError, match="queue 'fresh', component 'x': a strided array from another CUDA"):
+            q.put(RawCAI(again, (3, 4), np.float32, strides=(32, 4)))
+        assert q.size() == 0 and q.stats()["dropped"] == 0
+    finally:
+        driver.free()
+        driver.cu.cuCtxDestroy_v2(other)
+
+
+def test_pygpu_puts_of_one_array_rewritten_on_theanos_stream_after_each_put_arrive_in_order():
+    """Theano's stream writes the array again right after each put: it must wait for the copy on the GPU."""
+    q = tq.Queue([("x", "float32", (1 << 22,))], capacity=3)
+    values = [on_gpu(np.full(1 << 22, i, np.float32)) for i in range(40)]
+    g = on_gpu(np.zeros(1 << 22, np.float32))
+    got = []
+    for i in range(40):
+        g[:] = values[i]  # queued on libgpuarray's stream, after the last put's copy has read g
+        q.put(g)
+        if q.size() == 3:
+            got.append(q.get()[0])
+    got += [q.get()[0] for _ in range(q.size())]
+    assert len(got) == 40
+    for i, element in enumerate(got):
+        assert (element == i).all(), "element %d: %d words differ" % (i, (element != i).sum())
+
+
 # ---- gets ---------------------------------------------------------------------------------------
 
 

@@ -37,22 +37,30 @@ DL_NAMES = {
 }
 
 
+_NOT_LOOKED_UP = object()
+_gpuarray_type: Any = _NOT_LOOKED_UP
+
+
 def _pygpu_array_type():
-    try:
-        from pygpu.gpuarray import GpuArray
-    except ImportError:
-        return None
-    return GpuArray
+    """pygpu's GpuArray, or None without pygpu: looked up once (a put asks it per component)."""
+    global _gpuarray_type
+    if _gpuarray_type is _NOT_LOOKED_UP:
+        try:
+            from pygpu.gpuarray import GpuArray
+        except ImportError:
+            GpuArray = None
+        _gpuarray_type = GpuArray
+    return _gpuarray_type
 
 
 def is_device_array(value: Any) -> bool:
     """True for what a device put takes: CUDA Array Interface, CUDA DLPack, pygpu."""
     if isinstance(value, np.ndarray):
         return False
-    if hasattr(value, "__cuda_array_interface__"):
-        return True
-    gpuarray = _pygpu_array_type()
+    gpuarray = _pygpu_array_type()  # first: Theano's own arrays, and no failed attribute lookup for them
     if gpuarray is not None and isinstance(value, gpuarray):
+        return True
+    if hasattr(value, "__cuda_array_interface__"):
         return True
     return hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__") and _dlpack_device(value)[0] != DL_CPU
 
@@ -96,11 +104,11 @@ class DeviceSource:
 def device_source(value: Any, component: Any, queue_name: str, stream: Any, copy_stream: Optional[int]) -> DeviceSource:
     """The :class:`DeviceSource` of one component's value, or a TypeError saying what came."""
     where = "Queue.put: queue %r, component %r" % (queue_name, component.name)
-    if hasattr(value, "__cuda_array_interface__"):
-        return _from_cai(value, where, stream)
     gpuarray = _pygpu_array_type()
     if gpuarray is not None and isinstance(value, gpuarray):
         return _from_pygpu(value)
+    if hasattr(value, "__cuda_array_interface__"):
+        return _from_cai(value, where, stream)
     return _from_dlpack(value, where, copy_stream)
 
 

@@ -32,6 +32,8 @@
  *                           (cuMemcpyBatchAsync), "kernel <stream>", and "sync"
  *                           (cuEventSynchronize); streams as numbers, none for
  *                           the NULL stream
+ * fake_cuda_calls("cuName") counts the calls made so far to a function that
+ * checks FAKE_CUDA_FAIL, fake_cuda_events() the events held now.
  *
  * Built with -DFAKE_CUDA_BEFORE_12_8 it is a driver older than the batch copy.
  */
@@ -56,7 +58,7 @@ typedef int CUresult;
 #define ERR_NOT_SUPPORTED 801
 
 /* What is held now (updated from any thread), and device gathers (batch copies) run so far. */
-static int initialised, retained, pushed, host_allocs, device_allocs, streams, registered, modules, gathers;
+static int initialised, retained, pushed, host_allocs, device_allocs, streams, registered, modules, gathers, events;
 
 #define COUNT(counter, delta) __atomic_add_fetch(&(counter), (delta), __ATOMIC_RELAXED)
 
@@ -64,6 +66,7 @@ static int initialised, retained, pushed, host_allocs, device_allocs, streams, r
  * so far (device gathers). */
 int fake_cuda_registered(void) { return __atomic_load_n(&registered, __ATOMIC_RELAXED); }
 int fake_cuda_gathers(void) { return __atomic_load_n(&gathers, __ATOMIC_RELAXED); }
+int fake_cuda_events(void) { return __atomic_load_n(&events, __ATOMIC_RELAXED); }
 /* Bytes the batch copies moved so far. */
 static unsigned long long batch_bytes;
 unsigned long long fake_cuda_batch_bytes(void) { return __atomic_load_n(&batch_bytes, __ATOMIC_RELAXED); }
@@ -74,9 +77,34 @@ static int devices(void)
     return n ? atoi(n) : 1;
 }
 
+/* Calls so far by function name, for tests that count a path's driver calls. */
+static struct {
+    const char *name;
+    int count;
+} calls[64];
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int fake_cuda_calls(const char *name)
+{
+    int count = 0;
+    pthread_mutex_lock(&calls_lock);
+    for (int i = 0; i < 64 && calls[i].name; i++)
+        count = strcmp(calls[i].name, name) == 0 ? calls[i].count : count;
+    pthread_mutex_unlock(&calls_lock);
+    return count;
+}
+
+/* Counts the call; 1 when FAKE_CUDA_FAIL names it. */
 static int failing(const char *name)
 {
     const char *fail = getenv("FAKE_CUDA_FAIL");
+    pthread_mutex_lock(&calls_lock);
+    int i = 0;
+    while (i < 63 && calls[i].name && strcmp(calls[i].name, name))
+        i++;
+    calls[i].name = name;
+    calls[i].count++;
+    pthread_mutex_unlock(&calls_lock);
     return fail && strcmp(fail, name) == 0;
 }
 
@@ -281,8 +309,10 @@ static struct {
     size_t bytes;
     void *ctx;
     enum range_kind kind;
-    int read_only; /* registered with CU_MEMHOSTREGISTER_READ_ONLY */
+    int read_only;         /* registered with CU_MEMHOSTREGISTER_READ_ONLY */
+    unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: never the same twice */
 } ranges[MAX_RANGES];
+static unsigned long long last_id;
 static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Called with ranges_lock held. */
@@ -295,6 +325,7 @@ static int add_range(void *start, size_t bytes, void *ctx, enum range_kind kind)
             ranges[i].ctx = ctx;
             ranges[i].kind = kind;
             ranges[i].read_only = 0;
+            ranges[i].id = ++last_id;
             return 1;
         }
     return 0;
@@ -451,24 +482,51 @@ CUresult cuMemHostGetDevicePointer_v2(unsigned long long *d, void *p, unsigned i
     return OK;
 }
 
-/* attributes: 1 context, 2 memory type, 8 is managed, 9 device ordinal */
-CUresult cuPointerGetAttribute(void *out, int attribute, unsigned long long ptr)
+/* One attribute of the memory at ptr: 1 context, 2 memory type, 7 buffer ID,
+ * 8 is managed, 9 device ordinal, 11 range start, 12 range size. */
+static CUresult pointer_attribute(void *out, int attribute, unsigned long long ptr)
 {
-    ENTER("cuPointerGetAttribute");
     pthread_mutex_lock(&ranges_lock);
     int i = find_range((const char *)(uintptr_t)ptr);
     int host = i >= 0 && ranges[i].kind != DEVICE_MEMORY;
     void *ctx = i >= 0 ? ranges[i].ctx : NULL;
+    unsigned long long id = i >= 0 ? ranges[i].id : 0;
+    char *start = i >= 0 ? ranges[i].start : NULL;
+    size_t bytes = i >= 0 ? ranges[i].bytes : 0;
     pthread_mutex_unlock(&ranges_lock);
     if (i < 0)
         return ERR_INVALID_VALUE; /* as the driver says of pageable host memory */
     switch (attribute) {
     case 1: *(void **)out = ctx; return host ? ERR_INVALID_VALUE : OK;
     case 2: *(unsigned int *)out = host ? 1 : 2; return OK;
+    case 7: *(unsigned long long *)out = id; return OK;
     case 8: *(unsigned int *)out = 0; return OK;
     case 9: *(int *)out = host ? 0 : device_of(ctx); return OK;
+    case 11: *(unsigned long long *)out = (unsigned long long)(uintptr_t)start; return OK;
+    case 12: *(size_t *)out = bytes; return OK;
     default: return ERR_INVALID_VALUE;
     }
+}
+
+CUresult cuPointerGetAttribute(void *out, int attribute, unsigned long long ptr)
+{
+    ENTER("cuPointerGetAttribute");
+    return pointer_attribute(out, attribute, ptr);
+}
+
+/* As the driver: memory it does not know, or an attribute that does not
+ * apply, reads as zero, and the call succeeds. */
+CUresult cuPointerGetAttributes(unsigned int n, int *attributes, void **data, unsigned long long ptr)
+{
+    ENTER("cuPointerGetAttributes");
+    for (unsigned int k = 0; k < n; k++) {
+        size_t size = attributes[k] == 7 || attributes[k] == 11 || attributes[k] == 12 ? 8
+                      : attributes[k] == 1                                             ? sizeof(void *)
+                                                                                       : 4;
+        if (pointer_attribute(data[k], attributes[k], ptr) != OK)
+            memset(data[k], 0, size);
+    }
+    return OK;
 }
 
 /* ---- streams and events ---------------------------------------------------------------- */
@@ -509,12 +567,14 @@ CUresult cuEventCreate(void **event, unsigned int flags)
     ENTER("cuEventCreate");
     (void)flags;
     *event = malloc(1);
+    COUNT(events, 1);
     return OK;
 }
 
 CUresult cuEventDestroy_v2(void *event)
 {
     free(event);
+    COUNT(events, -1);
     return OK;
 }
 
@@ -606,95 +666,5 @@ CUresult cuMemcpyBatchAsync_v2(unsigned long long *dsts, unsigned long long *src
 }
 #endif
 
-/* ---- modules and kernels ----------------------------------------------------------------- */
-
-/* The one kernel the stand-in runs; a function handle points at it. */
-static const char strided_copy_name[] = "tq_strided_copy";
-
-/* A module: 1 when its image defines the strided copy. */
-typedef struct {
-    int defines_strided_copy;
-} module;
-
-/* 1 when `image` names `name` as a whole word. */
-static int names(const char *image, const char *name)
-{
-    size_t len = strlen(name);
-    for (const char *at = strstr(image, name); at; at = strstr(at + 1, name)) {
-        char next = at[len];
-        if (!(next == '_' || (next >= '0' && next <= '9') || (next >= 'a' && next <= 'z') ||
-              (next >= 'A' && next <= 'Z')))
-            return 1;
-    }
-    return 0;
-}
-
-CUresult cuModuleLoadData(void **handle, const void *image)
-{
-    ENTER("cuModuleLoadData");
-    module *m = calloc(1, sizeof *m);
-    if (!m)
-        return ERR_OUT_OF_MEMORY;
-    if (!(m->defines_strided_copy = names(image, strided_copy_name))) {
-        free(m);
-        return ERR_INVALID_PTX;
-    }
-    *handle = m;
-    COUNT(modules, 1);
-    return OK;
-}
-
-CUresult cuModuleUnload(void *handle)
-{
-    free(handle);
-    COUNT(modules, -1);
-    return OK;
-}
-
-CUresult cuModuleGetFunction(void **function, void *handle, const char *name)
-{
-    ENTER("cuModuleGetFunction");
-    const module *m = handle;
-    if (!m->defines_strided_copy || strcmp(name, strided_copy_name) != 0)
-        return ERR_NOT_FOUND;
-    *function = (void *)strided_copy_name;
-    return OK;
-}
-
-/* The strided-copy kernel (c_code/tq_strided.cu): its argument, as tq_cuda.c lays it out. */
-struct strided_desc {
-    long long shape[8], strides[8], n;
-    int ndim, unit;
-};
-
-static CUresult strided_copy(void **params)
-{
-    const char *src = *(const char **)params[0];
-    char *dst = *(char **)params[1];
-    const struct strided_desc *d = params[2];
-    for (long long i = 0; i < d->n; i++) {
-        long long rest = i, offset = 0;
-        for (int k = d->ndim - 1; k >= 0; k--) {
-            offset += (rest % d->shape[k]) * d->strides[k];
-            rest /= d->shape[k];
-        }
-        if ((uintptr_t)(src + offset) % (unsigned)d->unit)
-            return ERR_MISALIGNED_ADDRESS;
-        memcpy(dst + i * d->unit, src + offset, (size_t)d->unit);
-    }
-    return OK;
-}
-
-CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params,
-                        void **extra)
-{
-    ENTER("cuLaunchKernel");
-    (void)shared, (void)extra;
-    if (function != (const void *)strided_copy_name)
-        return ERR_INVALID_HANDLE;
-    if (!gx || !gy || !gz || !bx || !by || !bz || !params)
-        return ERR_INVALID_VALUE;
-    log_line("kernel", stream);
-    return strided_copy(params);
-}
+/* The strided-copy kernel's module and its launch, in their own file. */
+#include "fake_libcuda_kernel.c"

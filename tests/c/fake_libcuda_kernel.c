@@ -1,0 +1,96 @@
+/* Part of the stand-in CUDA driver (fake_libcuda.c), included at its end so
+ * that the stand-in stays one source on every build line: modules, and the
+ * one kernel it runs (c_code/tq_strided.cu's strided copy), on the host. */
+
+/* ---- modules and kernels ----------------------------------------------------------------- */
+
+/* The one kernel the stand-in runs; a function handle points at it. */
+static const char strided_copy_name[] = "tq_strided_copy";
+
+/* A module: 1 when its image defines the strided copy. */
+typedef struct {
+    int defines_strided_copy;
+} module;
+
+/* 1 when `image` names `name` as a whole word. */
+static int names(const char *image, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *at = strstr(image, name); at; at = strstr(at + 1, name)) {
+        char next = at[len];
+        if (!(next == '_' || (next >= '0' && next <= '9') || (next >= 'a' && next <= 'z') ||
+              (next >= 'A' && next <= 'Z')))
+            return 1;
+    }
+    return 0;
+}
+
+CUresult cuModuleLoadData(void **handle, const void *image)
+{
+    ENTER("cuModuleLoadData");
+    module *m = calloc(1, sizeof *m);
+    if (!m)
+        return ERR_OUT_OF_MEMORY;
+    if (!(m->defines_strided_copy = names(image, strided_copy_name))) {
+        free(m);
+        return ERR_INVALID_PTX;
+    }
+    *handle = m;
+    COUNT(modules, 1);
+    return OK;
+}
+
+CUresult cuModuleUnload(void *handle)
+{
+    free(handle);
+    COUNT(modules, -1);
+    return OK;
+}
+
+CUresult cuModuleGetFunction(void **function, void *handle, const char *name)
+{
+    ENTER("cuModuleGetFunction");
+    const module *m = handle;
+    if (!m->defines_strided_copy || strcmp(name, strided_copy_name) != 0)
+        return ERR_NOT_FOUND;
+    *function = (void *)strided_copy_name;
+    return OK;
+}
+
+/* The strided-copy kernel (c_code/tq_strided.cu): its argument, as tq_cuda.c lays it out. */
+struct strided_desc {
+    long long shape[8], strides[8], n;
+    int ndim, unit;
+};
+
+static CUresult strided_copy(void **params)
+{
+    const char *src = *(const char **)params[0];
+    char *dst = *(char **)params[1];
+    const struct strided_desc *d = params[2];
+    for (long long i = 0; i < d->n; i++) {
+        long long rest = i, offset = 0;
+        for (int k = d->ndim - 1; k >= 0; k--) {
+            offset += (rest % d->shape[k]) * d->strides[k];
+            rest /= d->shape[k];
+        }
+        if ((uintptr_t)(src + offset) % (unsigned)d->unit)
+            return ERR_MISALIGNED_ADDRESS;
+        memcpy(dst + i * d->unit, src + offset, (size_t)d->unit);
+    }
+    return OK;
+}
+
+CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params,
+                        void **extra)
+{
+    ENTER("cuLaunchKernel");
+    (void)shared, (void)extra;
+    if (function != (const void *)strided_copy_name)
+        return ERR_INVALID_HANDLE;
+    if (!gx || !gy || !gz || !bx || !by || !bz || !params)
+        return ERR_INVALID_VALUE;
+    log_line("kernel", stream);
+    return strided_copy(params);
+}
