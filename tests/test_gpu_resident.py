@@ -133,7 +133,7 @@ def test_a_dataset_larger_than_the_gpu_is_refused_before_any_upload(monkeypatch)
     huge = np.lib.stride_tricks.as_strided(np.zeros(1024, "float32"), shape=(rows, 1024), strides=(0, 4))
     labels = np.lib.stride_tricks.as_strided(np.zeros(1, "int64"), shape=(rows,), strides=(0,))
     uploads = []
-    monkeypatch.setattr(resident, "DeviceArrays", lambda *args: uploads.append(args))
+    monkeypatch.setattr(resident, "DeviceArrays", lambda *args, **kwargs: uploads.append(args))
     with pytest.raises(ValueError) as caught:
         tq.Feeder(q, (huge, labels), shuffle=True, device=True)
     message = str(caught.value)

@@ -32,7 +32,7 @@ class HostDeviceArrays:
 
     made = []
 
-    def __init__(self, arrays, components, context_name, queue_name):
+    def __init__(self, arrays, components, context_name, queue_name, index_rows=0):
         self.arrays = [np.ascontiguousarray(a, dtype=c.dtype) for a, c in zip(arrays, components)]
         self.gathers, self.released = [], False
         HostDeviceArrays.made.append(self)
@@ -162,7 +162,7 @@ def test_an_upload_that_fails_names_the_sizes(on_stand_in, monkeypatch):
     class OutOfMemory(Exception):
         pass
 
-    def failing(*args):
+    def failing(*args, **kwargs):
         raise OutOfMemory("cuMemAlloc: out of memory")
 
     monkeypatch.setattr(resident, "DeviceArrays", failing)

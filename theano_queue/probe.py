@@ -233,7 +233,9 @@ def gpu_context_handle(gpu_context_ptr: int) -> int:
         cu.CtxGetCurrent(ctypes.byref(handle))
     finally:
         leave(gpu_context_ptr)
-    return int(handle.value or 0)
+    if not handle.value:  # another thread was inside libgpuarray: its count kept the context off this thread
+        raise _cuda_error("probe: libgpuarray's context was not made current in this thread; try again")
+    return int(handle.value)
 
 
 def _device_of(context_name, device):

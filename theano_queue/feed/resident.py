@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import math
 import time
 from typing import Sequence
 
 import numpy as np
 
+from .. import _engine
 from ..errors import Stopped
 from .arrays import ArrayProducer
 from .check import device_rows
 from .producers import InlineMapProducer
+
+logger = logging.getLogger("theano_queue")
 
 #: Bytes of rows gathered by one kernel at most: a run of small batches is gathered at once (one index upload
 #: and one kernel per component for the run), a large batch alone.  Bounds the device memory in flight.
@@ -86,10 +90,12 @@ def free_device_bytes(context_name) -> int:
     free block where larger (memory of arrays freed in this process, kept by libgpuarray for reuse)."""
     from theano.gpuarray.type import get_context
 
-    from .. import _engine
-
     context = get_context(context_name)
-    return max(int(_engine.cuda_mem_info(context.ptr)[0]), int(getattr(context, "largest_memblock", 0) or 0))
+    try:
+        pooled = int(context.largest_memblock)
+    except Exception:  # a libgpuarray that cannot say
+        pooled = 0
+    return max(int(_engine.cuda_mem_info(context.ptr)[0]), pooled)
 
 
 class DeviceArrays:
@@ -104,7 +110,8 @@ class DeviceArrays:
     ours would run without a context unless it pushed one itself.
     """
 
-    def __init__(self, arrays: Sequence[np.ndarray], components, context_name, queue_name: str):
+    def __init__(self, arrays: Sequence[np.ndarray], components, context_name, queue_name: str,
+                 index_rows: int = 0):
         import pygpu
         from theano.gpuarray.type import get_context
 
@@ -113,11 +120,14 @@ class DeviceArrays:
         self.context = get_context(context_name)
         self.driver = driver()
         self.handle = gpu_context_handle(self.context.ptr)
+        self.stream = _engine.gpu_context_stream(self.context.ptr)
         self.row_shapes = [tuple(c.shape[1:]) for c in components]
         self.arrays = []
         with self.current():
             for array, component in zip(arrays, components):
                 self.arrays.append(self._upload(pygpu, array, component, queue_name))
+            # The row numbers of a gather, written by the driver (see gather()); grown when a gather needs more.
+            self.index = pygpu.gpuarray.empty((max(1, index_rows),), dtype="int64", context=self.context)
 
     def _upload(self, pygpu, array, component, queue_name):
         rows, row = len(array), max(1, int(np.prod(component.shape[1:], dtype=np.int64)))
@@ -138,10 +148,28 @@ class DeviceArrays:
             self.driver.unchecked("CtxPopCurrent", ctypes.byref(ctypes.c_void_p()))
 
     def gather(self, indices: np.ndarray) -> list:
-        """Each component's rows ``indices`` (int64, on the host), gathered on the device; call inside current()."""
+        """Each component's rows ``indices`` (int64, on the host), gathered on the device; call inside current().
+
+        The gather queues behind the training step on the context's stream,
+        and libgpuarray waits for it holding the GIL (``take1`` reads its
+        error flag back): the stream is waited for first, without the GIL (a
+        ctypes call releases it), so that the training loop's thread runs
+        meanwhile.  The row numbers go up with the driver's own copy on that
+        stream, not with pygpu's, which releases the GIL while inside
+        libgpuarray's count: the training loop's thread could then enter
+        libgpuarray without its context being made current.
+        """
         import pygpu
 
-        index = pygpu.gpuarray.asarray(indices, context=self.context)
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
+        if len(indices) > len(self.index):
+            self.index = pygpu.gpuarray.empty((len(indices),), dtype="int64", context=self.context)
+        index = self.index[: len(indices)]
+        self.driver.StreamSynchronize(ctypes.c_void_p(self.stream))
+        # Pageable memory: the call returns once the driver has staged the bytes; the copy is ordered on the
+        # stream before the gather, and after the previous gather that read the same index memory.
+        self.driver.MemcpyHtoDAsync(ctypes.c_uint64(index.gpudata), indices.ctypes.data_as(ctypes.c_void_p),
+                                    indices.nbytes, ctypes.c_void_p(self.stream))
         return [array.take1(index) for array in self.arrays]
 
     def batch(self, gathered: list, first: int, last: int) -> tuple:
@@ -150,8 +178,10 @@ class DeviceArrays:
 
     def release(self) -> None:
         """Gives the device memory back (to libgpuarray's pool, which Theano allocates from)."""
+        arrays, index = self.arrays, self.index
+        self.arrays, self.index = [], None
         with self.current():
-            self.arrays = []
+            del arrays, index  # freed while the context is current
 
 
 def upload_error(where: str, components, arrays, exc: BaseException) -> ValueError:
@@ -183,7 +213,8 @@ class ResidentProducer(InlineMapProducer):
         self.RUN = batches_per_gather(components)
         check_fits(where, components, arrays, free_device_bytes(queue._target.context_name))
         try:
-            self.device = DeviceArrays(arrays, components, queue._target.context_name, queue.name)
+            self.device = DeviceArrays(arrays, components, queue._target.context_name, queue.name,
+                                       index_rows=self.RUN * sampler.batch_size)
         except (TypeError, ValueError):
             raise  # the door's own message, about a value, not about memory
         except Exception as exc:  # pygpu's GpuArrayException (memory that ran out after all), a CudaError
@@ -221,10 +252,15 @@ class ResidentProducer(InlineMapProducer):
         return True
 
     def shutdown(self) -> None:
+        """Gives the device copy back; never raises (the Feeder's thread still has to close the queue)."""
         super().shutdown()
         device, self.device = getattr(self, "device", None), None
-        if device is not None:
+        if device is None:
+            return
+        try:
             device.release()
+        except Exception as exc:  # a CudaError: the memory goes back when the arrays are collected instead
+            logger.warning("Feeder(%s): giving the device copy of the dataset back failed: %s", self.queue.name, exc)
 
     def stats(self) -> dict:
         stats = super().stats()
