@@ -2,9 +2,8 @@
 gathers each batch there.
 
 Sampling, sharding, resume and statistics are an array dataset's: the
-Sampler, its cursor and :class:`~.producers.InlineMapProducer`'s state and
-counters, and :class:`~.arrays.ArrayProducer`'s runs of consecutive batches.
-Only the gather moves.  Per run of batches the row numbers go to the device
+Sampler, its cursor, and :class:`~.arrays.ArrayProducer`'s state, counters
+and runs of consecutive batches.  Only the gather moves.  Per run of batches the row numbers go to the device
 (8 bytes a row), one gather kernel per component (pygpu's ``take1``) copies
 the rows device to device, and each batch goes into the queue through the
 device-array put (:meth:`~theano_queue.Queue.put`'s door for device arrays:
@@ -35,7 +34,6 @@ from .. import _engine
 from ..errors import Stopped
 from .arrays import ArrayProducer
 from .check import device_rows
-from .producers import InlineMapProducer
 
 logger = logging.getLogger("theano_queue")
 
@@ -127,7 +125,7 @@ class DeviceArrays:
             for array, component in zip(arrays, components):
                 self.arrays.append(self._upload(pygpu, array, component, queue_name))
             # The row numbers of a gather, written by the driver (see gather()); grown when a gather needs more.
-            self.index = pygpu.gpuarray.empty((max(1, index_rows),), dtype="int64", context=self.context)
+            self.index = pygpu.gpuarray.empty((max(1, index_rows),), dtype=np.dtype("int64"), context=self.context)
 
     def _upload(self, pygpu, array, component, queue_name):
         rows, row = len(array), max(1, int(np.prod(component.shape[1:], dtype=np.int64)))
@@ -163,7 +161,7 @@ class DeviceArrays:
 
         indices = np.ascontiguousarray(indices, dtype=np.int64)
         if len(indices) > len(self.index):
-            self.index = pygpu.gpuarray.empty((len(indices),), dtype="int64", context=self.context)
+            self.index = pygpu.gpuarray.empty((len(indices),), dtype=np.dtype("int64"), context=self.context)
         index = self.index[: len(indices)]
         self.driver.StreamSynchronize(ctypes.c_void_p(self.stream))
         # Pageable memory: the call returns once the driver has staged the bytes; the copy is ordered on the
@@ -192,18 +190,19 @@ def upload_error(where: str, components, arrays, exc: BaseException) -> ValueErr
                       % (where, gib(total), type(exc).__name__, exc))
 
 
-class ResidentProducer(InlineMapProducer):
-    """An array dataset held in device memory (``Feeder(device=True)``): gathered and put there, batch by batch.
+class ResidentProducer(ArrayProducer):
+    """An array dataset held in device memory (``Feeder(device=True)``): gathered and put there, run by run.
 
-    Made in the caller's thread: refuses a queue in host memory and a dataset
-    that does not fit, then uploads it, before anything is queued.
+    An :class:`~.arrays.ArrayProducer` (its state, statistics and
+    :meth:`~.arrays.ArrayProducer.runs` of consecutive batches) whose
+    :meth:`run` gathers on the device.  Made in the caller's thread: refuses
+    a queue in host memory and a dataset that does not fit, then uploads it,
+    before anything is queued.
     """
 
-    runs = ArrayProducer.runs  # (first position, count) of consecutive batches, the cursor's done ones left out
-
     def __init__(self, feeder, queue, arrays, sampler, cursor):
-        super().__init__(feeder, queue, None, sampler, cursor)  # its state, stats and start; not its writer
-        where = "Feeder(%s)" % queue.name
+        super().__init__(feeder, queue, arrays, sampler, cursor)
+        where = self.where
         if not queue.on_gpu:
             raise ValueError("%s: device=True holds the array dataset in GPU memory and gathers it there, but queue "
                              "%r lives in host memory; leave device=False (the engine gathers the rows on the host "
@@ -261,8 +260,3 @@ class ResidentProducer(InlineMapProducer):
             device.release()
         except Exception as exc:  # a CudaError: the memory goes back when the arrays are collected instead
             logger.warning("Feeder(%s): giving the device copy of the dataset back failed: %s", self.queue.name, exc)
-
-    def stats(self) -> dict:
-        stats = super().stats()
-        stats["gather"] = self.gather
-        return stats
