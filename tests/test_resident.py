@@ -230,3 +230,13 @@ def test_shards_are_disjoint_and_together_the_epoch(on_stand_in):
         seen.append([k for _, ib in got for k in ib.tolist()])
     assert all(len(s) == 6 for s in seen)
     assert sorted(sum(seen, [])) == list(range(18))
+
+
+def test_the_monitor_watches_it_as_any_feeder(on_stand_in):
+    import io
+
+    out = io.StringIO()
+    x, i = dataset(18)
+    got, feeder = feed(on_stand_in(queue()), (x, i), shuffle=True, epochs=2, progress={"file": out, "interval": 0.01})
+    assert len(got) == feeder.planned_elements == 10
+    assert "10/10" in out.getvalue() and "%s: " % feeder.queue.name in out.getvalue()  # the line, the verdict
