@@ -1,6 +1,7 @@
 """Scenario 22 of bench/run.py: an array dataset held in GPU memory, ``Feeder(..., device=True)`` (issue 21.3).
 
-Shuffled 256 MiB batches of 16 KiB rows (64 MiB and 256 MiB of data with --quick), side by side in one run:
+Shuffled 256 MiB batches of 16 KiB rows from a 2 GiB dataset (64 MiB batches of a 256 MiB one with --quick),
+side by side in one run:
 
 * the rate at which batches reach a graph that reads one value of each: the dataset gathered on the GPU
   (``device=True``) against the PCIe limit (scenario 1's figure where it ran first, else measured here) and
