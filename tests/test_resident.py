@@ -240,3 +240,16 @@ def test_the_monitor_watches_it_as_any_feeder(on_stand_in):
     got, feeder = feed(on_stand_in(queue()), (x, i), shuffle=True, epochs=2, progress={"file": out, "interval": 0.01})
     assert len(got) == feeder.planned_elements == 10
     assert "10/10" in out.getvalue() and "%s: " % feeder.queue.name in out.getvalue()  # the line, the verdict
+
+
+def test_a_host_array_datasets_state_resumes_on_the_device(on_stand_in):
+    x, i = dataset(18)
+    q = queue(capacity=2)
+    with tq.Feeder(q, (x, i), shuffle=True, seed=2, close_when_done=False) as feeder:  # gathered on the host
+        taken = [q.get(timeout=30)[1].tolist() for _ in range(2)]
+        state = feeder.state_dict()
+    q.close(cancel_pending=True)
+    q.reopen()
+    rest, _ = feed(on_stand_in(q), (x, i), shuffle=True, seed=2, state=state)
+    sampler = Sampler(18, ROWS, shuffle=True, seed=2)
+    assert taken + [ib.tolist() for _, ib in rest] == [sampler.batch(p).tolist() for p in range(5)]
