@@ -3,9 +3,10 @@ gathers each batch there.
 
 Sampling, sharding, resume and statistics are an array dataset's: the
 Sampler, its cursor, and :class:`~.arrays.ArrayProducer`'s state, counters
-and runs of consecutive batches.  Only the gather moves.  Per run of batches the row numbers go to the device
-(8 bytes a row), one gather kernel per component (pygpu's ``take1``) copies
-the rows device to device, and each batch goes into the queue through the
+and runs of consecutive batches.  Only the gather moves.  Per run of
+batches the row numbers go to the device (8 bytes a row), one gather kernel
+per component (pygpu's ``take1``) copies the rows device to device, and
+each batch goes into the queue through the
 device-array put (:meth:`~theano_queue.Queue.put`'s door for device arrays:
 the engine copies it into the slot on its copy stream, after the gather, and
 checks its dtype and shape as for any device put).  Nothing crosses the bus
@@ -202,7 +203,7 @@ class ResidentProducer(ArrayProducer):
 
     def __init__(self, feeder, queue, arrays, sampler, cursor):
         super().__init__(feeder, queue, arrays, sampler, cursor)
-        where = self.where
+        where = self.where  # "Feeder(<queue>)"
         if not queue.on_gpu:
             raise ValueError("%s: device=True holds the array dataset in GPU memory and gathers it there, but queue "
                              "%r lives in host memory; leave device=False (the engine gathers the rows on the host "
