@@ -8,7 +8,6 @@
     python bench/run.py --only 18 --merge    # variable-length sequences (bench/varlen_bench.py), added to
                                              # the scenarios already in doc/bench/results.json
     python bench/run.py --only 19 --merge    # small steps (bench/step_profile.py), into the existing results
-    python bench/run.py --only 1,15,16,22 --merge   # an array dataset held in GPU memory (bench/resident_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -237,20 +236,6 @@ def small_steps(b):
     }
 
 
-# ---- 22: an array dataset held in GPU memory (bench/resident_bench.py) ------------------
-
-
-@scenario(
-    22,
-    "Array dataset in GPU memory (device=True): the shuffled gather against PCIe, the MLP step against resident "
-    "and the shared-variable idiom",
-)
-def device_resident(b):
-    from bench import resident_bench
-
-    return resident_bench.device_resident(b)
-
-
 SCENARIOS = [
     limit,
     transfer_bound,
@@ -272,7 +257,6 @@ SCENARIOS = [
     device_producer,
     variable_length,
     small_steps,
-    device_resident,
 ]
 
 

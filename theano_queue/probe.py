@@ -62,7 +62,6 @@ _SIGNATURES = {
     "DevicePrimaryCtxRelease": ([_c_int], ["cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"]),
     "CtxPushCurrent": ([_c_void], ["cuCtxPushCurrent_v2"]),
     "CtxPopCurrent": ([_P(_c_void)], ["cuCtxPopCurrent_v2"]),
-    "CtxGetCurrent": ([_P(_c_void)], ["cuCtxGetCurrent"]),
     "CtxGetDevice": ([_P(_c_int)], ["cuCtxGetDevice"]),
     "MemGetInfo": ([_P(_c_size), _P(_c_size)], ["cuMemGetInfo_v2"]),
     "MemHostAlloc": ([_P(_c_void), _c_size, _c_uint], ["cuMemHostAlloc"]),
@@ -187,19 +186,6 @@ def theano_device(context_name: Optional[str] = None) -> int:
         )
     from theano.gpuarray.type import get_context
 
-    enter, leave = _libgpuarray_enter_exit()
-    ptr, device = get_context(context_name).ptr, _c_int()
-    cu = driver()
-    enter(ptr)
-    try:
-        cu.CtxGetDevice(ctypes.byref(device))
-    finally:
-        leave(ptr)
-    return device.value
-
-
-def _libgpuarray_enter_exit():
-    """libgpuarray's ``cuda_enter`` and ``cuda_exit`` (its context made current, and left), from the loaded library."""
     libgpuarray = None
     for name in ("libgpuarray.so.3", "libgpuarray.so"):
         try:
@@ -213,29 +199,14 @@ def _libgpuarray_enter_exit():
     get_extension.argtypes, get_extension.restype = [ctypes.c_char_p], _c_void
     enter = ctypes.CFUNCTYPE(None, _c_void)(get_extension(b"cuda_enter"))
     leave = ctypes.CFUNCTYPE(None, _c_void)(get_extension(b"cuda_exit"))
-    return enter, leave
-
-
-def gpu_context_handle(gpu_context_ptr: int) -> int:
-    """The CUcontext (as an int) of a libgpuarray context, pygpu's ``GpuContext.ptr``.
-
-    For threads of ours that call libgpuarray while another thread may be
-    inside it: libgpuarray makes its context current only on the first
-    ``cuda_enter`` of a process-wide count, so a thread that enters while the
-    count is up runs without it, unless it pushed the context itself
-    (``cuCtxPushCurrent``; see ``theano_queue/feed/resident.py``).
-    """
-    enter, leave = _libgpuarray_enter_exit()
-    handle = _c_void()
+    ptr, device = get_context(context_name).ptr, _c_int()
     cu = driver()
-    enter(gpu_context_ptr)
+    enter(ptr)
     try:
-        cu.CtxGetCurrent(ctypes.byref(handle))
+        cu.CtxGetDevice(ctypes.byref(device))
     finally:
-        leave(gpu_context_ptr)
-    if not handle.value:  # another thread was inside libgpuarray: its count kept the context off this thread
-        raise _cuda_error("probe: libgpuarray's context was not made current in this thread; try again")
-    return int(handle.value)
+        leave(ptr)
+    return device.value
 
 
 def _device_of(context_name, device):

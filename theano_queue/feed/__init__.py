@@ -3,7 +3,6 @@
 * :mod:`.feeder`: the :class:`Feeder` (the thread, the lifecycle, the queue's attachment);
 * :mod:`.factory`: which producer a Feeder's arguments ask for;
 * :mod:`.producers` (fill, iterable, map-style in the Feeder's thread), :mod:`.arrays` (array datasets),
-  :mod:`.resident` (array datasets held in GPU memory, ``device=True``),
   :mod:`.dispatcher` (worker processes: the parent's side), :mod:`.pool` (their processes),
   :mod:`.child` (what runs in them), :mod:`.protocol` (what they say over their pipes);
 * :mod:`.check`: the one door every value passes (``Queue.put``'s rules and messages);

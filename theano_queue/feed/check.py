@@ -10,9 +10,8 @@
 
 :func:`batch_writer` checks a whole batch (what an iterable yields and
 ``Queue.put`` takes); :func:`write_sample` checks one sample of a map-style
-dataset as it is written into its row; :func:`device_rows` checks the rows
-of an array dataset on their way to device memory (``Feeder(device=True)``).
-All run before anything is committed: a bad value costs the queue nothing.
+dataset as it is written into its row.  Both run before anything is
+committed: a bad value costs the queue nothing.
 """
 from __future__ import annotations
 
@@ -60,13 +59,3 @@ def write_sample(layout, row: Sequence[np.ndarray], sample: Any, lengths: dict, 
             raise ValueError("%s: expected shape %s for a sample (the component's without its batch axis), got %s"
                              % (where(queue_name, component), dst.shape, value.shape))
         dst[...] = value
-
-
-def device_rows(component, rows: np.ndarray, queue_name: str) -> np.ndarray:
-    """Rows of an array dataset checked, as one C-contiguous block of the component's dtype, for device memory.
-
-    Device arrays are not cast on their way into a slot, so the safe cast
-    (the rule above) happens here, on the host, once, as the rows are
-    uploaded.
-    """
-    return np.ascontiguousarray(checked_value(component, rows, queue_name), dtype=component.dtype)

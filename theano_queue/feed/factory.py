@@ -10,7 +10,6 @@ from ..sampler import Sampler
 from .arrays import ArrayProducer
 from .dispatcher import WorkerProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
-from .resident import ResidentProducer
 from .sources import array_sources, bucket_lengths, is_map_style
 from .state import iterable_skips
 
@@ -37,22 +36,17 @@ def check_timeout(timeout: Any, workers: int, where: str) -> Optional[float]:
 
 def make_producer(feeder, queue, dataset: Any, *, workers: Any, shuffle: bool, seed: int, shard, epochs: Any,
                   drop_last: bool, state: Optional[dict], ordered: bool, start_method: Any, fill: Any,
-                  bucket_by: Any = None, bucket_window: Any = None, timeout: Any = None,
-                  device: Any = False) -> Producer:
-    """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset
-    (gathered on the host, or held on the GPU with ``device``)."""
+                  bucket_by: Any = None, bucket_window: Any = None, timeout: Any = None) -> Producer:
+    """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset."""
     where = "Feeder(%s)" % queue.name
-    if not isinstance(device, (bool, np.bool_)):
-        raise TypeError("%s: device must be True (hold the array dataset in GPU memory and gather it there) or "
-                        "False, got %r" % (where, device))
     workers = _count(workers, "workers", where)
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where)
     if fill is not None:
         if (workers or shuffle or state is not None or tuple(shard) != (0, 1) or drop_last or epochs != 1
-                or bucket_by is not None or device):
+                or bucket_by is not None):
             raise TypeError("%s: a fill function runs in the feeder's thread alone; workers, shuffle, shard, "
-                            "drop_last, epochs, bucket_by, device and state need a dataset" % where)
+                            "drop_last, epochs, bucket_by and state need a dataset" % where)
         return FillProducer(feeder, queue, fill)
     layout = queue._layout
     arrays = array_sources(dataset, queue.components, queue.name)
@@ -60,20 +54,10 @@ def make_producer(feeder, queue, dataset: Any, *, workers: Any, shuffle: bool, s
         raise TypeError("%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
                         "give a map-style dataset whose samples have their own lengths" % (
                             where, ", ".join(map(repr, layout.variable_names()))))
-    if device and arrays is None:
-        raise TypeError("%s: device=True holds an array dataset in GPU memory: a tuple (component order) or dict "
-                        "(component names) of numpy arrays, one per component; got %s" % (
-                            where, "a map-style dataset" if is_map_style(dataset) else "an iterable of batches (%s)"
-                            % type(dataset).__name__))
     if arrays is not None or is_map_style(dataset):
         sampler, cursor = _sampler(queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state,
                                    bucket_by, bucket_window, where)
         if arrays is not None:
-            if workers and device:
-                raise TypeError("%s: with device=True the rows are gathered on the GPU, from its own copy of the "
-                                "arrays; worker processes would have nothing to do: leave workers=0" % where)
-            if device:
-                return ResidentProducer(feeder, queue, arrays, sampler, cursor)
             if workers:
                 raise TypeError("%s: an array dataset is gathered by native threads in this process (the copy pool, "
                                 "theano_queue._engine.set_copy_threads); worker processes would only copy the same "

@@ -43,16 +43,7 @@ class Feeder:
       without Python per batch; the arguments below (shuffle, seed, shard,
       epochs, drop_last, state) mean what they mean for a map-style
       dataset.  ``workers`` must stay 0.  (A *list* is still a list of
-      batches.)  With ``device=True`` (GPU queues) the arrays are copied
-      to device memory once, when the Feeder is made, and each batch is
-      gathered there, by the GPU, from the same sampler: nothing crosses
-      the bus per batch but the batch's row numbers.  The dataset must fit
-      in free device memory, with two runs of gathered batches (ValueError
-      naming the sizes, raised here, before anything is uploaded or
-      queued); a CPU queue refuses it (ValueError: leave device=False, the
-      host gathers its rows natively).  The device copy is given back when
-      the run ends: use ``epochs`` (or ``None``) rather than a Feeder per
-      epoch, which would upload the dataset each time.
+      batches.)
     * or a **map-style** dataset: ``__len__`` and ``__getitem__`` (and not a
       list, tuple, dict or array), where ``dataset[i]`` is *one sample*: a
       tuple or dict of arrays shaped like the components without their
@@ -140,8 +131,7 @@ class Feeder:
                  state: Optional[dict] = None, *, ordered: bool = True, start_method: Any = None,
                  fill: Optional[Callable[..., Optional[int]]] = None, close_when_done: bool = True,
                  stop_timeout: float = 10.0, name: Optional[str] = None, source: Any = None, progress: Any = False,
-                 bucket_by: Any = None, bucket_window: Optional[int] = None, timeout: Optional[float] = None,
-                 device: bool = False):
+                 bucket_by: Any = None, bucket_window: Optional[int] = None, timeout: Optional[float] = None):
         if source is not None:  # the argument's name before workers came
             if dataset is not None:
                 raise TypeError("Feeder(%s): give dataset or source, not both" % queue.name)
@@ -161,8 +151,7 @@ class Feeder:
         self._producer = make_producer(self._run, queue._port, dataset, workers=workers, shuffle=shuffle, seed=seed,
                                        shard=shard, epochs=epochs, drop_last=drop_last, state=state,
                                        ordered=ordered, start_method=start_method, fill=fill,
-                                       bucket_by=bucket_by, bucket_window=bucket_window, timeout=timeout,
-                                       device=device)
+                                       bucket_by=bucket_by, bucket_window=bucket_window, timeout=timeout)
         if isinstance(self._producer, IterableProducer):
             self.source = self._producer.stream
         # Set by stop(); it also wakes a put that waits for a free slot.
@@ -272,8 +261,7 @@ class Feeder:
         ``"numpy"`` (rows that are not contiguous, or cast, read batch by
         batch with their strides), or ``"batch"`` on a GPU queue whose GPU
         copies the rows of at least one component itself (those of 256 KiB
-        or more; the host gathers the rest), or ``"device"`` for a dataset
-        held in device memory (``device=True``).
+        or more; the host gathers the rest).
         """
         return self._producer.stats()
 
