@@ -10,6 +10,7 @@ import time
 from typing import Any, Optional
 
 from ..errors import Stopped
+from .gil import ThreadClock
 from .rows import RowWriter, SampleError, describe_failure, sample_failed
 from .sources import stream
 from .state import Progress, iterable_state
@@ -19,7 +20,7 @@ class Producer:
     """What a Feeder's thread runs.
 
     :meth:`start` (in the caller's thread, before the Feeder's thread
-    starts), :meth:`run` (in the Feeder's thread: produce until the source is
+    starts), :meth:`enter_thread` (in the Feeder's thread), :meth:`run` (in the Feeder's thread: produce until the source is
     exhausted, True, or ``stop`` is set, False; anything it raises fails the
     queue), :meth:`shutdown` (after run, on every path; idempotent),
     :meth:`state_dict` and :meth:`stats` (from any thread).
@@ -31,6 +32,7 @@ class Producer:
         self.busy = 0.0
         self.samples = 0
         self.started = self.ended = None
+        self.clock = ThreadClock(queue._ring)
 
     def start(self) -> None:
         self.progress.start()
@@ -39,8 +41,13 @@ class Producer:
     def run(self, stop) -> bool:
         raise NotImplementedError
 
+    def enter_thread(self) -> None:
+        """In the Feeder's thread, before :meth:`run`."""
+        self.clock.enter()
+
     def shutdown(self) -> None:
         self.ended = time.perf_counter()
+        self.clock.leave()
 
     def state_dict(self) -> dict:
         raise TypeError("%s: a Feeder with a fill function keeps no state" % self.feeder.name)
@@ -51,7 +58,8 @@ class Producer:
     def stats(self) -> dict:
         elapsed = self.elapsed()
         busy = float(self.busy / elapsed) if elapsed else 0.0
-        return {"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]}
+        return dict({"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]},
+                    **self.clock.stats())
 
 
 class SourceFailed(Exception):
