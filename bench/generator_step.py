@@ -29,19 +29,19 @@ if __name__ == "__main__" and "--cpu" in __import__("sys").argv:
     # Before Theano is imported: its device is read once, at import.
     os.environ["THEANO_FLAGS"] = ",".join(f for f in [os.environ.get("THEANO_FLAGS", ""), "device=cpu"] if f)
 
-import argparse
-import json
-import statistics
-import sys
-import time
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
-import numpy as np
-import theano
-import theano.tensor as T
+import numpy as np  # noqa: E402
+import theano  # noqa: E402
+import theano.tensor as T  # noqa: E402
 
-import theano_queue as tq
-from theano_queue import _engine
-from bench.common import mlp_train_step, reading, time_steps
+import theano_queue as tq  # noqa: E402
+from theano_queue import _engine  # noqa: E402
+from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
 
 PARTS = ("resident", "given", "fed", "fed-nohand", "prefilled", "array")
 BATCH, COLS = 500, 784

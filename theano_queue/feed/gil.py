@@ -46,7 +46,7 @@ class ThreadClock:
             self.left = time.perf_counter()
 
     def stats(self) -> dict:
-        """``thread_cpu_s``, ``gil_wait_s``, ``gil_waits``, ``gil_wait_share`` and ``gil_bound`` (empty before the thread starts)."""
+        """``thread_cpu_s``, ``gil_wait_s``, ``gil_waits``, ``gil_wait_share``, ``gil_bound`` ({} before it starts)."""
         if self.entered is None:
             return {}
         wall = (self.left or time.perf_counter()) - self.entered

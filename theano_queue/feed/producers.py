@@ -20,7 +20,8 @@ class Producer:
     """What a Feeder's thread runs.
 
     :meth:`start` (in the caller's thread, before the Feeder's thread
-    starts), :meth:`enter_thread` (in the Feeder's thread), :meth:`run` (in the Feeder's thread: produce until the source is
+    starts), :meth:`enter_thread` (in the Feeder's thread), :meth:`run`
+    (in the Feeder's thread: produce until the source is
     exhausted, True, or ``stop`` is set, False; anything it raises fails the
     queue), :meth:`shutdown` (after run, on every path; idempotent),
     :meth:`state_dict` and :meth:`stats` (from any thread).
