@@ -13,6 +13,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 import theano
 
 import theano_queue as tq
@@ -28,10 +29,10 @@ def hold_gil(seconds):
         pass
 
 
-def steps_finding_an_element(hand_over, capacity=2):
+def steps_finding_an_element(hand_over, capacity=2, target="cpu"):
     """Of STEPS dequeues in a loop that holds the GIL, how many found an element ready; and the Feeder's stats."""
     x = np.arange(8, dtype="float32")
-    q = tq.Queue([("x", "float32", (8,))], capacity=capacity, target="cpu")
+    q = tq.Queue([("x", "float32", (8,))], capacity=capacity, target=target)
     step = theano.function([], q.dequeue())
     was, interval = _engine.set_gil_hand_over(hand_over), sys.getswitchinterval()
     sys.setswitchinterval(1.0)  # no forced switch: the loop gives the GIL up only where it blocks or hands over
@@ -40,7 +41,7 @@ def steps_finding_an_element(hand_over, capacity=2):
         with tq.Feeder(q, (x + i for i in range(STEPS + capacity + 1)), close_when_done=False) as feeder:
             for _ in range(STEPS):
                 ready += q.size() > 0
-                taken.append(float(step()[0]))
+                taken.append(float(np.asarray(step())[0]))
                 hold_gil(0.0005)
             stats = feeder.stats()
     finally:
@@ -56,6 +57,13 @@ def test_a_feeder_keeps_up_with_a_loop_that_holds_the_gil():
     # in (capacity + 1) finds none (measured: about 67 of 100 find one).  With it, a step misses only
     # when the Feeder's thread was not scheduled within the hand-over's bound (a loaded machine).
     assert ready >= 0.85 * STEPS, ready
+
+
+@pytest.mark.gpu
+def test_a_feeder_keeps_up_with_a_loop_that_holds_the_gil_on_a_gpu_queue():
+    ready, stats = steps_finding_an_element(hand_over=True, target=None)  # the queue on Theano's GPU
+    assert ready >= 0.85 * STEPS, ready
+    assert stats["gil_waits"] >= STEPS
 
 
 def test_the_hand_over_can_be_turned_off_and_says_what_it_was():
