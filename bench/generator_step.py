@@ -3,6 +3,7 @@
     python -m bench.generator_step                       # Theano's device (the GPU where THEANO_FLAGS says so)
     python -m bench.generator_step --cpu --quick         # on the processor, small: a check, not figures
     python -m bench.generator_step --steps-ms 0.2,0.6,2 --json out.json
+    python -m bench.generator_step --cpu --elements           # the host cost per element alone, no step
 
 The MNIST example's MLP (batch 500x784 float32, int32 labels) and its
 ``iterate_minibatches`` generator (a shuffled fancy-indexed slice per batch),
@@ -201,6 +202,58 @@ def run(targets_ms=(0.2, 0.6, 2.0), steps=300, rounds=7, samples=50000, seed=0, 
     return [profile(t / 1e3, data, labels, steps, rounds, log=log) for t in targets_ms]
 
 
+# ---- the iterable path's host cost per element, without a step ----------------------------------------
+
+
+def element_costs(shape=(BATCH, COLS), count=200, rounds=7):
+    """Microseconds per element on a host queue (medians of rounds): the generator alone, the engine's put in
+    a loop, the producer's put (``Queue.put``'s checked door), a Feeder's thread, and a consumer's get."""
+    import math
+
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((16 * shape[0],) + tuple(shape[1:])).astype("float32")
+    labels = rng.integers(0, 10, 16 * shape[0]).astype("int32")
+    spec = [("x", "float32", shape), ("y", "int32", (shape[0],))]
+    q = tq.Queue(spec, capacity=count, target="cpu", name="elements")
+
+    def batches():
+        for i in range(count):
+            j = i % 16
+            yield data[j * shape[0] : (j + 1) * shape[0]], labels[j * shape[0] : (j + 1) * shape[0]]
+
+    def drained(fill):
+        began = time.perf_counter()
+        fill()
+        put_s = time.perf_counter() - began
+        began = time.perf_counter()
+        for _ in range(count):
+            q.get()
+        return put_s, time.perf_counter() - began
+
+    def feeder():
+        f = tq.Feeder(q, batches(), close_when_done=False).start()
+        f.join()
+
+    ways = {
+        "next(generator)": None,
+        "engine put": lambda: [q._ring.put(e, math.inf, None) for e in batches()],
+        "producer put": lambda: [q._port.put(e, math.inf, None) for e in batches()],
+        "Feeder thread": feeder,
+    }
+    drained(ways["engine put"])  # the slots' pages touched once
+    times = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, fill in ways.items():
+            if name == "next(generator)":
+                began = time.perf_counter()
+                sum(1 for _ in batches())
+                times[name].append((time.perf_counter() - began, 0.0))
+            else:
+                times[name].append(drained(fill))
+    return {name: {"put us": 1e6 * statistics.median(t[0] for t in v) / count,
+                   "get us": 1e6 * statistics.median(t[1] for t in v) / count} for name, v in times.items()}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu", action="store_true", help="run Theano on the processor (set before its import)")
@@ -209,7 +262,14 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=300, help="steps per part and round")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--elements", action="store_true", help="only the host cost per element (no step)")
     args = parser.parse_args(argv)
+    if args.elements:
+        for shape in ((BATCH, COLS), (2, 4)):
+            costs = element_costs(shape)
+            print("%s: %s" % ("x".join(map(str, shape)), ", ".join(
+                "%s %.1f us (get %.1f us)" % (k, v["put us"], v["get us"]) for k, v in costs.items())))
+        return costs
     steps, rounds, samples = (60, 3, 8000) if args.quick else (args.steps, args.rounds, 50000)
     results = run(tuple(float(s) for s in args.steps_ms.split(",")), steps, rounds, samples,
                   log=lambda line: print(line, file=sys.stderr, flush=True))
