@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Optional
+from typing import Any, Optional
 
 #: ``gil_bound`` is True past this share of the thread's wall time spent waiting for the GIL.
 GIL_BOUND_SHARE = 0.5
@@ -23,12 +23,13 @@ GIL_BOUND_SHARE = 0.5
 class ThreadClock:
     """The producing thread's processor time and the queue's producer GIL waits, since :meth:`enter`."""
 
-    def __init__(self, ring):
+    def __init__(self, ring: Any) -> None:
         self.ring = ring
         self.clock_id: Optional[int] = None
         self.cpu_s: Optional[float] = None  # the thread's total once it has ended
-        self.entered = self.left = None
-        self.gil_base = (0.0, 0)
+        self.entered: Optional[float] = None
+        self.left: Optional[float] = None
+        self.gil_base: tuple = (0.0, 0)
 
     def enter(self) -> None:
         """In the producing thread, as it starts."""
