@@ -8,6 +8,7 @@
     python bench/run.py --only 18 --merge    # variable-length sequences (bench/varlen_bench.py), added to
                                              # the scenarios already in doc/bench/results.json
     python bench/run.py --only 19 --merge    # small steps (bench/step_profile.py), into the existing results
+    python bench/run.py --only 20 --merge    # the user's own generator (bench/generator_step.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -236,6 +237,41 @@ def small_steps(b):
     }
 
 
+# ---- 20: the user's own generator (bench/generator_step.py) ----------------------------------
+
+
+@scenario(
+    20,
+    "The user's own minibatch generator: a Feeder over it against the plain loop given the arrays, 0.2 to 2 ms steps",
+    needs_gpu=False,
+)
+def generator_steps(b):
+    from bench import generator_step
+
+    steps, rounds, samples = (60, 3, 8000) if b.quick else (300, 7, 50000)
+    results = generator_step.run(steps=steps, rounds=rounds, samples=samples)
+    rows = []
+    for r in results:
+        us = {row["part"]: row["median us"] for row in r["rows"]}
+        row = {"step": "%.1f ms" % r["target ms"], "hidden": r["hidden"]}
+        row.update(("%s us" % part, us[part]) for part in generator_step.PARTS)
+        row.update(r["ratios"])
+        fed = r["fed feeder"]
+        if fed.get("gil_waits"):
+            row["fed GIL wait us/element"] = 1e6 * fed["gil_wait_s"] / fed["gil_waits"]
+        rows.append(row)
+    worst_given = max(r["ratios"]["fed / given"] for r in results)
+    worst_prefilled = max(r["ratios"]["fed / prefilled"] for r in results)
+    return {
+        "rows": rows,
+        "target": "fed / given <= 1 and fed / prefilled <= 1.05 at every step size",
+        "met": worst_given <= 1.0 and worst_prefilled <= 1.05,
+        "headline": "fed / given: %s; fed / prefilled: %s" % (
+            ", ".join("%.3f" % r["ratios"]["fed / given"] for r in results),
+            ", ".join("%.3f" % r["ratios"]["fed / prefilled"] for r in results)),
+    }
+
+
 SCENARIOS = [
     limit,
     transfer_bound,
@@ -257,6 +293,7 @@ SCENARIOS = [
     device_producer,
     variable_length,
     small_steps,
+    generator_steps,
 ]
 
 

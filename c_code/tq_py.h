@@ -55,6 +55,12 @@ typedef struct {
     PyObject *failure;  /* the exception handed to fail(), or NULL */
     PyObject *on_stall; /* called with the seconds a consumer has waited, or NULL */
     PyObject *weakrefs;
+    /* The GIL between a producer's thread and the consumer's (tq_py_element.c): how long producers waited
+     * to take it back after their puts (with the GIL held), how many took it back, and how many wait now
+     * (atomic: the consumer reads it without the GIL to hand the GIL over). */
+    double gil_wait_s;
+    unsigned long long gil_takes;
+    int gil_wanted;
 } RingObject;
 
 extern PyTypeObject RingType, StopType, LeaseType, DLPackOwnerType;
@@ -88,6 +94,8 @@ PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
 /* Seconds a consumer's wait lasts before its Ring's on_stall hook is called
  * (once per wait; < 0: never); returns the setting it replaces. */
 double set_stall_after(double seconds);
+/* Whether a consumer hands the GIL to a producer waiting for it; returns the previous setting. */
+int set_gil_hand_over(int on);
 /* Seconds a wait may last, < 0 for no limit, from a Python timeout (None:
  * `fallback`); 0, or -1 with an exception. */
 int parse_timeout(PyObject *obj, double fallback, double *out);

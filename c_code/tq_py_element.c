@@ -2,6 +2,7 @@
  * refuse bad input before a slot is taken, put and get, and the waits. */
 #include "tq_py.h"
 
+#include <sched.h>
 #include <string.h>
 
 /* A blocked wait wakes this often to let Python handle signals (Ctrl-C). */
@@ -71,6 +72,55 @@ static void report_stall(RingObject *self, double waited)
     Py_DECREF(hook);
 }
 
+/* ---- the GIL between a producer's thread and the consumer's ------------------------- */
+
+/* Longest a consumer waits, without the GIL, for a producer to take it. */
+#define HAND_OVER_MAX_S 0.0002
+
+/* A producer is done with its copies and wants the GIL back (no GIL held). */
+static double want_gil(RingObject *self)
+{
+    __atomic_add_fetch(&self->gil_wanted, 1, __ATOMIC_SEQ_CST);
+    return tq_now();
+}
+
+/* ... and has it (GIL held): the wait is counted, and a consumer handing it over is told. */
+static void took_gil(RingObject *self, double wanted_at)
+{
+    self->gil_wait_s += tq_now() - wanted_at;
+    __atomic_add_fetch(&self->gil_takes, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&self->gil_wanted, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Whether consumers hand the GIL over (set_gil_hand_over; on by default). */
+static int hand_over_enabled = 1;
+
+int set_gil_hand_over(int on)
+{
+    int was = hand_over_enabled;
+    hand_over_enabled = on;
+    return was;
+}
+
+/* A consumer about to take the ring's last element (GIL held) while a producer waits for the GIL after
+ * its put: the consumer gives the GIL up until the producer has it (HAND_OVER_MAX_S at most), then waits
+ * its turn.  Otherwise the producer would get the GIL only when the consumer next blocks on an empty ring
+ * (and the step would then wait for the producer's Python and its copy) or when the interpreter's switch
+ * interval (5 ms) forces a drop: a producer behind a consumer that holds the GIL through its steps
+ * (Theano's VM does) keeps up this way, its copy overlapping the step.  With more elements ready the
+ * producer is ahead: it takes the GIL when the consumer's thread releases it (a GPU step's read-back). */
+static void hand_gil_over(RingObject *self)
+{
+    if (__atomic_load_n(&self->gil_wanted, __ATOMIC_SEQ_CST) <= 0 || tq_ring_size(self->ring) > 1)
+        return;
+    unsigned long long seen = __atomic_load_n(&self->gil_takes, __ATOMIC_SEQ_CST);
+    Py_BEGIN_ALLOW_THREADS
+    double until = tq_now() + HAND_OVER_MAX_S;
+    while (__atomic_load_n(&self->gil_takes, __ATOMIC_SEQ_CST) == seen && tq_now() < until)
+        sched_yield();
+    Py_END_ALLOW_THREADS
+}
+
 /* The one wait of the face: reserves `count` slots in turn (a producer's
  * with producer, else a consumer's), each then filled by fill when given,
  * giving the GIL up once for all of them and again only every WAIT_SLICE_S
@@ -95,6 +145,7 @@ static int sliced_wait(RingObject *self, int producer, double timeout_s, const i
         double slice_end = tq_now() + WAIT_SLICE_S;
         if (deadline >= 0 && deadline < slice_end)
             slice_end = deadline;
+        double wanted_at = 0.0;
         Py_BEGIN_ALLOW_THREADS
         for (; *done < count; ++*done) {
             reserved = 0;
@@ -105,7 +156,11 @@ static int sliced_wait(RingObject *self, int producer, double timeout_s, const i
             if (fill && (code = fill(self->ring, *slot, job, *done, &err)) != TQ_OK)
                 break;
         }
+        if (producer)
+            wanted_at = want_gil(self);
         Py_END_ALLOW_THREADS
+        if (producer)
+            took_gil(self, wanted_at);
         if (code != TQ_OK && (reserved || code != TQ_TIMEOUT))
             return raise_error(who, self, &err);
         if (*done == count)
@@ -129,6 +184,8 @@ int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *s
 {
     tq_error err;
     int64_t done;
+    if (!producer && hand_over_enabled)
+        hand_gil_over(self);
     /* The common case, an element or a slot already there, keeps the GIL:
      * giving it up costs more than the reservation itself.  A deadline of 0
      * has passed: no wait. */

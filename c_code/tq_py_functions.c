@@ -174,7 +174,19 @@ static PyObject *set_stall_warning(PyObject *module, PyObject *arg)
     return PyFloat_FromDouble(was);
 }
 
+/* set_gil_hand_over(on) -> the previous setting (for benchmarks that compare both). */
+static PyObject *gil_hand_over(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(set_gil_hand_over(on));
+}
+
 PyMethodDef engine_functions[] = {
+    {"set_gil_hand_over", gil_hand_over, METH_O,
+     "set_gil_hand_over(on) -> previous: a dequeue hands the GIL to a producer waiting for it after its put."},
     {"set_stall_warning", set_stall_warning, METH_O,
      "set_stall_warning(seconds or None) -> previous: a dequeue waiting this long calls Ring.on_stall once."},
     {"slot_bytes", slot_bytes, METH_O,

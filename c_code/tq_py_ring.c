@@ -291,6 +291,13 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
                          "backend", s.backend, "fill_integral", s.fill_integral, "clock_s", s.clock_s);
 }
 
+/* gil_wait() -> (seconds, count): producers' waits for the GIL after their puts' copies, all told. */
+static PyObject *Ring_gil_wait(RingObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_BuildValue("(dK)", self->gil_wait_s, self->gil_takes);
+}
+
 static PyObject *Ring_get_closed(RingObject *self, void *unused)
 {
     (void)unused;
@@ -392,6 +399,8 @@ static PyMethodDef Ring_methods[] = {
     {"reopen", (PyCFunction)Ring_reopen, METH_NOARGS, "reopen(): open a closed, drained ring again."},
     {"size", (PyCFunction)Ring_size, METH_NOARGS, "size() -> elements ready to be taken."},
     {"stats", (PyCFunction)Ring_stats, METH_NOARGS, "stats() -> dict of counters."},
+    {"gil_wait", (PyCFunction)Ring_gil_wait, METH_NOARGS,
+     "gil_wait() -> (seconds, count): producers' waits to take the GIL back after their puts' copies."},
     {"reserve", (PyCFunction)(void (*)(void))Ring_reserve, METH_VARARGS | METH_KEYWORDS,
      "reserve(timeout=None, stop=None) -> (slot, views): writable views over a free slot's staging."},
     {"commit", (PyCFunction)Ring_commit, METH_VARARGS, "commit(slot, rows) -> size: publish a reserved slot."},

@@ -262,6 +262,17 @@ class Feeder:
         batch with their strides), or ``"batch"`` on a GPU queue whose GPU
         copies the rows of at least one component itself (those of 256 KiB
         or more; the host gathers the rest).
+
+        Without workers, what the Feeder's own thread spent:
+        ``thread_cpu_s`` (its processor time, seconds), ``gil_wait_s`` and
+        ``gil_waits`` (how long, and how often, the queue's producers waited
+        to take the GIL back after their puts' copies), ``gil_wait_share``
+        (``gil_wait_s`` over the thread's wall time) and ``gil_bound``
+        (that share above one half).  A Feeder over a Python iterable needs
+        the GIL once per element, for ``next()``; a training loop that holds
+        it makes the Feeder wait.  ``gil_bound`` while the queue's
+        ``consumer_wait_s`` grows means the GIL is the limit: an array
+        dataset (gathered without the GIL) or ``workers=N`` gets past it.
         """
         return self._producer.stats()
 
@@ -361,6 +372,7 @@ class _Run:
 def _thread_main(run: _Run, producer, stop) -> None:
     exhausted = False
     try:
+        getattr(producer, "enter_thread", lambda: None)()  # worker dispatchers keep no thread clock
         exhausted = _produce(run, producer, stop)
     finally:
         try:

@@ -10,6 +10,7 @@ import time
 from typing import Any, Optional, Protocol
 
 from ..errors import Stopped
+from .gil import ThreadClock
 from .rows import RowWriter, SampleError, describe_failure, sample_failed
 from .sources import stream
 from .state import Progress, iterable_state
@@ -19,7 +20,8 @@ class Producer(Protocol):
     """What a Feeder's thread runs.
 
     :meth:`start` (in the caller's thread, before the Feeder's thread
-    starts), :meth:`run` (in the Feeder's thread: produce until the source is
+    starts), :meth:`enter_thread` (in the Feeder's thread), :meth:`run`
+    (in the Feeder's thread: produce until the source is
     exhausted, True, or ``stop`` is set, False; anything it raises fails the
     queue), :meth:`shutdown` (after run, on every path; idempotent),
     :meth:`state_dict` and :meth:`stats` (from any thread).
@@ -46,6 +48,7 @@ class InProcessProducer(Producer):
         self.busy = 0.0
         self.samples = 0
         self.started = self.ended = None
+        self.clock = ThreadClock(queue._ring)
 
     def start(self) -> None:
         self.progress.start()
@@ -54,8 +57,13 @@ class InProcessProducer(Producer):
     def run(self, stop) -> bool:
         raise NotImplementedError
 
+    def enter_thread(self) -> None:
+        """In the Feeder's thread, before :meth:`run`."""
+        self.clock.enter()
+
     def shutdown(self) -> None:
         self.ended = time.perf_counter()
+        self.clock.leave()
 
     def state_dict(self) -> dict:
         raise TypeError("%s: a Feeder with a fill function keeps no state" % self.feeder.name)
@@ -66,7 +74,8 @@ class InProcessProducer(Producer):
     def stats(self) -> dict:
         elapsed = self.elapsed()
         busy = float(self.busy / elapsed) if elapsed else 0.0
-        return {"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]}
+        return dict({"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]},
+                    **self.clock.stats())
 
 
 class SourceFailed(Exception):
