@@ -6,6 +6,7 @@ run time when a queue targets a GPU.  Build the extension in place with
 ``pip install --no-build-isolation -e .`` (the extension must be compiled
 against the numpy that Theano runs with, numpy 1.23.5).
 """
+
 import os
 
 import numpy

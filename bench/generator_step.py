@@ -41,8 +41,8 @@ import theano  # noqa: E402
 import theano.tensor as T  # noqa: E402
 
 import theano_queue as tq  # noqa: E402
-from theano_queue import _engine  # noqa: E402
 from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
+from theano_queue import _engine  # noqa: E402
 
 PARTS = ("resident", "given", "fed", "fed-nohand", "prefilled", "array")
 BATCH, COLS = 500, 784
@@ -97,8 +97,9 @@ class Step:
         if part in ("fed", "fed-nohand"):
             feeder = tq.Feeder(self.queue, forever(self.data, self.labels, BATCH), close_when_done=False)
         else:
-            feeder = tq.Feeder(self.queue, (self.data, self.labels), shuffle=True, epochs=None, drop_last=True,
-                               close_when_done=False)
+            feeder = tq.Feeder(
+                self.queue, (self.data, self.labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False
+            )
         was = _engine.set_gil_hand_over(part != "fed-nohand")
         try:
             with feeder:
@@ -146,8 +147,10 @@ def profile(target_s, data, labels, steps, rounds, capacity=3, log=None):
         for part in PARTS:
             times[part].append(step.measure(part, steps))
         if log:
-            log("  %.2g ms, hidden %d, round %d/%d: %s" % (1e3 * target_s, hidden, r + 1, rounds, ", ".join(
-                "%s %.1f" % (p, 1e6 * times[p][-1]) for p in PARTS)))
+            log(
+                "  %.2g ms, hidden %d, round %d/%d: %s"
+                % (1e3 * target_s, hidden, r + 1, rounds, ", ".join("%s %.1f" % (p, 1e6 * times[p][-1]) for p in PARTS))
+            )
     median = {p: statistics.median(v) for p, v in times.items()}
     best = {p: min(v) for p, v in times.items()}
     ratios = {
@@ -168,28 +171,51 @@ def profile(target_s, data, labels, steps, rounds, capacity=3, log=None):
         "target ms": 1e3 * target_s,
         "hidden": hidden,
         "calibrated resident us": 1e6 * calibrated,
-        "rows": [{"part": p, "median us": 1e6 * median[p], "best us": 1e6 * best[p],
-                  "x resident": median[p] / median["resident"]} for p in PARTS],
+        "rows": [
+            {
+                "part": p,
+                "median us": 1e6 * median[p],
+                "best us": 1e6 * best[p],
+                "x resident": median[p] / median["resident"],
+            }
+            for p in PARTS
+        ],
         "ratios": ratios,
-        "fed feeder": {k: fed[k] for k in ("busy", "thread_cpu_s", "gil_wait_s", "gil_waits", "gil_wait_share",
-                                           "gil_bound") if k in fed},
-        "fed-nohand feeder": {k: v for k, v in step.feeder_stats.get("fed-nohand", {}).items()
-                              if k.startswith(("gil", "thread"))},
+        "fed feeder": {
+            k: fed[k]
+            for k in ("busy", "thread_cpu_s", "gil_wait_s", "gil_waits", "gil_wait_share", "gil_bound")
+            if k in fed
+        },
+        "fed-nohand feeder": {
+            k: v for k, v in step.feeder_stats.get("fed-nohand", {}).items() if k.startswith(("gil", "thread"))
+        },
     }
 
 
 def table(results, device):
     lines = ["generator-fed MLP step (%dx%d float32), device %s; medians of interleaved rounds" % (BATCH, COLS, device)]
-    lines.append("%-8s %-7s " % ("step", "hidden") + " ".join("%11s" % p for p in PARTS)
-                 + "   fed/given  fed/prefilled  (best rounds)  nohand/given  GIL wait/elt")
+    lines.append(
+        "%-8s %-7s " % ("step", "hidden")
+        + " ".join("%11s" % p for p in PARTS)
+        + "   fed/given  fed/prefilled  (best rounds)  nohand/given  GIL wait/elt"
+    )
     for r in results:
         us = {row["part"]: row["median us"] for row in r["rows"]}
         fed = r["fed feeder"]
         gil = fed.get("gil_wait_s", 0.0) / fed["gil_waits"] * 1e6 if fed.get("gil_waits") else float("nan")
-        lines.append("%-8s %-7d " % ("%.1f ms" % r["target ms"], r["hidden"]) + " ".join(
-            "%8.1f us" % us[p] for p in PARTS) + "   %9.3f  %13.3f  %6.3f %6.3f  %12.3f  %9.1f us" % (
-            r["ratios"]["fed / given"], r["ratios"]["fed / prefilled"], r["ratios"]["best fed / given"],
-            r["ratios"]["best fed / prefilled"], r["ratios"]["fed-nohand / given"], gil))
+        lines.append(
+            "%-8s %-7d " % ("%.1f ms" % r["target ms"], r["hidden"])
+            + " ".join("%8.1f us" % us[p] for p in PARTS)
+            + "   %9.3f  %13.3f  %6.3f %6.3f  %12.3f  %9.1f us"
+            % (
+                r["ratios"]["fed / given"],
+                r["ratios"]["fed / prefilled"],
+                r["ratios"]["best fed / given"],
+                r["ratios"]["best fed / prefilled"],
+                r["ratios"]["fed-nohand / given"],
+                gil,
+            )
+        )
     return "\n".join(lines)
 
 
@@ -250,8 +276,13 @@ def element_costs(shape=(BATCH, COLS), count=200, rounds=7):
                 times[name].append((time.perf_counter() - began, 0.0))
             else:
                 times[name].append(drained(fill))
-    return {name: {"put us": 1e6 * statistics.median(t[0] for t in v) / count,
-                   "get us": 1e6 * statistics.median(t[1] for t in v) / count} for name, v in times.items()}
+    return {
+        name: {
+            "put us": 1e6 * statistics.median(t[0] for t in v) / count,
+            "get us": 1e6 * statistics.median(t[1] for t in v) / count,
+        }
+        for name, v in times.items()
+    }
 
 
 def main(argv=None):
@@ -267,12 +298,22 @@ def main(argv=None):
     if args.elements:
         for shape in ((BATCH, COLS), (2, 4)):
             costs = element_costs(shape)
-            print("%s: %s" % ("x".join(map(str, shape)), ", ".join(
-                "%s %.1f us (get %.1f us)" % (k, v["put us"], v["get us"]) for k, v in costs.items())))
+            print(
+                "%s: %s"
+                % (
+                    "x".join(map(str, shape)),
+                    ", ".join("%s %.1f us (get %.1f us)" % (k, v["put us"], v["get us"]) for k, v in costs.items()),
+                )
+            )
         return costs
     steps, rounds, samples = (60, 3, 8000) if args.quick else (args.steps, args.rounds, 50000)
-    results = run(tuple(float(s) for s in args.steps_ms.split(",")), steps, rounds, samples,
-                  log=lambda line: print(line, file=sys.stderr, flush=True))
+    results = run(
+        tuple(float(s) for s in args.steps_ms.split(",")),
+        steps,
+        rounds,
+        samples,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     print(table(results, theano.config.device))
     if args.json:
         with open(args.json, "w") as f:

@@ -139,8 +139,12 @@ def render(run):
     for extra in run.get("merged", []):  # scenarios re-run later (bench/run.py --only N --merge)
         parts.append(
             "Scenarios %s measured on %s, %s, with::\n\n   %s\n\n"
-            % (", ".join(fmt(n) for n in extra["scenarios"]), extra["machine"], extra["date"],
-               shown_command(extra["command"]))
+            % (
+                ", ".join(fmt(n) for n in extra["scenarios"]),
+                extra["machine"],
+                extra["date"],
+                shown_command(extra["command"]),
+            )
         )
     chart_path = os.path.join(DOC, "_static", "benchmarks.png")
     if chart(run, chart_path):

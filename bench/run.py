@@ -266,9 +266,11 @@ def generator_steps(b):
         "rows": rows,
         "target": "fed / given <= 1 and fed / prefilled <= 1.05 at every step size",
         "met": worst_given <= 1.0 and worst_prefilled <= 1.05,
-        "headline": "fed / given: %s; fed / prefilled: %s" % (
+        "headline": "fed / given: %s; fed / prefilled: %s"
+        % (
             ", ".join("%.3f" % r["ratios"]["fed / given"] for r in results),
-            ", ".join("%.3f" % r["ratios"]["fed / prefilled"] for r in results)),
+            ", ".join("%.3f" % r["ratios"]["fed / prefilled"] for r in results),
+        ),
     }
 
 

@@ -7,6 +7,7 @@ Build it with ``make doc`` or::
 
 Autodoc imports the package, which imports Theano: no GPU is needed.
 """
+
 import inspect
 import os
 import re
@@ -69,7 +70,7 @@ def _keep_property_summaries(app, what, name, obj, options, lines):
     docstring back as written (no property here has napoleon sections)."""
     if what not in ("attribute", "property"):
         return
-    types = [line[len(":type: "):] for line in lines if line.startswith(":type: ")]
+    types = [line[len(":type: ") :] for line in lines if line.startswith(":type: ")]
     doc = inspect.getdoc(obj) or ""
     if len(types) == 1 and doc.startswith(types[0] + ":"):
         lines[:] = doc.splitlines() + [""]

@@ -14,6 +14,7 @@ A flip moves the blob, so the label flips with the image.
 Needs pycuda (``pip install 'theano_queue[pycuda]'``; it builds against a CUDA
 toolkit) and Theano on a GPU.  It says so and exits otherwise.
 """
+
 import argparse
 import sys
 import threading
@@ -36,7 +37,7 @@ def blob_images(n, rng):
     for k in range(n):
         row = rng.integers(4, SIDE - 12)
         col = rng.integers(4, SIDE // 2 - 12) if labels[k] else rng.integers(SIDE // 2 + 4, SIDE - 12)
-        images[k, row:row + 8, col:col + 8] = 230
+        images[k, row : row + 8, col : col + 8] = 230
     return images, labels
 
 
@@ -80,7 +81,10 @@ def augment_into(q, images_gpu, labels, steps, seed):
 
     augment = ElementwiseKernel(
         "float *out, const unsigned char *images, const int *index, const int *dy, const int *dx, const int *flip",
-        AUGMENT, "augment", preamble="#define CROP %d\n#define SIDE %d\n" % (CROP, SIDE))
+        AUGMENT,
+        "augment",
+        preamble="#define CROP %d\n#define SIDE %d\n" % (CROP, SIDE),
+    )
     stream = drv.Stream()
     out = gpuarray.empty((BATCH, CROP * CROP), np.float32)
     rng = np.random.default_rng(seed)
@@ -138,8 +142,10 @@ def main(argv=None):
     producer.join()
     if errors:
         raise errors[0]
-    print("queue:", {k: v for k, v in q.stats().items() if k in ("enqueued", "dequeued", "producer_wait_s",
-                                                               "consumer_wait_s")})
+    print(
+        "queue:",
+        {k: v for k, v in q.stats().items() if k in ("enqueued", "dequeued", "producer_wait_s", "consumer_wait_s")},
+    )
     return float(np.mean(recent))
 
 

@@ -20,6 +20,7 @@ waits for a newer Python here.)  Run it with the installed package
 (``make test-pytensor`` installs it into .venv-pytensor); from the checkout's
 root add ``-P`` (or PYTHONSAFEPATH=1) so that the installed copy is imported.
 """
+
 import argparse
 import time
 
@@ -109,9 +110,18 @@ def main(argv=None):
     args = parser.parse_args(argv)
     mode = pytensor.compile.mode.get_mode(MODES[args.linker])
     x_all, y_all = make_data(args.samples, args.features)
-    print("PyTensor %s, linker %s: %d samples x %d features, batches of %d, %d epochs, %s"
-          % (pytensor.__version__, args.linker, args.samples, args.features, args.batch, args.epochs,
-             "shuffled" if args.shuffle else "in order"))
+    print(
+        "PyTensor %s, linker %s: %d samples x %d features, batches of %d, %d epochs, %s"
+        % (
+            pytensor.__version__,
+            args.linker,
+            args.samples,
+            args.features,
+            args.batch,
+            args.epochs,
+            "shuffled" if args.shuffle else "in order",
+        )
+    )
     runs = {}
     for name, train in (("queue", train_with_queue), ("set_value", train_with_set_value)):
         runs[name] = train(x_all, y_all, args.batch, args.epochs, args.lr, mode, args.shuffle)
@@ -123,8 +133,17 @@ def main(argv=None):
     for name, (losses, times, params) in runs.items():
         # The first step is left out: Numba compiles the graph at its first call.
         steady = np.array(times[1:])
-        print("%-10s %6d %10.1f %10.1f %9.3f %9.4f" % (name, len(losses), np.median(steady) * 1e6,
-                                                     steady.mean() * 1e6, steady.sum(), accuracy(params, x_all, y_all)))
+        print(
+            "%-10s %6d %10.1f %10.1f %9.3f %9.4f"
+            % (
+                name,
+                len(losses),
+                np.median(steady) * 1e6,
+                steady.mean() * 1e6,
+                steady.sum(),
+                accuracy(params, x_all, y_all),
+            )
+        )
 
 
 if __name__ == "__main__":

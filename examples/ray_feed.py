@@ -18,6 +18,7 @@ own copy of a small softmax classifier, so the example runs anywhere.  The
 split's iterators must be read at the same time: one rank that stops reading
 stalls the others.
 """
+
 import argparse
 import threading
 
@@ -54,8 +55,11 @@ def rank_batches(split, batch_size):
 
 
 def rank_queue(rank, batch_size):
-    return tq.Queue([("x", "float32", (batch_size, N_IN)), ("y", "int32", (batch_size,)),
-                     ("id", "int64", (batch_size,))], capacity=3, name="rank%d" % rank)
+    return tq.Queue(
+        [("x", "float32", (batch_size, N_IN)), ("y", "int32", (batch_size,)), ("id", "int64", (batch_size,))],
+        capacity=3,
+        name="rank%d" % rank,
+    )
 
 
 def build_rank(rank, batch_size):

@@ -5,6 +5,7 @@
 The program lives in the package (theano_queue/demo.py) so that an installed
 package runs it too; read it there.
 """
+
 from theano_queue.demo import main
 
 if __name__ == "__main__":

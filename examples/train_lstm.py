@@ -15,6 +15,7 @@ own length: a padded step leaves the state as it was.
 It runs on the GPU when THEANO_FLAGS selects one (device=cuda0), else on the
 CPU; the code is the same.
 """
+
 import argparse
 import sys
 import time
@@ -84,8 +85,8 @@ def lstm_logits(tokens, lengths, p, n_hidden):
 
     def step(x, m, h, c):
         gates = x + T.dot(h, p["U"])
-        i, f = T.nnet.sigmoid(gates[:, :n_hidden]), T.nnet.sigmoid(gates[:, n_hidden:2 * n_hidden])
-        o, g = T.nnet.sigmoid(gates[:, 2 * n_hidden:3 * n_hidden]), T.tanh(gates[:, 3 * n_hidden:])
+        i, f = T.nnet.sigmoid(gates[:, :n_hidden]), T.nnet.sigmoid(gates[:, n_hidden : 2 * n_hidden])
+        o, g = T.nnet.sigmoid(gates[:, 2 * n_hidden : 3 * n_hidden]), T.tanh(gates[:, 3 * n_hidden :])
         c_new = f * c + i * g
         h_new = o * T.tanh(c_new)
         m = m.dimshuffle(0, "x")
@@ -112,11 +113,11 @@ def adam(loss, params, learning_rate, b1=0.9, b2=0.999, eps=1e-8):
     t = theano.shared(floatx(0.0), name="t")
     t_new = t + 1
     updates = [(t, t_new)]
-    lr = learning_rate * T.sqrt(1 - b2 ** t_new) / (1 - b1 ** t_new)
+    lr = learning_rate * T.sqrt(1 - b2**t_new) / (1 - b1**t_new)
     for param, grad in zip(params, T.grad(loss, params)):
         m = theano.shared(floatx(np.zeros(param.get_value().shape)))
         v = theano.shared(floatx(np.zeros(param.get_value().shape)))
-        m_new, v_new = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad ** 2
+        m_new, v_new = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad**2
         updates += [(m, m_new), (v, v_new), (param, param - T.cast(lr, param.dtype) * m_new / (T.sqrt(v_new) + eps))]
     return updates
 
@@ -133,8 +134,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     dataset = Sequences(args.samples, args.max_len, args.seed)
-    q = tq.Queue([("tokens", "int32", (args.batch, tq.upto(args.max_len))), ("label", "int32", (args.batch,))],
-                 capacity=4, name="sequences")
+    q = tq.Queue(
+        [("tokens", "int32", (args.batch, tq.upto(args.max_len))), ("label", "int32", (args.batch,))],
+        capacity=4,
+        name="sequences",
+    )
     train = build(q, 16, args.hidden, floatx(args.learning_rate), np.random.default_rng(args.seed))
     # The lengths are known without reading the samples: bucket_by takes them as an array.
     lengths = np.array([dataset.length(i) for i in range(len(dataset))])
@@ -152,12 +156,16 @@ def main(argv=None):
                 batch_losses.append(float(loss))
                 batch_accuracy.append(float(accuracy))
         losses.append(float(np.mean(batch_losses)))
-        print("epoch %d  loss %.4f  accuracy %.3f  (%d batches, %.1f s)" % (
-            epoch, losses[-1], np.mean(batch_accuracy), len(batch_losses), time.perf_counter() - started),
-            flush=True)
+        print(
+            "epoch %d  loss %.4f  accuracy %.3f  (%d batches, %.1f s)"
+            % (epoch, losses[-1], np.mean(batch_accuracy), len(batch_losses), time.perf_counter() - started),
+            flush=True,
+        )
     stats = q.stats()
-    print("bytes over the bus %.2f MB for %d batches (the queue's bytes_in)" % (stats["bytes_in"] / 1e6,
-                                                                               stats["enqueued"]))
+    print(
+        "bytes over the bus %.2f MB for %d batches (the queue's bytes_in)"
+        % (stats["bytes_in"] / 1e6, stats["enqueued"])
+    )
     return {"losses": losses, "stats": stats}
 
 

@@ -1,6 +1,7 @@
 """Test set-up: float32 as Theano's default float (before Theano is imported;
 the venv supplies blas.ldflags), and the ``gpu`` marker, skipped unless
 Theano runs on a CUDA device."""
+
 import os
 
 os.environ.setdefault("THEANO_FLAGS", "floatX=float32")

@@ -52,7 +52,11 @@ class Driver:
                 "free_device_memory()",
             ]
         )
-        environment = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, TESTS, os.environ.get("PYTHONPATH")])), **self.env)
+        environment = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(filter(None, [ROOT, TESTS, os.environ.get("PYTHONPATH")])),
+            **self.env,
+        )
         # Theano marks its GPU as taken in the environment, for forked children; this one is a fresh process.
         environment.pop("THEANO_GPU_IS_ALREADY_ACTIVE", None)
         done = subprocess.run(

@@ -1,6 +1,7 @@
 """A stand-in CUDA driver for tests (tests/c/fake_libcuda.c): the probe, the
 CLI's GPU paths, device-array puts and the device gather run against it on a
 machine without a GPU, and it reports what they left held."""
+
 import os
 import shutil
 import subprocess
@@ -27,8 +28,20 @@ def build_stand_in(tmp_path_factory):
         pytest.skip("needs gcc to build the stand-in CUDA driver")
     where = tmp_path_factory.mktemp("fake_cuda")
     library = str(where / "libcuda.so.1")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", library,
-                    os.path.join(ROOT, "tests", "c", "fake_libcuda.c")], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Werror",
+            "-o",
+            library,
+            os.path.join(ROOT, "tests", "c", "fake_libcuda.c"),
+        ],
+        check=True,
+    )
     return {"THEANO_QUEUE_LIBCUDA": library, "FAKE_CUDA_REPORT": str(where / "report")}
 
 

@@ -1,6 +1,7 @@
 """What the device-array tests run against the stand-in driver share (imported
 in the subprocess that loads it): fake device memory, a __cuda_array_interface__
 and a DLPack producer over it, and a GPU ring in the stand-in's context."""
+
 import ctypes
 import os
 
@@ -78,8 +79,9 @@ UPLOAD_STREAM = 7  # the stream an upload is queued on, as libgpuarray's is in a
 def upload(host):
     """The stand-in's upload of a variable-length component's lengths: a copy in its device memory."""
     array = device_copy(host)
-    return device.DeviceSource((array.__array_interface__["data"][0], array.shape, None, array.dtype,
-                                UPLOAD_STREAM), keep=array)
+    return device.DeviceSource(
+        (array.__array_interface__["data"][0], array.shape, None, array.dtype, UPLOAD_STREAM), keep=array
+    )
 
 
 def put(ring, layout, values, stream=None, name="q"):

@@ -1,4 +1,5 @@
 """Small things several test modules use."""
+
 import importlib.util
 import os
 import select
@@ -33,6 +34,7 @@ def two_producers_exactly_once(q, take, per_producer):
 
     Checks that every element arrives once, intact, and in its producer's order.
     """
+
     def produce(producer):
         rng = np.random.default_rng(producer)
         for sequence in range(per_producer):
@@ -71,8 +73,14 @@ def seconds_to_stop_on_ctrl_c(script, env, group=False):
     to the whole group, as a terminal's Ctrl-C does (its child processes get
     it too).
     """
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=group)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=group,
+    )
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-3000:]
         time.sleep(0.5)  # let it block

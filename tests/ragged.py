@@ -1,5 +1,6 @@
 """What the variable-length tests share (tests/test_varlen.py, tests/test_varlen_feeding.py): a mixed spec,
 ragged elements, and what the queue gives back for them."""
+
 import numpy as np
 
 import theano_queue as tq

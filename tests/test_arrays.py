@@ -1,4 +1,5 @@
 """Array datasets: a tuple or dict of arrays fed by native gathers (Ring.put_rows, c_code/tq_gather.c)."""
+
 import os
 import pickle
 import threading
@@ -129,8 +130,9 @@ def test_memmap_source(tmp_path):
     check_bit_exact(got, x)
 
 
-@pytest.mark.parametrize("feat,dtype", [(1, "uint8"), (3, "uint8"), (5, "int16"), (13, "float32"), (4099, "float64"),
-                                        (1, "float64")])
+@pytest.mark.parametrize(
+    "feat,dtype", [(1, "uint8"), (3, "uint8"), (5, "int16"), (13, "float32"), (4099, "float64"), (1, "float64")]
+)
 def test_gather_bit_exact_for_odd_rows(feat, dtype):
     """Odd row sizes, rows not 16-byte aligned, runs of consecutive rows and single rows, small and large batches."""
     rng = np.random.default_rng(feat)

@@ -1,4 +1,5 @@
 """doc/benchmarks.rst, as bench/report.py writes it: what a reader of the docs sees."""
+
 import importlib.util
 import json
 import os

@@ -2,6 +2,7 @@
 command, on this machine (no GPU in CI) and against a stand-in CUDA driver
 (tests/c/fake_libcuda.c) that also checks that every context, allocation and
 stream the probe takes is given back."""
+
 import importlib.util
 import os
 import shutil
@@ -15,8 +16,14 @@ from fake_cuda import NOTHING_HELD, ROOT, build_stand_in, held
 def run(*args, env=None, cwd=ROOT, timeout=300):
     environment = dict(os.environ)
     environment.update(env or {})
-    return subprocess.run([sys.executable, "-m", "theano_queue", *args], capture_output=True, text=True,
-                          env=environment, cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "theano_queue", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 NO_DRIVER = {"THEANO_QUEUE_LIBCUDA": "/nonexistent/libcuda.so.1"}
@@ -95,8 +102,9 @@ def test_info_with_a_gpu(stand_in):
     done = run("info", env=stand_in)
     assert done.returncode == 0, done.stderr
     assert "CUDA driver: supports CUDA 13.0; 1 GPU(s)" in done.stdout
-    assert ("GPU 0: Fake GPU 0, PCI 0000:10:00.0, compute 9.0, 3 copy engine(s), 15.0 GiB free of 16.0 GiB"
-            in done.stdout)
+    assert (
+        "GPU 0: Fake GPU 0, PCI 0000:10:00.0, compute 9.0, 3 copy engine(s), 15.0 GiB free of 16.0 GiB" in done.stdout
+    )
     assert "  pinned memory: ok" in done.stdout and "  copy engine: ok" in done.stdout
     assert held(stand_in) == NOTHING_HELD
 
@@ -116,7 +124,8 @@ def test_probe_without_a_cuda_driver_measures_the_host_then_fails():
     assert done.stderr.strip() == (
         "theano-queue probe: no CUDA driver: /nonexistent/libcuda.so.1 could not be loaded "
         "(/nonexistent/libcuda.so.1: cannot open shared object file: No such file or directory); this needs an "
-        "NVIDIA GPU and its driver; host-to-device bandwidth cannot be measured here")
+        "NVIDIA GPU and its driver; host-to-device bandwidth cannot be measured here"
+    )
 
 
 def test_probe_with_a_driver_but_no_gpu(stand_in):
@@ -174,8 +183,9 @@ def test_bench_runs_the_cpu_scenario_into_another_file(tmp_path):
 
 def test_bench_outside_a_checkout(tmp_path):
     """An installed package (no bench/ beside it) says where the benchmarks are."""
-    shutil.copytree(os.path.join(ROOT, "theano_queue"), str(tmp_path / "theano_queue"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        os.path.join(ROOT, "theano_queue"), str(tmp_path / "theano_queue"), ignore=shutil.ignore_patterns("__pycache__")
+    )
     # The copy comes first; what else is on the path (a borrowed numpy, say) stays.
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     done = run("bench", "--quick", env=env, cwd=str(tmp_path))
@@ -188,13 +198,26 @@ def test_bench_outside_a_checkout(tmp_path):
 BAD_ARGUMENTS = [
     ("demo", "--batch-size", "0"),
     # More rows than the training digits: the check needs the digits, which come with scikit-learn.
-    pytest.param("demo", "--batch-size", "100000", marks=pytest.mark.skipif(
-        importlib.util.find_spec("sklearn") is None, reason="needs scikit-learn (the digits)")),
+    pytest.param(
+        "demo",
+        "--batch-size",
+        "100000",
+        marks=pytest.mark.skipif(importlib.util.find_spec("sklearn") is None, reason="needs scikit-learn (the digits)"),
+    ),
     ("demo", "--capacity", "0"),
-    ("demo", "--capacity", "5000"), ("demo", "--epochs", "-1"), ("demo", "--epochs", "0"), ("demo", "--hidden", "0"),
-    ("demo", "--learning-rate", "0"), ("demo", "--learning-rate", "nan"), ("demo", "--seed", "-1"),
-    ("demo", "--epochs", "two"), ("probe", "--device", "-1"), ("probe", "--repeats", "0"),
-    ("probe", "--repeats", "-3"), ("probe", "--threads", "0"), ("probe", "--threads", "1000"),
+    ("demo", "--capacity", "5000"),
+    ("demo", "--epochs", "-1"),
+    ("demo", "--epochs", "0"),
+    ("demo", "--hidden", "0"),
+    ("demo", "--learning-rate", "0"),
+    ("demo", "--learning-rate", "nan"),
+    ("demo", "--seed", "-1"),
+    ("demo", "--epochs", "two"),
+    ("probe", "--device", "-1"),
+    ("probe", "--repeats", "0"),
+    ("probe", "--repeats", "-3"),
+    ("probe", "--threads", "0"),
+    ("probe", "--threads", "1000"),
     ("probe", "--sizes", "0"),
 ]
 
@@ -216,4 +239,5 @@ def test_a_usage_error_is_one_line_and_exit_2_not_a_traceback():
     done = run("demo", "--batch-size", "0", env=ON_THE_CPU)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
-        "theano-queue demo: error: argument --batch-size: expected an int >= 1, got '0'")
+        "theano-queue demo: error: argument --batch-size: expected an int >= 1, got '0'"
+    )

@@ -1,4 +1,5 @@
 """The README's main job: the digits demo trains to a useful accuracy."""
+
 import pytest
 from helpers import load_example
 

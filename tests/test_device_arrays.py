@@ -7,6 +7,7 @@ primary context and of another context made with the driver API (ctypes), and
 pycuda when it is importable.  Run with THEANO_FLAGS=device=cuda0:
 ``pytest -m gpu tests/test_device_arrays.py``.
 """
+
 import ctypes
 
 import numpy as np
@@ -92,8 +93,11 @@ class Driver:
     def upload(self, host, ctx=None):
         ptr = self.alloc(host.nbytes, ctx)
         self.check(self.cu.cuCtxPushCurrent_v2(ctx or self.primary))
-        self.check(self.cu.cuMemcpyHtoD_v2(ctypes.c_ulonglong(ptr), host.ctypes.data_as(ctypes.c_void_p),
-                                           ctypes.c_size_t(host.nbytes)))
+        self.check(
+            self.cu.cuMemcpyHtoD_v2(
+                ctypes.c_ulonglong(ptr), host.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(host.nbytes)
+            )
+        )
         self.cu.cuCtxPopCurrent_v2(None)
         return ptr
 
@@ -108,10 +112,19 @@ class Driver:
         """Queues ~rounds x scratch worth of memsets on stream, then fills ptr with value: late data."""
         self.check(self.cu.cuCtxPushCurrent_v2(self.primary))
         for _ in range(rounds):
-            self.check(self.cu.cuMemsetD32Async(ctypes.c_ulonglong(scratch), ctypes.c_uint(7),
-                                                ctypes.c_size_t(scratch_words), ctypes.c_void_p(stream)))
-        self.check(self.cu.cuMemsetD32Async(ctypes.c_ulonglong(ptr), ctypes.c_uint(value), ctypes.c_size_t(words),
-                                            ctypes.c_void_p(stream)))
+            self.check(
+                self.cu.cuMemsetD32Async(
+                    ctypes.c_ulonglong(scratch),
+                    ctypes.c_uint(7),
+                    ctypes.c_size_t(scratch_words),
+                    ctypes.c_void_p(stream),
+                )
+            )
+        self.check(
+            self.cu.cuMemsetD32Async(
+                ctypes.c_ulonglong(ptr), ctypes.c_uint(value), ctypes.c_size_t(words), ctypes.c_void_p(stream)
+            )
+        )
         self.cu.cuCtxPopCurrent_v2(None)
 
     def pointer_context(self, ptr):
@@ -130,8 +143,14 @@ class Driver:
 
 class RawCAI:
     def __init__(self, ptr, shape, dtype, strides=None, stream=None):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": np.dtype(dtype).str, "data": (ptr, False),
-                                         "strides": strides, "version": 3, "stream": stream}
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": np.dtype(dtype).str,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+            "stream": stream,
+        }
 
 
 @pytest.fixture
@@ -444,8 +463,14 @@ def test_the_pycuda_augmentation_example_trains(pycuda):
     # refuses a child of a process that has it, by this variable).
     env = {k: v for k, v in os.environ.items() if k != "THEANO_GPU_IS_ALREADY_ACTIVE"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, os.path.join(root, "examples", "gpu_augment.py"), "--steps", "300"],
-                          capture_output=True, text=True, timeout=600, cwd=root, env=env)
+    done = subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "gpu_augment.py"), "--steps", "300"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     last = [line for line in done.stdout.splitlines() if line.startswith("step  300")]
     assert last and float(last[0].split()[-1]) > 0.8, done.stdout

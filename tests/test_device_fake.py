@@ -23,7 +23,9 @@ def run(fake, body, **env):
         + textwrap.dedent(body)
         + "\nfree_device_memory()\n"
     )
-    environment = dict(os.environ, **fake, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, TESTS, os.environ.get("PYTHONPATH")])), **env)
+    environment = dict(
+        os.environ, **fake, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, TESTS, os.environ.get("PYTHONPATH")])), **env
+    )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=environment, cwd=ROOT, timeout=120
     )
@@ -291,8 +293,11 @@ def test_the_pycuda_example_says_what_it_needs_and_exits():
         text=True,
         timeout=300,
         cwd=ROOT,
-        env=dict(os.environ, THEANO_FLAGS="device=cpu,floatX=float32",
-                 PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))),
+        env=dict(
+            os.environ,
+            THEANO_FLAGS="device=cpu,floatX=float32",
+            PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+        ),
     )
     assert done.returncode == 1
     assert "gpu_augment: Theano does not run on a GPU here; run with THEANO_FLAGS=device=cuda0" in done.stderr

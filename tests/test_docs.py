@@ -1,4 +1,5 @@
 """The README's examples run, and print what the README says; the epoch idioms it documents hold."""
+
 import doctest
 import os
 
@@ -10,8 +11,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_readmes_examples_print_what_it_shows():
-    failed, attempted = doctest.testfile(os.path.join(ROOT, "README.rst"), module_relative=False,
-                                         optionflags=doctest.ELLIPSIS, verbose=False, report=True)
+    failed, attempted = doctest.testfile(
+        os.path.join(ROOT, "README.rst"),
+        module_relative=False,
+        optionflags=doctest.ELLIPSIS,
+        verbose=False,
+        report=True,
+    )
     assert attempted >= 4, "the README's example was not found"
     assert failed == 0, "the README's example does not match the package (doctest's report above)"
 

@@ -1,4 +1,5 @@
 """The venv that README.rst's commands make runs a newcomer's own script, with or without THEANO_FLAGS."""
+
 import os
 import subprocess
 import sys
@@ -49,8 +50,9 @@ def run_as_a_newcomer(tmp_path, script_text=NEWCOMER_SCRIPT, **env_changes):
     env["HOME"] = str(tmp_path)  # no ~/.theanorc of the machine's user
     script = tmp_path / "mine.py"
     script.write_text(script_text)
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.split()
 
@@ -72,7 +74,6 @@ def test_user_config_files_and_flags_override_the_venvs_defaults(tmp_path):
     assert out[3:] == ["'-lblas'", "floatX", "float32"]
     out = run_as_a_newcomer(tmp_path, THEANO_FLAGS="blas.ldflags=-lopenblas")
     assert out[3] == "'-lopenblas'"
-
 
 
 def test_a_script_with_scan_runs(tmp_path):

@@ -1,4 +1,5 @@
 """examples/train_lstm.py: an LSTM trained from a queue of variable-length sequences, with masks."""
+
 from helpers import load_example
 
 

@@ -9,6 +9,7 @@ an array dataset, whose arrays are checked whole, is raised when the Feeder is
 made); at the root of either is the same class with the same message core,
 and the queue takes the next epoch afterwards.
 """
+
 import re
 
 import numpy as np
@@ -31,25 +32,46 @@ CASES = {
     "good": (XY, lambda i: (x_of(i), np.int32(i)), None),
     "safe cast": (XY, lambda i: (x_of(i).astype("float16"), np.int16(i)), None),
     "python values": (XY, lambda i: ([float(i)] * 3, i), None),
-    "unsafe cast": (XY, lambda i: (x_of(i), np.int64(i)), (TypeError, r"component 'y': expected dtype int32, got "
-                                                                      r"int64, which does not cast safely to it")),
-    "python value too large": (XY, lambda i: (x_of(i), 2**40 + i),
-                               (TypeError, r"component 'y': expected (values that fit )?dtype int32")),
+    "unsafe cast": (
+        XY,
+        lambda i: (x_of(i), np.int64(i)),
+        (
+            TypeError,
+            r"component 'y': expected dtype int32, got "
+            r"int64, which does not cast safely to it",
+        ),
+    ),
+    "python value too large": (
+        XY,
+        lambda i: (x_of(i), 2**40 + i),
+        (TypeError, r"component 'y': expected (values that fit )?dtype int32"),
+    ),
     "wrong shape": (XY, lambda i: (x_of(i)[:2], np.int32(i)), (ValueError, r"component 'x': expected .*shape")),
-    "wrong count": (XY, lambda i: (x_of(i), np.int32(i), np.int32(i)),
-                    (ValueError, r"expected 2 components \(x, y\), got 3")),
+    "wrong count": (
+        XY,
+        lambda i: (x_of(i), np.int32(i), np.int32(i)),
+        (ValueError, r"expected 2 components \(x, y\), got 3"),
+    ),
     "bare array": (XY, lambda i: x_of(i), (ValueError, r"expected 2 components \(x, y\), got a bare array of shape")),
     "variable length": (VARLEN, lambda i: (np.arange(1 + i % 5, dtype="int16"), np.int32(i)), None),
-    "variable length, unsafe cast": (VARLEN, lambda i: (np.arange(1 + i % 5, dtype="int64"), np.int32(i)),
-                                     (TypeError, r"component 'tokens': expected dtype int32, got int64, which does "
-                                                 r"not cast safely to it")),
+    "variable length, unsafe cast": (
+        VARLEN,
+        lambda i: (np.arange(1 + i % 5, dtype="int64"), np.int32(i)),
+        (
+            TypeError,
+            r"component 'tokens': expected dtype int32, got int64, which does "
+            r"not cast safely to it",
+        ),
+    ),
 }
 
 # What a kind cannot be given, and why (checked below, not skipped silently).
 NOT_APPLICABLE = {
     # A fill function writes into the slot's own views, which have the component's dtype and shape:
     # it has no value of its own to check (only its row count, test_a_fill_functions_rows_are_checked).
-    ("fill", name) for name, (_, _, bad) in CASES.items() if bad is not None
+    ("fill", name)
+    for name, (_, _, bad) in CASES.items()
+    if bad is not None
 } | {("arrays", "python values")}  # an array dataset is arrays: Python lists are no array dataset
 
 
@@ -88,7 +110,7 @@ def fill_function(q, sample):
 
     def fill(*views):
         first = next(batch)
-        arrays, lengths = views[: len(q.components)], views[len(q.components):]
+        arrays, lengths = views[: len(q.components)], views[len(q.components) :]
         for r, i in enumerate(range(first, first + ROWS)):
             for j, (view, value) in enumerate(zip(arrays, sample(i))):
                 value = np.asarray(value)

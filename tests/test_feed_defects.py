@@ -1,4 +1,5 @@
 """The feeding defects of issue 18 (and items 5 and 8 of issue 19), one test each."""
+
 import gc
 import logging
 import os
@@ -189,8 +190,18 @@ def good_map_state():
     return tq.Feeder(q, Tagged(40)).state_dict()
 
 
-@pytest.mark.parametrize("field, value", [("position", -3), ("position", True), ("position", "2"),
-                                          ("done", [-1]), ("done", 5), ("version", 9), ("kind", None)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("position", -3),
+        ("position", True),
+        ("position", "2"),
+        ("done", [-1]),
+        ("done", 5),
+        ("version", 9),
+        ("kind", None),
+    ],
+)
 def test_a_corrupted_map_state_is_refused_naming_the_field(field, value):
     state = good_map_state()
     state[field] = value

@@ -1,4 +1,5 @@
 """The package's shape: every module imports, no circle of imports, no file over 600 lines, feeding without theano."""
+
 import ast
 import importlib
 import os
@@ -29,8 +30,12 @@ def imported(name, path, top_level_only):
     package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     if top_level_only:  # module level includes what runs at import inside if/try blocks
-        nodes = [n for stmt in tree.body for n in ast.walk(stmt)
-                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        nodes = [
+            n
+            for stmt in tree.body
+            for n in ast.walk(stmt)
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
     out = set()
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -50,8 +55,10 @@ def imported(name, path, top_level_only):
 
 def graph(top_level_only):
     names = modules()
-    return {name: {m for m in imported(name, path, top_level_only) if m in names and m != name}
-            for name, path in names.items()}
+    return {
+        name: {m for m in imported(name, path, top_level_only) if m in names and m != name}
+        for name, path in names.items()
+    }
 
 
 def cycle(edges):
@@ -65,7 +72,7 @@ def cycle(edges):
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:
@@ -93,8 +100,11 @@ def test_no_circle_of_imports_inside_the_package():
 
 
 def test_the_feed_package_has_no_circle_even_through_deferred_imports():
-    edges = {a: {b for b in bs if b.startswith("theano_queue.feed")}
-             for a, bs in graph(top_level_only=False).items() if a.startswith("theano_queue.feed")}
+    edges = {
+        a: {b for b in bs if b.startswith("theano_queue.feed")}
+        for a, bs in graph(top_level_only=False).items()
+        if a.startswith("theano_queue.feed")
+    }
     assert cycle(edges) is None
 
 
@@ -105,9 +115,11 @@ def test_no_python_file_over_600_lines():
 
 def test_feeding_imports_no_theano():
     # Compared with what the interpreter holds before (the venv's start-up may register a theano extension).
-    code = ("import sys; before = set(sys.modules); "
-            "import theano_queue.feed, theano_queue.queue, theano_queue.sampler, theano_queue.feed.child; "
-            "print([m for m in set(sys.modules) - before if m == 'theano' or m.startswith('theano.')])")
+    code = (
+        "import sys; before = set(sys.modules); "
+        "import theano_queue.feed, theano_queue.queue, theano_queue.sampler, theano_queue.feed.child; "
+        "print([m for m in set(sys.modules) - before if m == 'theano' or m.startswith('theano.')])"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -1,4 +1,5 @@
 """Feeder: the background producer, its end, its errors and its stop."""
+
 import time
 import traceback
 

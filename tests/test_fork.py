@@ -4,6 +4,7 @@ inherited from its parent refuses to work there, with a message that says so.
 Each case runs in a fresh interpreter that forks, and every wait has a limit:
 a hang fails the test instead of hanging it.
 """
+
 import os
 import subprocess
 import sys
@@ -46,8 +47,13 @@ PARENT = textwrap.dedent(
 
 
 def run(script, timeout=60):
-    done = subprocess.run([sys.executable, "-c", PARENT + textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+    done = subprocess.run(
+        [sys.executable, "-c", PARENT + textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
     return done.returncode, done.stdout + done.stderr
 
 

@@ -9,6 +9,7 @@ hands the GIL over when it takes the last element ready and the Feeder waits
 for the GIL, so that the Feeder keeps an element ready for (nearly) every step.
 ``Feeder.stats()`` reports the thread's GIL waits.
 """
+
 import sys
 import time
 

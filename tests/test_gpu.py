@@ -3,6 +3,7 @@
 Run on a machine where Theano runs on CUDA (THEANO_FLAGS=device=cuda0):
 ``pytest -m gpu``.  Skipped elsewhere.
 """
+
 import os
 import subprocess
 import sys
@@ -254,8 +255,9 @@ def child_env(flags=""):
 
 
 def run_script(script, flags="", timeout=120):
-    return subprocess.run([sys.executable, "-c", script], env=child_env(flags), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", script], env=child_env(flags), capture_output=True, text=True, timeout=timeout
+    )
 
 
 STREAM_SCRIPT = textwrap.dedent(

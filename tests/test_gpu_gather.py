@@ -8,6 +8,7 @@ The GPU tests compare every batch with numpy's rows for each mechanism
 (forced through THEANO_QUEUE_GATHER, the benchmarks' switch); run them on a
 GPU with ``THEANO_FLAGS=device=cuda0 python -m pytest -q tests/test_gpu_gather.py``.
 """
+
 import logging
 
 import numpy as np
@@ -49,7 +50,7 @@ def unaligned(shape, dtype, skew, rng):
     raw = np.empty(nbytes + 64, dtype=np.uint8)
     start = (-raw.ctypes.data) % 64 + skew
     raw[:] = rng.integers(0, 256, size=raw.size, dtype=np.uint8)
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
 
 
 # ---- without a GPU ------------------------------------------------------------------------
@@ -119,10 +120,11 @@ def test_in_order_shards_epochs_and_partial_batches(mechanism, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("row_bytes, expected", [(784 * 4, "host"), (3072 * 4, "host"), (LARGE_ROW, "batch"),
-                                                 (LARGE_ROW + 4, "batch"), (1 << 20, "batch")])
-def test_by_default_the_gpu_copies_large_rows_and_the_host_gathers_small_ones(row_bytes, expected, monkeypatch,
-                                                                             caplog):
+@pytest.mark.parametrize(
+    "row_bytes, expected",
+    [(784 * 4, "host"), (3072 * 4, "host"), (LARGE_ROW, "batch"), (LARGE_ROW + 4, "batch"), (1 << 20, "batch")],
+)
+def test_by_default_the_gpu_copies_large_rows_and_the_host_gathers_small_ones(row_bytes, expected, monkeypatch, caplog):
     n = min(500, (48 << 20) // row_bytes)
     x = unaligned((n, row_bytes // 4), "float32", 4, np.random.default_rng(row_bytes))
     with caplog.at_level(logging.INFO, logger="theano_queue"):
@@ -206,5 +208,7 @@ def test_a_memory_mapped_file_is_gathered_exactly_wherever_it_is_gathered(mode, 
     # Whether the driver page-locks a file mapping is the driver's to say: either the device gathers,
     # or exactly one line says why not.
     assert (stats["gather"] == "host") == (len(records) == 1) and len(records) <= 1
-    print("np.memmap mode %r: gathered by %s%s" % (mode, stats["gather"],
-                                                    ": " + records[0].getMessage() if records else ""))
+    print(
+        "np.memmap mode %r: gathered by %s%s"
+        % (mode, stats["gather"], ": " + records[0].getMessage() if records else "")
+    )

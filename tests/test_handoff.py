@@ -5,6 +5,7 @@ what was put, however fast the producer reuses the slot; the ring never waits
 for what the graph holds (capacity 1 included); a lent output is never
 written into by a later call; ``q.get()`` still returns arrays of its own.
 """
+
 import gc
 import threading
 
@@ -31,6 +32,7 @@ def modes():
 
 def produce(q, steps, rows=ROWS):
     """Puts element i filled with i (a partial batch every 7th), as fast as the ring takes them."""
+
     def run():
         for i in range(steps):
             n = rows - 3 if i % 7 == 6 else rows
@@ -43,8 +45,9 @@ def produce(q, steps, rows=ROWS):
 
 
 def queue(capacity):
-    return tq.Queue([("x", "float32", (ROWS, COLS)), ("y", "int32", (ROWS,))], capacity=capacity, target="cpu",
-                    timeout=60)
+    return tq.Queue(
+        [("x", "float32", (ROWS, COLS)), ("y", "int32", (ROWS,))], capacity=capacity, target="cpu", timeout=60
+    )
 
 
 @pytest.mark.parametrize("capacity", [1, 2])

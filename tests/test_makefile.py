@@ -5,6 +5,7 @@ clone of this tree would hold) plus the built engine; make runs with the
 venv these tests run in, told (``-o``) that the venv and the engine are up to
 date, so that nothing is installed or built.
 """
+
 import glob
 import hashlib
 import os
@@ -21,8 +22,9 @@ VENV = sys.prefix
 # The figures of record, which only a run on a GPU may replace.
 FIGURES = ("doc/bench/results.json", "doc/benchmarks.rst")
 
-pytestmark = pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None,
-                                reason="needs make and git")
+pytestmark = pytest.mark.skipif(
+    shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git"
+)
 
 
 def scratch_checkout(path):
@@ -40,10 +42,25 @@ def scratch_checkout(path):
 def make(checkout, *args, env=None, timeout=300):
     """``make ARGS`` in ``checkout``, nothing installed or built; its whole process group ends on a timeout."""
     environment = dict(os.environ, **(env or {}))
-    command = ["make", "--no-print-directory", "VENV=" + VENV, "-o", os.path.join(VENV, ".installed"),
-               "-o", "build/engine.stamp", *args]
-    process = subprocess.Popen(command, cwd=str(checkout), env=environment, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    command = [
+        "make",
+        "--no-print-directory",
+        "VENV=" + VENV,
+        "-o",
+        os.path.join(VENV, ".installed"),
+        "-o",
+        "build/engine.stamp",
+        *args,
+    ]
+    process = subprocess.Popen(
+        command,
+        cwd=str(checkout),
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

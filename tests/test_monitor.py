@@ -1,11 +1,11 @@
 """The monitor: its figures against known injected waits, its line and its verdict."""
+
 import io
 import threading
 import time
 
 import numpy as np
 import pytest
-from tqdm import tqdm
 
 import theano_queue as tq
 from theano_queue.monitor import (
@@ -46,7 +46,7 @@ def test_figures_match_injected_waits_and_fill():
     with tq.monitor(q, interval=0.05, file=out) as m:
         timer = threading.Timer(0.3, q.put, args=(BATCH,))
         timer.start()
-        q.get()                         # waits 0.3 s for the timer's put
+        q.get()  # waits 0.3 s for the timer's put
         q.put(BATCH), q.put(BATCH)
         time.sleep(0.3)
         q.get()
@@ -90,7 +90,7 @@ def test_compute_bound_and_a_monitor_that_ends_with_its_feeder():
     q = queue(capacity=3)
     out = io.StringIO()
     feeder = tq.Feeder(q, [BATCH] * 10, progress={"interval": 0.05, "file": out}).start()
-    time.sleep(0.15)                    # the ring fills up before the model starts
+    time.sleep(0.15)  # the ring fills up before the model starts
     assert drain(q, pause=0.05) == 10
     feeder.join()
     m = feeder._monitor
@@ -164,22 +164,47 @@ def test_monitor_arguments_and_states():
 
 def test_the_line_in_80_columns_shows_the_decisive_figures_first():
     """What a terminal of 80 columns shows: the share the model waited and the fill, whatever is cut."""
-    figures = Figures(seconds=9.0, elements=12500, elements_per_s=1388.9, gbps=0.000154, mean_fill=1.8, capacity=4,
-                      model_waited=0.04, producers_waited=0.49, workers_busy=0.97)
+    figures = Figures(
+        seconds=9.0,
+        elements=12500,
+        elements_per_s=1388.9,
+        gbps=0.000154,
+        mean_fill=1.8,
+        capacity=4,
+        model_waited=0.04,
+        producers_waited=0.49,
+        workers_busy=0.97,
+    )
     postfix = _postfix(figures)
-    assert postfix.index("model waited 4%") < postfix.index("fill 1.8/4") < postfix.index("put blocked 49%") \
-        < postfix.index("workers 97% busy") < postfix.index("1389 el/s") < postfix.index("154 kB/s")
-    line = MonitorLine.format_meter(12500, None, 9.0, ncols=80, prefix="digits", bar_format=LINE,
-                             postfix=postfix)
+    assert (
+        postfix.index("model waited 4%")
+        < postfix.index("fill 1.8/4")
+        < postfix.index("put blocked 49%")
+        < postfix.index("workers 97% busy")
+        < postfix.index("1389 el/s")
+        < postfix.index("154 kB/s")
+    )
+    line = MonitorLine.format_meter(12500, None, 9.0, ncols=80, prefix="digits", bar_format=LINE, postfix=postfix)
     assert "model waited 4%, fill 1.8/4, put blocked 49%" in line and len(line) <= 80, line
-    with_total = MonitorLine.format_meter(12500, 20000, 9.0, ncols=80, prefix="digits", bar_format=LINE_WITH_TOTAL,
-                                   postfix=postfix)
+    with_total = MonitorLine.format_meter(
+        12500, 20000, 9.0, ncols=80, prefix="digits", bar_format=LINE_WITH_TOTAL, postfix=postfix
+    )
     assert "model waited 4%, fill 1.8/4" in with_total and len(with_total) <= 80, with_total
 
 
-@pytest.mark.parametrize("rate, text", [(0.0, "0 B/s"), (512.0, "512 B/s"), (4096 / 1.2, "3.41 kB/s"),
-                                        (1.54e5, "154 kB/s"), (2.5e7, "25 MB/s"), (5.4e8, "540 MB/s"),
-                                        (3.63e9, "3.63 GB/s"), (55.3e9, "55.3 GB/s")])
+@pytest.mark.parametrize(
+    "rate, text",
+    [
+        (0.0, "0 B/s"),
+        (512.0, "512 B/s"),
+        (4096 / 1.2, "3.41 kB/s"),
+        (1.54e5, "154 kB/s"),
+        (2.5e7, "25 MB/s"),
+        (5.4e8, "540 MB/s"),
+        (3.63e9, "3.63 GB/s"),
+        (55.3e9, "55.3 GB/s"),
+    ],
+)
 def test_bytes_per_second_in_a_unit_that_shows_small_rates(rate, text):
     assert bytes_per_second(rate) == text
 
@@ -187,8 +212,9 @@ def test_bytes_per_second_in_a_unit_that_shows_small_rates(rate, text):
 def test_no_verdict_on_a_span_too_short_to_judge():
     """The demo's 3 ms epochs: a wake-up of the consumer thread would flip the verdict."""
     short = Figures(0.003, 23, 7666.0, 0.15, 1.8, 4, 0.3, 0.49, None)
-    assert verdict(short) == ("too short to judge: 23 element(s) in 3 ms, the model waited 0.9 ms "
-                              "(a verdict needs %g s)" % SHORTEST_JUDGED)
+    assert verdict(short) == (
+        "too short to judge: 23 element(s) in 3 ms, the model waited 0.9 ms (a verdict needs %g s)" % SHORTEST_JUDGED
+    )
     assert verdict(short._replace(seconds=SHORTEST_JUDGED)).startswith("input-bound")
     q = queue(capacity=4, name="digits")
     out = io.StringIO()
@@ -213,6 +239,7 @@ def test_workers_busy_from_the_feeders_own_stats():
 
 def test_workers_busy_from_a_real_feeder():
     """A Feeder over a map-style dataset reports its thread's busy share: the monitor shows it."""
+
     class Slow:
         def __len__(self):
             return 64 * 6

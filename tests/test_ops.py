@@ -1,4 +1,5 @@
 """Dequeue and Enqueue inside compiled Theano functions."""
+
 import gc
 import os
 import textwrap
@@ -259,12 +260,17 @@ def test_the_gpu_ops_c_code_compiles_without_a_gpu(tmp_path):
         source = "\n".join(
             ["#include <Python.h>", "#include <numpy/arrayobject.h>"]
             + ['#include "%s"' % header for header in op.c_headers()]
-            + [op.c_support_code(), "PyMODINIT_FUNC PyInit_check(void) {"] + op.c_init_code() + ["return NULL; }"]
+            + [op.c_support_code(), "PyMODINIT_FUNC PyInit_check(void) {"]
+            + op.c_init_code()
+            + ["return NULL; }"]
         )
         path = tmp_path / (op.c_file + ".cpp")
         path.write_text(source)
-        built = subprocess.run(["g++", "-fsyntax-only", "-Werror", "-Wno-cpp", *("-I" + d for d in dirs), str(path)],
-                               capture_output=True, text=True)
+        built = subprocess.run(
+            ["g++", "-fsyntax-only", "-Werror", "-Wno-cpp", *("-I" + d for d in dirs), str(path)],
+            capture_output=True,
+            text=True,
+        )
         assert built.returncode == 0, built.stderr[-3000:]
 
 
@@ -291,8 +297,7 @@ def test_dequeued_variables_broadcast_on_no_axis_like_theanos_own_inputs():
 
 
 def test_a_component_may_declare_broadcastable_axes():
-    q = tq.Queue([("x", "float32", (50, 1, 28, 28)), ("y", "int32", (50,))], target="cpu",
-                 broadcastable={"x": (1,)})
+    q = tq.Queue([("x", "float32", (50, 1, 28, 28)), ("y", "int32", (50,))], target="cpu", broadcastable={"x": (1,)})
     qx, _ = q.dequeue()
     assert qx.broadcastable == (False, True, False, False)
     # Broadcasts against a (50, 3, 28, 28) tensor without a dimshuffle.

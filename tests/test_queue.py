@@ -1,4 +1,5 @@
 """The queue on the host: FIFO, exactly-once, states, timeouts, bad input."""
+
 import math
 import threading
 import time
@@ -247,21 +248,49 @@ def test_failure_reaches_consumer_after_the_elements_before_it():
 
 
 BAD_INPUTS = [
-    ("wrong dtype", lambda: (np.zeros((4, 3), "float64"), np.zeros(4, "int32")), TypeError,
-     r"component 'x': expected dtype float32, got float64"),
-    ("too few components", lambda: (np.zeros((4, 3), "float32"),), ValueError,
-     r"expected 2 components \(x, y\), got 1"),
-    ("too many components", lambda: (np.zeros((4, 3), "float32"), np.zeros(4, "int32"), 1), ValueError,
-     r"expected 2 components \(x, y\), got 3"),
-    ("wrong ndim", lambda: (np.zeros((4, 3, 1), "float32"), np.zeros(4, "int32")), ValueError,
-     r"component 'x': expected 2 dimensions, shape \(<=4, 3\); got 3, shape \(4, 3, 1\)"),
-    ("wrong inner axis", lambda: (np.zeros((4, 2), "float32"), np.zeros(4, "int32")), ValueError,
-     r"component 'x': expected shape \(<=4, 3\), got \(4, 2\)"),
-    ("leading axis too long", lambda: (np.zeros((4, 3), "float32"), np.zeros(5, "int32")), ValueError,
-     r"component 'y': expected shape \(<=4,\), got \(5,\)"),
+    (
+        "wrong dtype",
+        lambda: (np.zeros((4, 3), "float64"), np.zeros(4, "int32")),
+        TypeError,
+        r"component 'x': expected dtype float32, got float64",
+    ),
+    (
+        "too few components",
+        lambda: (np.zeros((4, 3), "float32"),),
+        ValueError,
+        r"expected 2 components \(x, y\), got 1",
+    ),
+    (
+        "too many components",
+        lambda: (np.zeros((4, 3), "float32"), np.zeros(4, "int32"), 1),
+        ValueError,
+        r"expected 2 components \(x, y\), got 3",
+    ),
+    (
+        "wrong ndim",
+        lambda: (np.zeros((4, 3, 1), "float32"), np.zeros(4, "int32")),
+        ValueError,
+        r"component 'x': expected 2 dimensions, shape \(<=4, 3\); got 3, shape \(4, 3, 1\)",
+    ),
+    (
+        "wrong inner axis",
+        lambda: (np.zeros((4, 2), "float32"), np.zeros(4, "int32")),
+        ValueError,
+        r"component 'x': expected shape \(<=4, 3\), got \(4, 2\)",
+    ),
+    (
+        "leading axis too long",
+        lambda: (np.zeros((4, 3), "float32"), np.zeros(5, "int32")),
+        ValueError,
+        r"component 'y': expected shape \(<=4,\), got \(5,\)",
+    ),
     ("missing key", lambda: ({"x": np.zeros((4, 3), "float32")},), ValueError, r"missing 'y'"),
-    ("unknown key", lambda: ({"x": np.zeros((4, 3), "float32"), "y": np.zeros(4, "int32"), "z": 1},),
-     ValueError, r"unknown 'z'"),
+    (
+        "unknown key",
+        lambda: ({"x": np.zeros((4, 3), "float32"), "y": np.zeros(4, "int32"), "z": 1},),
+        ValueError,
+        r"unknown 'z'",
+    ),
 ]
 
 
@@ -288,8 +317,11 @@ def test_arrays_that_cast_safely_are_converted(given):
 @pytest.mark.parametrize("given", ["float64", "int64", "uint32", "float16"])
 def test_arrays_that_do_not_cast_safely_are_refused(given):
     q = tq.Queue([("n", "int32", (3,))], target="cpu", name="strict")
-    with pytest.raises(TypeError, match=r"Queue.put: queue 'strict', component 'n': expected dtype int32, got %s, "
-                                        r"which does not cast safely" % np.dtype(given)):
+    with pytest.raises(
+        TypeError,
+        match=r"Queue.put: queue 'strict', component 'n': expected dtype int32, got %s, "
+        r"which does not cast safely" % np.dtype(given),
+    ):
         q.put(np.zeros(3, dtype=given))
     assert q.size() == 0
 
@@ -335,8 +367,22 @@ def test_stats_count_waits():
     q.get(timeout=5)
     stats = q.stats()
     assert stats["consumer_wait_s"] >= 0.1
-    assert set(stats) == {"enqueued", "dequeued", "dropped", "lent", "bytes_in", "bytes_out", "producer_wait_s",
-                          "consumer_wait_s", "size", "capacity", "state", "backend", "fill_integral", "clock_s"}
+    assert set(stats) == {
+        "enqueued",
+        "dequeued",
+        "dropped",
+        "lent",
+        "bytes_in",
+        "bytes_out",
+        "producer_wait_s",
+        "consumer_wait_s",
+        "size",
+        "capacity",
+        "state",
+        "backend",
+        "fill_integral",
+        "clock_s",
+    }
 
 
 def test_writer_fills_a_slot_in_place():

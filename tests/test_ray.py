@@ -1,5 +1,6 @@
 """Queues fed from a Ray Data dataset (examples/ray_feed.py) on a local Ray runtime:
 streaming_split per rank, iter_batches(batch_format="numpy") as each Feeder's source."""
+
 import importlib.util
 import os
 
@@ -27,7 +28,7 @@ def test_ranks_get_disjoint_equal_parts_of_every_epoch(example, capsys):
     seen = example.run(world, rows, batch_size=64, epochs=epochs)
     per_epoch = rows // world
     for epoch in range(epochs):
-        parts = [seen[rank][epoch * per_epoch:(epoch + 1) * per_epoch] for rank in range(world)]
+        parts = [seen[rank][epoch * per_epoch : (epoch + 1) * per_epoch] for rank in range(world)]
         assert all(len(part) == per_epoch for part in parts)
         assert set(parts[0]).isdisjoint(parts[1])
         assert sorted(parts[0] + parts[1]) == list(range(rows))

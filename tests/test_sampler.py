@@ -1,4 +1,5 @@
 """Sampler and Cursor: which samples go into which batch, and where a run resumes."""
+
 import itertools
 import pickle
 
@@ -60,8 +61,10 @@ def test_shuffle_is_a_permutation_per_epoch_reproducible_from_the_seed():
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_shards_are_distributed_sampler_semantics(n, world, drop_last, shuffle):
     order = Sampler(n, 4, shuffle=shuffle, seed=9).epoch_indices(5).tolist()
-    shards = [Sampler(n, 4, shuffle=shuffle, seed=9, shard=(r, world), drop_last=drop_last).epoch_indices(5).tolist()
-              for r in range(world)]
+    shards = [
+        Sampler(n, 4, shuffle=shuffle, seed=9, shard=(r, world), drop_last=drop_last).epoch_indices(5).tolist()
+        for r in range(world)
+    ]
     for rank, shard in enumerate(shards):
         assert shard == distributed_sampler(n, rank, world, order, drop_last)
     assert len({len(shard) for shard in shards}) == 1, "equal-sized shards"
@@ -110,8 +113,9 @@ def test_forever_and_empty():
     assert Sampler(3, 4, drop_last=True, epochs=None).total == 0
 
 
-@pytest.mark.parametrize("bad", [dict(shard=(2, 2)), dict(shard=(0, 0)), dict(seed=-1), dict(batch_size=0),
-                                 dict(epochs=-1), dict(shard=3)])
+@pytest.mark.parametrize(
+    "bad", [dict(shard=(2, 2)), dict(shard=(0, 0)), dict(seed=-1), dict(batch_size=0), dict(epochs=-1), dict(shard=3)]
+)
 def test_bad_settings(bad):
     settings = dict(length=10, batch_size=2)
     settings.update(bad)
@@ -138,4 +142,4 @@ def test_batches_are_the_epochs_order_cut_in_pieces(shuffle, n, world, drop_last
         s = Sampler(n, 3, shuffle=shuffle, seed=2, shard=(rank, world), drop_last=drop_last, epochs=2)
         for p in range(s.total):
             epoch, b = divmod(p, s.batches_per_epoch)
-            assert s.batch(p).tolist() == s.epoch_indices(epoch)[3 * b:3 * b + 3].tolist()
+            assert s.batch(p).tolist() == s.epoch_indices(epoch)[3 * b : 3 * b + 3].tolist()

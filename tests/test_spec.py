@@ -1,4 +1,5 @@
 """What Queue() refuses at construction, before anything is allocated, with the argument's name."""
+
 import numpy as np
 import pytest
 
@@ -71,8 +72,12 @@ def test_bad_shapes_name_the_component(shape, error, message):
 @pytest.mark.parametrize(
     "broadcastable, error, message",
     [
-        ({"x": (0,)}, ValueError, r"component 'x': only a fixed axis of length 1 after the leading one can "
-                                  r"broadcast; axis 0 of shape \(50, 1, 28\) cannot"),
+        (
+            {"x": (0,)},
+            ValueError,
+            r"component 'x': only a fixed axis of length 1 after the leading one can "
+            r"broadcast; axis 0 of shape \(50, 1, 28\) cannot",
+        ),
         ({"x": (2,)}, ValueError, "axis 2 of shape"),
         ({"x": (3,)}, ValueError, "axis 3 of shape"),
         ({"z": (1,)}, ValueError, "broadcastable names 'z', which is no component"),
@@ -86,8 +91,7 @@ def test_broadcastable_axes_are_checked(broadcastable, error, message):
 
 
 def test_no_axis_broadcasts_unless_declared():
-    q = tq.Queue([("x", "float32", (50, 1, 28)), ("t", "int32", (4, tq.upto(1)))], target="cpu",
-                 broadcastable={"x": 1})
+    q = tq.Queue([("x", "float32", (50, 1, 28)), ("t", "int32", (4, tq.upto(1)))], target="cpu", broadcastable={"x": 1})
     assert q.components[0].broadcastable == (False, True, False)
     assert q.components[1].broadcastable == (False, False)
     assert tq.Queue([("x", "float32", (50, 1, 1))], target="cpu").components[0].broadcastable == (False,) * 3

@@ -1,4 +1,5 @@
 """Queue.trace: the per-element timeline and its Chrome trace-event JSON file."""
+
 import json
 import threading
 import time
@@ -69,16 +70,20 @@ def test_each_element_events_are_in_causal_order_and_bounded():
         with q.trace(steps=10) as trace:
             for _ in range(30):
                 q.get()
-    assert [e["element"] for e in trace.elements] == list(range(trace.elements[0]["element"],
-                                                                trace.elements[0]["element"] + 10))
+    assert [e["element"] for e in trace.elements] == list(
+        range(trace.elements[0]["element"], trace.elements[0]["element"] + 10)
+    )
     for e in trace.elements:
         assert set(e["ns"]) == set(EVENTS) - {"filled"}
         check_causal(e["ns"])
         assert e["slot"] == e["element"] % 3
     # The instants of one element in the file, ordered by time, follow the chain too.
     first = trace.elements[0]["element"]
-    times = {ev["name"]: ev["ts"] for ev in trace.chrome()["traceEvents"]
-             if ev["ph"] == "i" and ev["args"]["element"] == first}
+    times = {
+        ev["name"]: ev["ts"]
+        for ev in trace.chrome()["traceEvents"]
+        if ev["ph"] == "i" and ev["args"]["element"] == first
+    }
     ordered = sorted((name for name in times if name in CHAIN), key=lambda name: (times[name], CHAIN.index(name)))
     assert ordered == CHAIN
 

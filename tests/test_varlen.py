@@ -2,6 +2,7 @@
 
 The Feeder, bucketing and the GPU Ops with variable-length components: tests/test_varlen_feeding.py.
 """
+
 import numpy as np
 import pytest
 from ragged import PAD, SPEC, check_element, padded, ragged_batch
@@ -27,14 +28,17 @@ def test_the_queue_keeps_the_users_components_and_sizes_the_slot_for_the_bound()
     assert "tokens:int32(8, upto(16))" in repr(q)
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(spec=[("x", "int32", (tq.upto(8), 4))]), ValueError, "component 'x': the leading .* axis"),
-    (dict(spec=[("x", "int32", (8, 4))], pad_value={"x": 1}), ValueError, "component 'x': pad_value is for"),
-    (dict(pad_value={"nope": 1}), ValueError, "pad_value names 'nope', which is no component"),
-    (dict(pad_value={"tokens": 1.5}), TypeError, "pad_value 1.5: .*component 'tokens'"),
-    (dict(pad_value={"tokens": [1, 2]}), ValueError, "component 'tokens': pad_value must be one number"),
-    (dict(pad_value="x"), TypeError, "pad_value must be one number, or map component names"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(spec=[("x", "int32", (tq.upto(8), 4))]), ValueError, "component 'x': the leading .* axis"),
+        (dict(spec=[("x", "int32", (8, 4))], pad_value={"x": 1}), ValueError, "component 'x': pad_value is for"),
+        (dict(pad_value={"nope": 1}), ValueError, "pad_value names 'nope', which is no component"),
+        (dict(pad_value={"tokens": 1.5}), TypeError, "pad_value 1.5: .*component 'tokens'"),
+        (dict(pad_value={"tokens": [1, 2]}), ValueError, "component 'tokens': pad_value must be one number"),
+        (dict(pad_value="x"), TypeError, "pad_value must be one number, or map component names"),
+    ],
+)
 def test_bad_declarations_name_the_component(kwargs, error, message):
     with pytest.raises(error, match=message):
         queue(**kwargs)
@@ -43,8 +47,11 @@ def test_bad_declarations_name_the_component(kwargs, error, message):
 def test_one_pad_value_serves_every_variable_component():
     spec = [("a", "int32", (2, tq.upto(4))), ("b", "float32", (2, tq.upto(3), 2)), ("y", "int64", (2,))]
     q = tq.Queue(spec, target="cpu", pad_value=-1)
-    q.put([np.arange(1, dtype="int32"), np.arange(3, dtype="int32")],
-          [np.ones((1, 2), "float32"), np.ones((2, 2), "float32")], np.arange(2))
+    q.put(
+        [np.arange(1, dtype="int32"), np.arange(3, dtype="int32")],
+        [np.ones((1, 2), "float32"), np.ones((2, 2), "float32")],
+        np.arange(2),
+    )
     a, b, _ = q.get()
     assert a.tolist() == [[0, -1, -1], [0, 1, 2]] and b[0, 1:].tolist() == [[-1, -1]] and b[1].tolist() == [[1, 1]] * 2
     with pytest.raises(ValueError, match="pad_value is for components with a variable"):
@@ -204,7 +211,7 @@ def test_wide_rows_are_packed_row_by_row_bit_exact_by_put_and_by_the_feeder():
             seq, lengths = q.get(lengths=True)
             assert np.array_equal(lengths, [len(r) for r in rows])
             for got, row in zip(seq, rows):
-                assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row):]).all()
+                assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row) :]).all()
     q.reopen()
     for rows in (samples[:4], samples[5:9]):
         data = np.full((4, 32, 128), 7, np.float32)
@@ -216,7 +223,7 @@ def test_wide_rows_are_packed_row_by_row_bit_exact_by_put_and_by_the_feeder():
             (seq,) = q.get()
             assert seq.shape == (4, max(len(r) for r in rows), 128)
             for got, row in zip(seq, rows):
-                assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row):]).all()
+                assert np.array_equal(got[: len(row)], row) and np.isnan(got[len(row) :]).all()
 
 
 @pytest.mark.parametrize("dtype, pad", [("float32", -1.5), ("int16", 7), ("uint8", 0), ("complex128", 1 - 2j)])
@@ -240,27 +247,39 @@ def test_a_large_padded_batch_packs_bit_exact_from_rows_at_any_stride(dtype, pad
 # ---- bad input: refused, named, nothing enqueued ------------------------------------------------
 
 
-@pytest.mark.parametrize("tokens, lengths, error, message", [
-    ([np.arange(17, dtype="int32")], None, ValueError, "component 'tokens': a row of length 17 .* bound upto\\(16\\)"),
-    (np.zeros((1, 17), np.int32), None, ValueError, "component 'tokens': rows of length 17 .* bound upto\\(16\\)"),
-    (np.zeros((1, 4), np.int32), [5], ValueError, "component 'tokens': lengths say a row holds 5 .* only 4 long"),
-    (np.zeros((1, 20), np.int32), [17], ValueError, "component 'tokens': a row of length 17 .* bound"),
-    (np.zeros((1, 4), np.int32), [-1], ValueError, "component 'tokens': lengths must not be negative"),
-    (np.zeros((1, 4), np.int32), [1, 2], ValueError, "component 'tokens': lengths must have shape \\(1,\\)"),
-    (np.zeros((1, 4), np.int32), [1.0], TypeError, "component 'tokens': lengths must be integers"),
-    (np.zeros((1, 4), np.float32), None, TypeError, "component 'tokens': expected dtype int32, got float32"),
-    ([np.zeros(2, np.float64)], None, TypeError, "component 'tokens': expected dtype int32, got float64"),
-    ([[1.5]], None, TypeError, "component 'tokens': expected values that fit dtype int32"),
-    ([np.zeros((2, 2), np.int32)], None, ValueError, "component 'tokens': expected row 0 of 1 dimensions"),
-    ([np.zeros(1, np.int32)] * 9, None, ValueError, "component 'tokens': expected at most 8 rows, got 9"),
-])
+@pytest.mark.parametrize(
+    "tokens, lengths, error, message",
+    [
+        (
+            [np.arange(17, dtype="int32")],
+            None,
+            ValueError,
+            "component 'tokens': a row of length 17 .* bound upto\\(16\\)",
+        ),
+        (np.zeros((1, 17), np.int32), None, ValueError, "component 'tokens': rows of length 17 .* bound upto\\(16\\)"),
+        (np.zeros((1, 4), np.int32), [5], ValueError, "component 'tokens': lengths say a row holds 5 .* only 4 long"),
+        (np.zeros((1, 20), np.int32), [17], ValueError, "component 'tokens': a row of length 17 .* bound"),
+        (np.zeros((1, 4), np.int32), [-1], ValueError, "component 'tokens': lengths must not be negative"),
+        (np.zeros((1, 4), np.int32), [1, 2], ValueError, "component 'tokens': lengths must have shape \\(1,\\)"),
+        (np.zeros((1, 4), np.int32), [1.0], TypeError, "component 'tokens': lengths must be integers"),
+        (np.zeros((1, 4), np.float32), None, TypeError, "component 'tokens': expected dtype int32, got float32"),
+        ([np.zeros(2, np.float64)], None, TypeError, "component 'tokens': expected dtype int32, got float64"),
+        ([[1.5]], None, TypeError, "component 'tokens': expected values that fit dtype int32"),
+        ([np.zeros((2, 2), np.int32)], None, ValueError, "component 'tokens': expected row 0 of 1 dimensions"),
+        ([np.zeros(1, np.int32)] * 9, None, ValueError, "component 'tokens': expected at most 8 rows, got 9"),
+    ],
+)
 def test_bad_input_is_refused_with_the_component_and_leaves_the_queue_intact(tokens, lengths, error, message):
     q = queue(name="bad")
     q.put(np.ones((1, 3), np.uint8), [np.arange(2, dtype="int32")], np.ones(1, np.int64))  # already queued
     n = 1 if not isinstance(tokens, list) else len(tokens)
     with pytest.raises(error, match="Queue 'bad', " + message):
-        q.put(np.ones((min(n, 8), 3), np.uint8), tokens, np.ones(min(n, 8), np.int64),
-              lengths=None if lengths is None else {"tokens": lengths})
+        q.put(
+            np.ones((min(n, 8), 3), np.uint8),
+            tokens,
+            np.ones(min(n, 8), np.int64),
+            lengths=None if lengths is None else {"tokens": lengths},
+        )
     assert q.size() == 1 and q.stats()["enqueued"] == 1
     check_element(q.get(lengths=True), np.ones((1, 3), np.uint8), [np.arange(2, dtype="int32")], np.ones(1))
     q.put(np.ones((1, 3), np.uint8), [np.arange(4, dtype="int32")], np.ones(1, np.int64))  # still usable
@@ -283,8 +302,11 @@ def test_lengths_for_a_fixed_component_or_on_a_fixed_queue_are_refused():
     with pytest.raises(ValueError, match="lengths given for 'image', which is no component with a variable axis"):
         q.put(np.ones((1, 3), np.uint8), [[1]], np.ones(1, np.int64), lengths={"image": [1]})
     fixed = tq.Queue([("x", "float32", (2,))], target="cpu", name="fixed")
-    for call in (lambda: fixed.get(lengths=True), lambda: fixed.dequeue(lengths=True),
-                 lambda: fixed.put(np.ones(2, np.float32), lengths={"x": [1, 1]})):
+    for call in (
+        lambda: fixed.get(lengths=True),
+        lambda: fixed.dequeue(lengths=True),
+        lambda: fixed.put(np.ones(2, np.float32), lengths={"x": [1, 1]}),
+    ):
         with pytest.raises(ValueError, match="Queue 'fixed': .*lengths=True.* needs a component with a variable"):
             call()
     assert q.size() == 0 and fixed.size() == 0
@@ -342,8 +364,7 @@ def test_graph_enqueue_with_lengths_pads_and_refuses_bad_lengths_keeping_the_que
 
     q = queue(name="g")
     image, tokens, label, lengths = T.matrix(dtype="uint8"), T.imatrix(), T.lvector(), T.lvector()
-    put = theano.function([image, tokens, label, lengths],
-                          q.enqueue(image, tokens, label, lengths={"tokens": lengths}))
+    put = theano.function([image, tokens, label, lengths], q.enqueue(image, tokens, label, lengths={"tokens": lengths}))
     put_full = theano.function([image, tokens, label], q.enqueue({"image": image, "tokens": tokens, "label": label}))
     data = np.arange(10, dtype="int32").reshape(2, 5)
     put(np.zeros((2, 3), np.uint8), data, np.arange(2), np.array([5, 2]))
@@ -353,8 +374,12 @@ def test_graph_enqueue_with_lengths_pads_and_refuses_bad_lengths_keeping_the_que
     _, got, _, lens = q.get(lengths=True)
     assert np.array_equal(got, data) and np.array_equal(lens, [5, 5])
     put_full(np.zeros((2, 3), np.uint8), data, np.arange(2))  # queued before the bad ones
-    for bad_data, bad_lengths in ((data, [6, 1]), (data, [-1, 1]), (data, [1, 1, 1]),
-                                  (np.zeros((2, 17), np.int32), [1, 1])):
+    for bad_data, bad_lengths in (
+        (data, [6, 1]),
+        (data, [-1, 1]),
+        (data, [1, 1, 1]),
+        (np.zeros((2, 17), np.int32), [1, 1]),
+    ):
         with pytest.raises(AssertionError, match="Queue 'g', component 'tokens': in the enqueued element"):
             put(np.zeros((2, 3), np.uint8), bad_data, np.arange(2), np.array(bad_lengths))
     assert q.size() == 1

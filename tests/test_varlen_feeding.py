@@ -3,6 +3,7 @@
 The GPU-marked tests run where Theano runs on CUDA (THEANO_FLAGS=device=cuda0):
 ``pytest -m gpu tests/test_varlen_feeding.py``.
 """
+
 import collections
 
 import numpy as np
@@ -111,8 +112,16 @@ def test_array_datasets_and_read_into_are_refused_for_variable_components():
 
 def bucketed_run(seed, epochs=2, state=None, take=None, **kwargs):
     q = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
-    feeder = tq.Feeder(q, Ragged(203), shuffle=True, seed=seed, epochs=epochs, state=state,
-                       bucket_by=lambda sample: len(sample[0]), **kwargs)
+    feeder = tq.Feeder(
+        q,
+        Ragged(203),
+        shuffle=True,
+        seed=seed,
+        epochs=epochs,
+        state=state,
+        bucket_by=lambda sample: len(sample[0]),
+        **kwargs,
+    )
     batches = []
     with feeder:
         while take is None or len(batches) < take:
@@ -170,8 +179,7 @@ def test_bucket_by_an_array_of_lengths_and_in_worker_processes():
     lengths = np.array([ragged_length(i) for i in range(203)])
     run, _ = bucketed_run(seed=3)
     q = tq.Queue(RAGGED_SPEC, capacity=4, target="cpu")
-    with tq.Feeder(q, Ragged(203), shuffle=True, seed=3, epochs=2, bucket_by=lengths, workers=2,
-                   start_method="fork"):
+    with tq.Feeder(q, Ragged(203), shuffle=True, seed=3, epochs=2, bucket_by=lengths, workers=2, start_method="fork"):
         got = [(g[1].tolist(), g[2].tolist()) for g in drain(q, lengths=True)]
     assert got == run
 

@@ -1,4 +1,5 @@
 """Datasets for the worker tests.  numpy only: spawned workers import this module quickly."""
+
 import ctypes
 import mmap
 import os
@@ -114,8 +115,16 @@ class Environment:
         flags = os.environ.get("THEANO_FLAGS", "")
         with open("/proc/self/maps") as f:
             maps = f.read()
-        return (np.array([flags.split(",")[-1] == "device=cpu", os.environ.get("CUDA_VISIBLE_DEVICES") == "",
-                          "libcuda" not in maps], dtype="uint8"),)
+        return (
+            np.array(
+                [
+                    flags.split(",")[-1] == "device=cpu",
+                    os.environ.get("CUDA_VISIBLE_DEVICES") == "",
+                    "libcuda" not in maps,
+                ],
+                dtype="uint8",
+            ),
+        )
 
 
 class Heavy:

@@ -1,4 +1,5 @@
 """python -m theano_queue: the theano-queue command (theano_queue/cli.py)."""
+
 import sys
 
 from .cli import main

@@ -4,6 +4,7 @@ argparse turns the ``ArgumentTypeError`` raised here into one line,
 ``theano-queue demo: error: argument --batch-size: expected an int >= 1, got '0'``,
 after the usage line.
 """
+
 import argparse
 import math
 

@@ -5,6 +5,7 @@ Commands: ``info``, ``probe``, ``demo``, ``bench``; ``theano-queue COMMAND
 stderr when it cannot run here (no CUDA driver, no GPU, not a checkout), and
 2 on a usage error.
 """
+
 import argparse
 import configparser
 import json
@@ -34,9 +35,13 @@ class CannotRun(Exception):
 
 
 def _usage():
-    lines = ["usage: theano-queue [-h] [--version] COMMAND [ARGS...]", "",
-             "Tools for theano_queue %s: what this machine can do for an input pipeline." % __version__, "",
-             "commands:"]
+    lines = [
+        "usage: theano-queue [-h] [--version] COMMAND [ARGS...]",
+        "",
+        "Tools for theano_queue %s: what this machine can do for an input pipeline." % __version__,
+        "",
+        "commands:",
+    ]
     lines += ["  %-7s %s" % (name, text) for name, text in COMMANDS.items()]
     lines += ["", "theano-queue COMMAND --help describes a command's arguments."]
     return "\n".join(lines)
@@ -109,8 +114,11 @@ def cmd_info(argv):
 
         config = theano.config
         report["theano"] = {
-            "device": config.device, "floatX": config.floatX, "contexts": config.contexts,
-            "gpuarray.single_stream": config.gpuarray.single_stream, "blas.ldflags": config.blas.ldflags,
+            "device": config.device,
+            "floatX": config.floatX,
+            "contexts": config.contexts,
+            "gpuarray.single_stream": config.gpuarray.single_stream,
+            "blas.ldflags": config.blas.ldflags,
             "compiledir": config.compiledir,
         }
         report["theano_gpu_contexts"] = [str(name) for name in theano_gpu_contexts()]
@@ -121,8 +129,9 @@ def cmd_info(argv):
         report["gpus"] = probe.devices()
         if not args.no_check:
             for gpu in report["gpus"]:
-                gpu["check"] = {k: {"ok": ok, "detail": detail}
-                                for k, (ok, detail) in probe.self_check(gpu["ordinal"]).items()}
+                gpu["check"] = {
+                    k: {"ok": ok, "detail": detail} for k, (ok, detail) in probe.self_check(gpu["ordinal"]).items()
+                }
     except Exception as exc:  # no driver or no GPU: reported, not fatal, for info
         report["cuda_driver"] = None
         report["gpus"] = []
@@ -130,8 +139,10 @@ def cmd_info(argv):
     if args.json:
         print(json.dumps(report, indent=1, default=str))
         return 0
-    print("theano_queue %s  (engine %s, %d host copy threads)"
-          % (__version__, report["engine"]["path"], report["engine"]["copy_threads"]))
+    print(
+        "theano_queue %s  (engine %s, %d host copy threads)"
+        % (__version__, report["engine"]["path"], report["engine"]["copy_threads"])
+    )
     print("python %s, %s" % (report["python"], ", ".join("%s %s" % kv for kv in report["versions"].items())))
     print("THEANO_FLAGS=%s" % report["THEANO_FLAGS"])
     if note:
@@ -150,9 +161,18 @@ def cmd_info(argv):
     failed = False
     for gpu in report["gpus"]:
         free = _gib(gpu["free_bytes"]) if gpu["free_bytes"] is not None else "? (%s)" % gpu.get("error")
-        print("GPU %d: %s, PCI %s, compute %s, %d copy engine(s), %s free of %s"
-              % (gpu["ordinal"], gpu["name"], gpu["pci_bus_id"], gpu["compute_capability"], gpu["copy_engines"],
-                 free, _gib(gpu["total_bytes"])))
+        print(
+            "GPU %d: %s, PCI %s, compute %s, %d copy engine(s), %s free of %s"
+            % (
+                gpu["ordinal"],
+                gpu["name"],
+                gpu["pci_bus_id"],
+                gpu["compute_capability"],
+                gpu["copy_engines"],
+                free,
+                _gib(gpu["total_bytes"]),
+            )
+        )
         for what, result in gpu.get("check", {}).items():
             print("  %s: %s (%s)" % (what.replace("_", " "), "ok" if result["ok"] else "FAILED", result["detail"]))
             failed |= not result["ok"]
@@ -176,14 +196,24 @@ def _sizes(text):
 
 def cmd_probe(argv):
     parser = argparse.ArgumentParser(
-        prog="theano-queue probe", description=COMMANDS["probe"],
-        epilog="Without a CUDA driver or GPU it measures the host copy, then exits 1 saying why it stopped.")
+        prog="theano-queue probe",
+        description=COMMANDS["probe"],
+        epilog="Without a CUDA driver or GPU it measures the host copy, then exits 1 saying why it stopped.",
+    )
     parser.add_argument("--device", type=int_at_least(0), default=0, help="GPU ordinal (default 0)")
     parser.add_argument("--sizes", type=_sizes, default=[1, 16, 256], help="copy sizes in MiB (default 1,16,256)")
-    parser.add_argument("--repeats", type=int_at_least(1), default=None,
-                        help="copies per size (default: enough to move 2 GiB, at least 3)")
-    parser.add_argument("--threads", type=int_at_least(1, MAX_COPY_THREADS), default=None,
-                        help="host copy threads (default: the engine's)")
+    parser.add_argument(
+        "--repeats",
+        type=int_at_least(1),
+        default=None,
+        help="copies per size (default: enough to move 2 GiB, at least 3)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int_at_least(1, MAX_COPY_THREADS),
+        default=None,
+        help="host copy threads (default: the engine's)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = parser.parse_args(argv)
     from . import _engine, probe
@@ -192,16 +222,22 @@ def cmd_probe(argv):
         return args.repeats or max(3, 2048 // mib)
 
     largest = max(args.sizes)
-    result = {"host_copy": {"MiB": largest, "threads": args.threads or _engine.copy_threads(),
-                            "engine_GBps": probe.host_copy_gbps(largest * MiB, args.threads, repeats(largest)),
-                            "numpy_GBps": probe.host_copy_gbps(largest * MiB, repeats=repeats(largest),
-                                                               via="numpy")},
-              "h2d": []}
+    result = {
+        "host_copy": {
+            "MiB": largest,
+            "threads": args.threads or _engine.copy_threads(),
+            "engine_GBps": probe.host_copy_gbps(largest * MiB, args.threads, repeats(largest)),
+            "numpy_GBps": probe.host_copy_gbps(largest * MiB, repeats=repeats(largest), via="numpy"),
+        },
+        "h2d": [],
+    }
     if not args.json:
         hc = result["host_copy"]
-        print("host copy, %d MiB: %.1f GB/s through the engine's copy pool (%d threads); "
-              "%.1f GB/s with numpy.copyto (1 thread)" % (largest, hc["engine_GBps"], hc["threads"],
-                                                           hc["numpy_GBps"]), flush=True)
+        print(
+            "host copy, %d MiB: %.1f GB/s through the engine's copy pool (%d threads); "
+            "%.1f GB/s with numpy.copyto (1 thread)" % (largest, hc["engine_GBps"], hc["threads"], hc["numpy_GBps"]),
+            flush=True,
+        )
     failure = None
     try:
         for mib in args.sizes:
@@ -211,15 +247,19 @@ def cmd_probe(argv):
                 row[kind + "_GBps"] = mib * MiB / seconds / 1e9
             result["h2d"].append(row)
             if not args.json:
-                print("host->device, %4d MiB: pinned %.1f GB/s, pageable %.1f GB/s"
-                      % (mib, row["pinned_GBps"], row["pageable_GBps"]), flush=True)
+                print(
+                    "host->device, %4d MiB: pinned %.1f GB/s, pageable %.1f GB/s"
+                    % (mib, row["pinned_GBps"], row["pageable_GBps"]),
+                    flush=True,
+                )
     except Exception as exc:
         failure = "%s; host-to-device bandwidth cannot be measured here" % exc
     at_largest = result["h2d"][-1] if result["h2d"] else {}
     result["limits"] = [
         {"source": source, "GBps": gbps, "why": why}
-        for source, gbps, why in probe.limits(at_largest.get("pinned_GBps"), at_largest.get("pageable_GBps"),
-                                              result["host_copy"]["engine_GBps"])
+        for source, gbps, why in probe.limits(
+            at_largest.get("pinned_GBps"), at_largest.get("pageable_GBps"), result["host_copy"]["engine_GBps"]
+        )
     ]
     if args.json:
         result["error"] = failure
@@ -287,7 +327,8 @@ def cmd_bench(argv):
                 "Theano is not on a GPU here (THEANO_FLAGS device=%s): the GPU scenarios would be skipped and "
                 "doc/bench/results.json, the figures of record, replaced. Select a GPU "
                 "(THEANO_FLAGS=device=cuda0), or write elsewhere: theano-queue bench --out /tmp/results.json "
-                "--only 9 (make bench BENCH_ARGS='--out /tmp/results.json --only 9')" % _theano_device())
+                "--only 9 (make bench BENCH_ARGS='--out /tmp/results.json --only 9')" % _theano_device()
+            )
         if "--no-report" not in argv:
             argv.append("--no-report")
             print("note: no GPU: results go to --out only (--no-report)", file=sys.stderr)
@@ -301,9 +342,11 @@ def _theano_device():
 
 
 def _not_a_checkout():
-    return ("the benchmarks are not installed with the package: bench/run.py lives in a checkout of "
-            "theano_queue. Clone it, install it with pip install -e . and run theano-queue bench (or make bench) "
-            "there")
+    return (
+        "the benchmarks are not installed with the package: bench/run.py lives in a checkout of "
+        "theano_queue. Clone it, install it with pip install -e . and run theano-queue bench (or make bench) "
+        "there"
+    )
 
 
 # ---- main -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ It runs on the GPU when THEANO_FLAGS selects one (device=cuda0), else on the
 CPU; the code is the same.  With --progress each epoch shows the queue's
 monitor line and ends with its verdict (input-bound or compute-bound).
 """
+
 import argparse
 import gzip
 import os
@@ -24,8 +25,10 @@ from theano_queue._engine import MAX_CAPACITY
 from theano_queue.arguments import int_at_least, positive_float
 
 # The demo's data: scikit-learn ships it; the CSV is the same file, for machines without it.
-DIGITS_HELP = ("needs scikit-learn (pip install 'theano_queue[demo]'), or "
-               "THEANO_QUEUE_DIGITS_CSV=path/to/sklearn/datasets/data/digits.csv.gz")
+DIGITS_HELP = (
+    "needs scikit-learn (pip install 'theano_queue[demo]'), or "
+    "THEANO_QUEUE_DIGITS_CSV=path/to/sklearn/datasets/data/digits.csv.gz"
+)
 
 
 def load_digits():
@@ -54,12 +57,13 @@ def minibatches(x, y, batch_size, rng):
     """One epoch of shuffled minibatches; the last one may be shorter."""
     order = rng.permutation(len(x))
     for start in range(0, len(x), batch_size):
-        chosen = order[start:start + batch_size]
+        chosen = order[start : start + batch_size]
         yield x[chosen], y[chosen]
 
 
 def build_mlp(x, n_in, n_hidden, n_out, rng):
     """Parameters and class probabilities of a one-hidden-layer perceptron."""
+
     def weights(n_rows, n_cols):
         scale = np.sqrt(2.0 / n_rows)
         return theano.shared((scale * rng.standard_normal((n_rows, n_cols))).astype("float32"))
@@ -95,8 +99,9 @@ def main(argv=None, prog=None):
     rng = np.random.default_rng(args.seed)
     (x_train, y_train), (x_test, y_test) = split(*load_digits(), test_fraction=0.2, rng=rng)
     if args.batch_size > len(x_train):
-        parser.error("argument --batch-size: expected at most %d (the training digits), got %d"
-                     % (len(x_train), args.batch_size))
+        parser.error(
+            "argument --batch-size: expected at most %d (the training digits), got %d" % (len(x_train), args.batch_size)
+        )
     n_in, n_out = x_train.shape[1], 10
 
     queue = tq.Queue(
@@ -111,8 +116,9 @@ def main(argv=None, prog=None):
     params, probabilities = build_mlp(x, n_in, args.hidden, n_out, rng)
     loss = T.nnet.categorical_crossentropy(probabilities, y).mean()
     correct = T.eq(T.argmax(probabilities, axis=1), y).sum()
-    train_step = theano.function([], [loss, correct, y.shape[0]],
-                                 updates=sgd_momentum(loss, params, args.learning_rate))
+    train_step = theano.function(
+        [], [loss, correct, y.shape[0]], updates=sgd_momentum(loss, params, args.learning_rate)
+    )
 
     # Evaluation reuses the model on the whole test set, given as an input.
     x_eval, y_eval = T.fmatrix("x_eval"), T.ivector("y_eval")
@@ -135,13 +141,16 @@ def main(argv=None, prog=None):
                 seen += int(batch_rows)
         queue.reopen()
         test_accuracy = float(evaluate(x_test, y_test))
-        print("epoch %2d  loss %.4f  train acc %.3f  test acc %.3f  %5.1f ms"
-              % (epoch, total_loss / seen, total_correct / seen, test_accuracy,
-                 1e3 * (time.perf_counter() - started)))
+        print(
+            "epoch %2d  loss %.4f  train acc %.3f  test acc %.3f  %5.1f ms"
+            % (epoch, total_loss / seen, total_correct / seen, test_accuracy, 1e3 * (time.perf_counter() - started))
+        )
 
     stats = queue.stats()
-    print("queue: %(enqueued)d batches in, %(dequeued)d out, %(bytes_in)d bytes; the model waited "
-          "%(consumer_wait_s).3f s for data, puts were blocked %(producer_wait_s).3f s for a free slot" % stats)
+    print(
+        "queue: %(enqueued)d batches in, %(dequeued)d out, %(bytes_in)d bytes; the model waited "
+        "%(consumer_wait_s).3f s for data, puts were blocked %(producer_wait_s).3f s for a free slot" % stats
+    )
     print("final test accuracy %.3f" % test_accuracy)
     return {"test_accuracy": test_accuracy, "stats": stats}
 

@@ -11,6 +11,7 @@ costs little next to the slot's trip over PCIe (doc/design.rst measures it).
 GpuEnqueue copies graph values into a slot on Theano's stream, so one compiled
 function can produce into a queue that another consumes.
 """
+
 import os
 
 import pygpu
@@ -71,9 +72,7 @@ class GpuDequeue(GpuQueueCOp):
     c_file = "gpu_dequeue.c"
 
     def make_node(self, token):
-        outputs = [
-            GpuArrayType(c.dtype, c.broadcastable, context_name=self.context_name)() for c in self.components
-        ]
+        outputs = [GpuArrayType(c.dtype, c.broadcastable, context_name=self.context_name)() for c in self.components]
         return Apply(self, [token], outputs)
 
     def c_code(self, node, name, inputs, outputs, sub):

@@ -7,6 +7,7 @@ the variable-length layout reshapes and masks with.  Theano's front end is
 This module imports no graph library: the core (the ring, the feeding side,
 monitor, trace) runs under either.
 """
+
 import itertools
 import threading
 import weakref

@@ -19,6 +19,7 @@ Every figure comes from ``Queue.stats()`` (and the feeder's ``stats()`` when
 it has one), read every ``interval`` seconds by the monitor's own thread: the
 training step does no extra work.
 """
+
 import collections
 import sys
 import threading
@@ -107,8 +108,18 @@ class Monitor:
         The line's label; the queue's name by default.
     """
 
-    def __init__(self, queue, feeder=None, interval=0.5, window=10.0, total=None, file=None, verdict=True,
-                 desc=None, disable=False):
+    def __init__(
+        self,
+        queue,
+        feeder=None,
+        interval=0.5,
+        window=10.0,
+        total=None,
+        file=None,
+        verdict=True,
+        desc=None,
+        disable=False,
+    ):
         if interval <= 0:
             raise ValueError("Monitor(%s): interval must be > 0, got %r" % (queue.name, interval))
         self.queue = queue
@@ -205,8 +216,15 @@ class Monitor:
         self._first = self._snapshot()
         self._recent.append(self._first)
         layout = LINE if self.total is None else LINE_WITH_TOTAL
-        self._bar = MonitorLine(total=self.total, desc=self.desc, file=self.file, dynamic_ncols=True, mininterval=0,
-                         bar_format=layout, disable=self.disable)
+        self._bar = MonitorLine(
+            total=self.total,
+            desc=self.desc,
+            file=self.file,
+            dynamic_ncols=True,
+            mininterval=0,
+            bar_format=layout,
+            disable=self.disable,
+        )
         self._thread = threading.Thread(target=self._run, name="Monitor(%s)" % self.queue.name, daemon=True)
         self._thread.start()
         return self
@@ -292,8 +310,11 @@ def _workers_busy(a, b, seconds):
 def _postfix(f):
     """The line's figures, the decisive ones first: a narrow terminal cuts the end."""
     rate = f.elements_per_s
-    parts = ["model waited %.0f%%" % (100 * f.model_waited), "fill %.1f/%d" % (f.mean_fill, f.capacity),
-             "put blocked %.0f%%" % (100 * f.producers_waited)]
+    parts = [
+        "model waited %.0f%%" % (100 * f.model_waited),
+        "fill %.1f/%d" % (f.mean_fill, f.capacity),
+        "put blocked %.0f%%" % (100 * f.producers_waited),
+    ]
     if f.workers_busy is not None:
         parts.append("workers %.0f%% busy" % (100 * f.workers_busy))
     parts += [("%.0f el/s" if rate >= 100 else "%.3g el/s") % rate, bytes_per_second(f.gbps * 1e9)]
@@ -320,11 +341,16 @@ def verdict(figures):
     if figures.elements == 0:
         return "no element was taken: nothing to judge"
     if figures.seconds < SHORTEST_JUDGED:
-        return ("too short to judge: %d element(s) in %.0f ms, the model waited %.1f ms (a verdict needs %g s)"
-                % (figures.elements, 1e3 * figures.seconds, 1e3 * waited * figures.seconds, SHORTEST_JUDGED))
+        return "too short to judge: %d element(s) in %.0f ms, the model waited %.1f ms (a verdict needs %g s)" % (
+            figures.elements,
+            1e3 * figures.seconds,
+            1e3 * waited * figures.seconds,
+            SHORTEST_JUDGED,
+        )
     if waited >= INPUT_BOUND:
         return "input-bound: the model waited %.0f%% of the time; add workers or use read_into" % (100 * waited)
     if waited < COMPUTE_BOUND:
         return "compute-bound: input is never waited for (the model waited %.1f%% of the time)" % (100 * waited)
-    return ("balanced: the model waited %.1f%% of the time; input barely keeps up (a larger capacity absorbs "
-            "jitter)" % (100 * waited))
+    return "balanced: the model waited %.1f%% of the time; input barely keeps up (a larger capacity absorbs jitter)" % (
+        100 * waited
+    )

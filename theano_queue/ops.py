@@ -11,6 +11,7 @@ weak reference to the queue's ring.  Tokens keep the pitfalls away:
 Their C code is in ``c_code/dequeue.c`` and ``c_code/enqueue.c``; ``perform``
 does the same through the engine's Python face for the Python linker.
 """
+
 import hashlib
 import os
 import sys

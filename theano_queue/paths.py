@@ -1,5 +1,6 @@
 """Where the C sources live: c_code/ beside the package (a checkout or an
 editable install) or inside it (an installed wheel; setup.py copies it)."""
+
 import functools
 import os
 

@@ -6,6 +6,7 @@ ring, and the producer still running ends with QueueClosed.  ``generation``
 counts the queue's reopens: a Feeder started in an earlier one may no
 longer close or fail the queue.
 """
+
 import contextlib
 from collections.abc import Mapping
 
@@ -72,8 +73,10 @@ class Port:
                 "components %s are host data" % (self.name, ", ".join(map(repr, host)))
             )
         if not self.on_gpu:
-            raise QueueError("Queue.put: queue %r lives in host memory; put device arrays into a GPU queue, or copy "
-                             "them to the host first" % self.name)
+            raise QueueError(
+                "Queue.put: queue %r lives in host memory; put device arrays into a GPU queue, or copy "
+                "them to the host first" % self.name
+            )
         upload = None
         if self._layout.varying:
             from theano.gpuarray.type import get_context

@@ -1,4 +1,5 @@
 """Queue: a bounded FIFO of batches that compiled Theano graphs dequeue from."""
+
 import itertools
 
 from . import device as _device
@@ -59,8 +60,9 @@ class Queue:
         those are interchangeable (``givens``).
     """
 
-    def __init__(self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None,
-                 broadcastable=None):
+    def __init__(
+        self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None, broadcastable=None
+    ):
         self.name = check_queue_name(name) if name is not None else "queue%d" % next(_names)
         self.components = parse_components(components, self.name, pad_value, broadcastable)
         # The engine holds variable-length components as fixed ones (theano_queue/layout.py).
@@ -223,8 +225,10 @@ class Queue:
             if not self.on_gpu:
                 raise QueueError("Queue.get: queue %r lives in host memory; device=True is for GPU queues" % self.name)
             if self._layout.varying:
-                raise QueueError("Queue.get: queue %r has variable-length components; device=True is for queues "
-                                 "whose axes are all fixed" % self.name)
+                raise QueueError(
+                    "Queue.get: queue %r has variable-length components; device=True is for queues "
+                    "whose axes are all fixed" % self.name
+                )
             from theano.gpuarray.type import get_context
 
             return _device.get(self._ring, self.components, get_context(self._target.context_name), timeout)

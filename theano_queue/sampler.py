@@ -6,6 +6,7 @@ in the whole run, to the dataset indices of that batch; a :class:`Cursor`
 records which positions the consumer has taken, and the pair gives a small
 state dict to resume from.
 """
+
 import numpy as np
 
 STATE_VERSION = 1
@@ -95,8 +96,18 @@ class Sampler:
       once; a partial batch stays last.  Each index's length is asked once.
     """
 
-    def __init__(self, length, batch_size, shuffle=False, seed=0, shard=(0, 1), drop_last=False, epochs=1,
-                 bucket_by=None, bucket_window=None):
+    def __init__(
+        self,
+        length,
+        batch_size,
+        shuffle=False,
+        seed=0,
+        shard=(0, 1),
+        drop_last=False,
+        epochs=1,
+        bucket_by=None,
+        bucket_window=None,
+    ):
         self.length = _int(length, "the dataset's length", 0)
         self.batch_size = _int(batch_size, "batch_size", 1)
         self.seed = _int(seed, "seed", 0)
@@ -130,17 +141,24 @@ class Sampler:
         if bucket_by is not None:
             if not callable(bucket_by):
                 raise TypeError("bucket_by must be a function, got %r" % (bucket_by,))
-            self.bucket_window = _int(DEFAULT_BUCKET_WINDOW if bucket_window is None else bucket_window,
-                                      "bucket_window", 1)
+            self.bucket_window = _int(
+                DEFAULT_BUCKET_WINDOW if bucket_window is None else bucket_window, "bucket_window", 1
+            )
             self._lengths = np.full(self.length, -1, np.int64)  # -1: not asked yet
         elif bucket_window is not None:
             raise ValueError("bucket_window=%r needs bucket_by, the length function to bucket by" % (bucket_window,))
 
     @property
     def config(self):
-        return {"length": self.length, "batch_size": self.batch_size, "shard": [self.rank, self.world],
-                "shuffle": self.shuffle, "seed": self.seed, "drop_last": self.drop_last,
-                "bucket_window": self.bucket_window}
+        return {
+            "length": self.length,
+            "batch_size": self.batch_size,
+            "shard": [self.rank, self.world],
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "drop_last": self.drop_last,
+            "bucket_window": self.bucket_window,
+        }
 
     def epoch_indices(self, epoch):
         """This rank's dataset indices for ``epoch``, in order (int64)."""
@@ -166,8 +184,10 @@ class Sampler:
         if len(missing):
             got = np.asarray(self.bucket_by(missing))
             if got.shape != missing.shape or got.dtype.kind not in "iuf":
-                raise ValueError("bucket_by gave %r for %d samples; expected one length (a number) per sample"
-                                 % (got if got.size < 8 else got.shape, len(missing)))
+                raise ValueError(
+                    "bucket_by gave %r for %d samples; expected one length (a number) per sample"
+                    % (got if got.size < 8 else got.shape, len(missing))
+                )
             self._lengths[missing] = got.astype(np.int64)
         return self._lengths[indices]
 
@@ -224,33 +244,43 @@ class Sampler:
         if state is None:
             return Cursor()
         if not isinstance(state, dict) or state.get("kind") != "map":
-            raise ValueError("this state was not saved by a Feeder over a map-style dataset (its kind is %r): %r"
-                             % (state.get("kind") if isinstance(state, dict) else None, state))
+            raise ValueError(
+                "this state was not saved by a Feeder over a map-style dataset (its kind is %r): %r"
+                % (state.get("kind") if isinstance(state, dict) else None, state)
+            )
         if state.get("version") != STATE_VERSION:
-            raise ValueError("state version %r; this theano_queue reads version %d" % (state.get("version"),
-                                                                                       STATE_VERSION))
+            raise ValueError(
+                "state version %r; this theano_queue reads version %d" % (state.get("version"), STATE_VERSION)
+            )
         config = self.config
         missing = [key for key in _CONFIG_KEYS + ("position",) if key not in state]
         if missing:
             raise ValueError("the state has no %s: it was not saved by Feeder.state_dict()" % ", ".join(missing))
-        wrong = ["%s=%r (saved: %r)" % (key, config[key], _listed(state.get(key))) for key in _CONFIG_KEYS
-                 if _listed(state.get(key)) != config[key]]
+        wrong = [
+            "%s=%r (saved: %r)" % (key, config[key], _listed(state.get(key)))
+            for key in _CONFIG_KEYS
+            if _listed(state.get(key)) != config[key]
+        ]
         if wrong:
-            raise ValueError("the state was saved with other settings; resuming would give other batches: "
-                             + ", ".join(wrong))
+            raise ValueError(
+                "the state was saved with other settings; resuming would give other batches: " + ", ".join(wrong)
+            )
         position = _int(state["position"], "the state's position", 0)
         done = state.get("done", [])
         if not isinstance(done, (list, tuple)):
             raise ValueError("the state's done must be a list of positions, got %r" % (done,))
         done = [_int(p, "each of the state's done positions", position + 1) for p in done]
         if self.total is not None and max([position] + done) > self.total:
-            raise ValueError("the state's position %d (done: %s) lies past the run's %d batches"
-                             % (position, done, self.total))
+            raise ValueError(
+                "the state's position %d (done: %s) lies past the run's %d batches" % (position, done, self.total)
+            )
         if self.batches_per_epoch and ("epoch" in state or "batch" in state):
             saved = (state.get("epoch"), state.get("batch"))
             if saved != divmod(position, self.batches_per_epoch):
-                raise ValueError("the state's epoch and batch %r do not match its position %d (%d batches per epoch)"
-                                 % (saved, position, self.batches_per_epoch))
+                raise ValueError(
+                    "the state's epoch and batch %r do not match its position %d (%d batches per epoch)"
+                    % (saved, position, self.batches_per_epoch)
+                )
         return Cursor(position, done)
 
 

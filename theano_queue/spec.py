@@ -1,4 +1,5 @@
 """What a queue holds: its components, and turning user elements into them."""
+
 import math
 from collections.abc import Mapping
 from typing import NamedTuple, Tuple
@@ -113,8 +114,10 @@ def parse_shape(shape, where):
     if len(shape) > MAX_DIMS:
         raise ValueError("%s: expected at most %d dimensions, got %d" % (where, MAX_DIMS, len(shape)))
     if shape and isinstance(shape[0], upto):
-        raise ValueError("%s: the leading (batch) axis is always variable up to its size; mark only later axes "
-                         "with upto, got %r" % (where, tuple(shape)))
+        raise ValueError(
+            "%s: the leading (batch) axis is always variable up to its size; mark only later axes "
+            "with upto, got %r" % (where, tuple(shape))
+        )
     return tuple(n if isinstance(n, upto) else int(n) for n in shape)
 
 
@@ -163,13 +166,16 @@ def with_broadcast_axes(components, broadcastable, queue_name):
     if broadcastable is None:
         return components
     if not isinstance(broadcastable, Mapping):
-        raise TypeError("%s: broadcastable must map component names to axes, e.g. {'x': (1,)}, got %r"
-                        % (where, broadcastable))
+        raise TypeError(
+            "%s: broadcastable must map component names to axes, e.g. {'x': (1,)}, got %r" % (where, broadcastable)
+        )
     by_name = {c.name: c for c in components}
     for name, axes in broadcastable.items():
         if name not in by_name:
-            raise ValueError("%s: broadcastable names %r, which is no component (the components are %s)"
-                             % (where, name, ", ".join(by_name)))
+            raise ValueError(
+                "%s: broadcastable names %r, which is no component (the components are %s)"
+                % (where, name, ", ".join(by_name))
+            )
         component = by_name[name]
         here = "%s, component %r" % (where, name)
         if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
@@ -180,8 +186,10 @@ def with_broadcast_axes(components, broadcastable, queue_name):
             raise TypeError("%s: broadcastable axes must be a tuple of ints, got %r" % (here, axes))
         for axis in axes:
             if not (0 < axis < len(component.shape)) or component.shape[axis] != 1 or axis in component.variable_axes:
-                raise ValueError("%s: only a fixed axis of length 1 after the leading one can broadcast; axis %r of "
-                                 "shape %r cannot" % (here, axis, component.shape))
+                raise ValueError(
+                    "%s: only a fixed axis of length 1 after the leading one can broadcast; axis %r of "
+                    "shape %r cannot" % (here, axis, component.shape)
+                )
         by_name[name] = component._replace(broadcast_axes=tuple(sorted(set(int(a) for a in axes))))
     return [by_name[c.name] for c in components]
 
@@ -197,22 +205,27 @@ def with_pad_values(components, pad_value, queue_name):
         return components
     if not isinstance(pad_value, Mapping):
         if isinstance(pad_value, (str, bytes)) or np.ndim(pad_value) != 0:
-            raise TypeError("%s: pad_value must be one number, or map component names to numbers, e.g. "
-                            "{'tokens': -1}, got %r" % (where, pad_value))
+            raise TypeError(
+                "%s: pad_value must be one number, or map component names to numbers, e.g. "
+                "{'tokens': -1}, got %r" % (where, pad_value)
+            )
         variable = [c.name for c in components if c.variable_axes]
         if not variable:
-            raise ValueError("%s: pad_value is for components with a variable (upto) axis; this queue has none"
-                             % where)
+            raise ValueError("%s: pad_value is for components with a variable (upto) axis; this queue has none" % where)
         pad_value = dict.fromkeys(variable, pad_value)
     by_name = {c.name: c for c in components}
     for name, value in pad_value.items():
         if name not in by_name:
-            raise ValueError("%s: pad_value names %r, which is no component (the components are %s)"
-                             % (where, name, ", ".join(by_name)))
+            raise ValueError(
+                "%s: pad_value names %r, which is no component (the components are %s)"
+                % (where, name, ", ".join(by_name))
+            )
         component = by_name[name]
         if not component.variable_axes:
-            raise ValueError("%s, component %r: pad_value is for components with a variable (upto) axis; this "
-                             "one's shape %r has none" % (where, name, component.shape))
+            raise ValueError(
+                "%s, component %r: pad_value is for components with a variable (upto) axis; this "
+                "one's shape %r has none" % (where, name, component.shape)
+            )
         try:
             cast = as_component_value(component, value, queue_name)
         except TypeError as exc:
@@ -258,8 +271,8 @@ def element_in_order(components, element, queue_name):
         shape = " of shape %s" % (np.shape(element),) if hasattr(element, "shape") else ""
         raise ValueError(
             "Queue %r: expected %d components (%s), got a bare %s%s: give one value per component, as a tuple "
-            "or a dict keyed by name" % (queue_name, len(components), ", ".join(names),
-                                         "array" if shape else type(element).__name__, shape)
+            "or a dict keyed by name"
+            % (queue_name, len(components), ", ".join(names), "array" if shape else type(element).__name__, shape)
         )
     elif len(element) != len(components):
         raise ValueError(
@@ -286,11 +299,15 @@ def as_component_value(component, value, queue_name):
     try:
         given = np.asarray(value)
     except (ValueError, TypeError) as exc:
-        raise TypeError("Queue %r, component %r: cannot read %s as an array: %s"
-                        % (queue_name, component.name, type(value).__name__, exc)) from None
+        raise TypeError(
+            "Queue %r, component %r: cannot read %s as an array: %s"
+            % (queue_name, component.name, type(value).__name__, exc)
+        ) from None
     if given.dtype.kind not in "biufc":
-        raise TypeError("Queue %r, component %r: expected numbers of dtype %s, got %s values"
-                        % (queue_name, component.name, want, given.dtype))
+        raise TypeError(
+            "Queue %r, component %r: expected numbers of dtype %s, got %s values"
+            % (queue_name, component.name, want, given.dtype)
+        )
     if np.can_cast(given.dtype, want, "safe"):
         return given.astype(want)
     with np.errstate(all="ignore"):

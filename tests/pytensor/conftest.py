@@ -4,6 +4,7 @@
 "CVM" mode) compiles the Ops' C code, ``numba`` ("NUMBA", the installed
 PyTensor's default) runs their ``perform`` in Numba's object mode.
 """
+
 import os
 
 import pytest

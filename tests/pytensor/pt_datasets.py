@@ -1,4 +1,5 @@
 """Datasets the PyTensor tests feed from worker processes: importable without PyTensor (workers start fast)."""
+
 import numpy as np
 
 

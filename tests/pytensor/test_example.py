@@ -1,4 +1,5 @@
 """examples/pytensor_logreg.py runs and both of its loops learn the same model."""
+
 import os
 import re
 import subprocess
@@ -9,8 +10,13 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "example
 
 def run_example(*args):
     small = ["--samples", "3000", "--features", "8", "--batch", "100", "--epochs", "1"]
-    out = subprocess.run([sys.executable, "-W", "ignore", EXAMPLE, *small, *args], capture_output=True, text=True,
-                         timeout=600, env={**os.environ, "PYTHONSAFEPATH": "1"})
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", EXAMPLE, *small, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONSAFEPATH": "1"},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 

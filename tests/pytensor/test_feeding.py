@@ -1,4 +1,5 @@
 """A Feeder of every source kind (and worker processes) filling a queue that PyTensor graphs dequeue from."""
+
 import json
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Dequeue and Enqueue as PyTensor graphs, under the C linker and under Numba."""
+
 import inspect
 import subprocess
 import sys
@@ -33,8 +34,9 @@ def test_import_needs_no_theano_and_default_mode_runs_with_no_flags(tmp_path):
         "print(f().tolist(), 'theano' in sys.modules, type(f.maker.linker).__name__)\n"
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONSAFEPATH": "1", "HOME": str(tmp_path)}  # no PYTENSOR_FLAGS
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["[2.0,", "4.0]", "False", "NumbaLinker"]
 

@@ -1,4 +1,5 @@
 """Variable-length (upto) components through PyTensor graphs: padding, lengths and masks on both linkers."""
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -28,8 +29,9 @@ def test_dequeue_gives_padded_rows_their_lengths_and_a_mask(mode):
 def test_enqueue_takes_a_padded_variable_and_its_lengths(mode):
     q = make_queue()
     padded, lengths = pt.imatrix("padded"), pt.lvector("lengths")
-    f = pytensor.function([padded, lengths], q.enqueue(padded, pt.arange(padded.shape[0]), lengths={"tokens": lengths}),
-                          mode=mode)
+    f = pytensor.function(
+        [padded, lengths], q.enqueue(padded, pt.arange(padded.shape[0]), lengths={"tokens": lengths}), mode=mode
+    )
     data = np.full((2, 4), 7, "int32")
     assert int(f(data, np.array([2, 4]))) == 1
     tokens, label, got_lengths = q.get(lengths=True)

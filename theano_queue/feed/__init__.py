@@ -11,6 +11,7 @@
 
 Nothing here imports theano.
 """
+
 from .factory import make_producer
 from .feeder import Feeder
 from .info import worker_info

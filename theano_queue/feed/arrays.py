@@ -8,6 +8,7 @@ that casts safely to the component's) is gathered batch by batch by numpy
 in the Feeder's thread, reading only the batch's rows with their strides:
 never a copy of the whole array.
 """
+
 from __future__ import annotations
 
 import logging

@@ -13,6 +13,7 @@
 dataset as it is written into its row.  Both run before anything is
 committed: a bad value costs the queue nothing.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -31,8 +32,10 @@ def checked_value(component, value: Any, queue_name: str) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         value = as_component_value(component, value, queue_name)
     if value.dtype != component.dtype and not np.can_cast(value.dtype, component.dtype, "safe"):
-        raise TypeError("%s: expected dtype %s, got %s, which does not cast safely to it"
-                        % (where(queue_name, component), component.dtype, value.dtype))
+        raise TypeError(
+            "%s: expected dtype %s, got %s, which does not cast safely to it"
+            % (where(queue_name, component), component.dtype, value.dtype)
+        )
     return value
 
 
@@ -56,6 +59,8 @@ def write_sample(layout, row: Sequence[np.ndarray], sample: Any, lengths: dict, 
             continue
         value = checked_value(component, value, queue_name)
         if value.shape != dst.shape:
-            raise ValueError("%s: expected shape %s for a sample (the component's without its batch axis), got %s"
-                             % (where(queue_name, component), dst.shape, value.shape))
+            raise ValueError(
+                "%s: expected shape %s for a sample (the component's without its batch axis), got %s"
+                % (where(queue_name, component), dst.shape, value.shape)
+            )
         dst[...] = value

@@ -7,6 +7,7 @@ that started it (``PR_SET_PDEATHSIG``) and with the Feeder's process (a watch
 on its pidfd).  A map-style batch with variable-length components is given to
 one worker whole, which packs it before it says DONE: the parent only commits.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -80,8 +81,9 @@ class StagingLayout:
         self.bytes = staging_bytes
 
     def views(self, buffer, slot_offset):
-        return tuple(np.ndarray(c.shape, c.dtype, buffer, slot_offset + off)
-                     for c, off in zip(self.components, self.offsets))
+        return tuple(
+            np.ndarray(c.shape, c.dtype, buffer, slot_offset + off) for c, off in zip(self.components, self.offsets)
+        )
 
 
 class _Timer:
@@ -144,8 +146,9 @@ def worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner_
             except Exception as exc:  # packing refused the lengths written
                 conn.send_bytes(p.error_reply(tag, indices[0], exc))
                 continue
-            conn.send_bytes(p.REPLY.pack(p.DONE, tag, 0, time.perf_counter() - began)
-                            + np.asarray(packed, np.int64).tobytes())
+            conn.send_bytes(
+                p.REPLY.pack(p.DONE, tag, 0, time.perf_counter() - began) + np.asarray(packed, np.int64).tobytes()
+            )
         else:
             _, tag, offset = p.ITER_ITEM.unpack_from(message)
             slot = views.get(offset) or views.setdefault(offset, layout.views(buffer, offset))
@@ -160,5 +163,6 @@ def worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner_
                 conn.send_bytes(p.error_reply(tag, produced, exc))
                 continue
             produced += 1
-            conn.send_bytes(p.REPLY.pack(p.DONE, tag, 0, time.perf_counter() - began)
-                            + np.asarray(rows, np.int64).tobytes())
+            conn.send_bytes(
+                p.REPLY.pack(p.DONE, tag, 0, time.perf_counter() - began) + np.asarray(rows, np.int64).tobytes()
+            )

@@ -26,6 +26,7 @@ swaps the two slots' staging).  Anything that fails (a sample, a worker, the
 batch's indices) reaches the consumer as :class:`~theano_queue.FeederError`
 after the batches before it.
 """
+
 from __future__ import annotations
 
 import collections
@@ -82,8 +83,23 @@ class WorkerProducer:
     how many elements of each worker's stream were consumed before a resume).
     """
 
-    def __init__(self, feeder, queue, dataset, workers, mode, *, sampler=None, cursor=None, skips=None,
-                 epochs=1, seed=0, ordered=True, start_method=None, timeout=None):
+    def __init__(
+        self,
+        feeder,
+        queue,
+        dataset,
+        workers,
+        mode,
+        *,
+        sampler=None,
+        cursor=None,
+        skips=None,
+        epochs=1,
+        seed=0,
+        ordered=True,
+        start_method=None,
+        timeout=None,
+    ):
         self.feeder, self.queue, self.ring = feeder, queue, queue._ring
         self.n, self.mode, self.ordered, self.timeout = workers, mode, ordered, timeout
         self.sampler, self.start_cursor = sampler, cursor
@@ -127,12 +143,14 @@ class WorkerProducer:
         # Children inherit this thread's signal mask: blocked SIGINT until they ignore it.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            self.workers = self.pool.start(self.ring, self.queue._layout, self.mode, self.config,
-                                           self.skips if self.mode == "iter" else None)
+            self.workers = self.pool.start(
+                self.ring, self.queue._layout, self.mode, self.config, self.skips if self.mode == "iter" else None
+            )
             self.wake_r, self.wake_w = os.pipe()
             os.set_blocking(self.wake_r, False)
-            self.reserver = threading.Thread(target=self._reserve_loop, name=self.feeder.name + " reserver",
-                                             daemon=True)
+            self.reserver = threading.Thread(
+                target=self._reserve_loop, name=self.feeder.name + " reserver", daemon=True
+            )
             self.reserver.start()
             return self._loop()
         finally:
@@ -169,8 +187,9 @@ class WorkerProducer:
                 self.pool.kill()
                 continue
             busy = [w for w in self.workers if w.alive and w.items]
-            ready = mp_connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy],
-                                       max(0.0, deadline - time.monotonic()))
+            ready = mp_connection.wait(
+                [w.conn for w in busy] + [w.process.sentinel for w in busy], max(0.0, deadline - time.monotonic())
+            )
             for w in busy:
                 if w.conn in ready:
                     self._read(w)
@@ -261,15 +280,24 @@ class WorkerProducer:
             spent = now - w.since
             if self.timeout is not None and spent > self.timeout:
                 item = next(iter(w.items.values()))
-                exc = sample_failed("worker %d (pid %d) did not finish %s within the Feeder's timeout=%g s"
-                                    % (w.id, w.pid, self._describe(item), self.timeout), worker=w.id)
+                exc = sample_failed(
+                    "worker %d (pid %d) did not finish %s within the Feeder's timeout=%g s"
+                    % (w.id, w.pid, self._describe(item), self.timeout),
+                    worker=w.id,
+                )
                 w.since = None
                 self._fail_later(exc, item.batch.seq)
             elif self.timeout is None and spent > SLOW_SAMPLE_S and not self.warned_slow:
                 self.warned_slow = True
-                logger.warning("%s: worker %d (pid %d) has taken over %g s on %s; give Feeder(timeout=...) to make "
-                               "a hung sample an error", self.feeder.name, w.id, w.pid, SLOW_SAMPLE_S,
-                               self._describe(next(iter(w.items.values()))))
+                logger.warning(
+                    "%s: worker %d (pid %d) has taken over %g s on %s; give Feeder(timeout=...) to make "
+                    "a hung sample an error",
+                    self.feeder.name,
+                    w.id,
+                    w.pid,
+                    SLOW_SAMPLE_S,
+                    self._describe(next(iter(w.items.values()))),
+                )
 
     def _read(self, w):
         while w.alive:
@@ -317,12 +345,21 @@ class WorkerProducer:
 
     def _worker_error(self, w, tag, index, message):
         name, text, tb, original = p.read_error(message)
-        where = ("failed to start" if tag < 0 else
-                 "raised on sample %d" % index if self.mode == "map" else
-                 "raised on element %d of its stream" % index)
-        return sample_failed("worker %d (pid %d) %s: %s: %s\n\nTraceback in the worker:\n%s"
-                             % (w.id, w.pid, where, name, text, tb.rstrip()), index if tag >= 0 else None,
-                             w.id, tb, original)
+        where = (
+            "failed to start"
+            if tag < 0
+            else "raised on sample %d" % index
+            if self.mode == "map"
+            else "raised on element %d of its stream" % index
+        )
+        return sample_failed(
+            "worker %d (pid %d) %s: %s: %s\n\nTraceback in the worker:\n%s"
+            % (w.id, w.pid, where, name, text, tb.rstrip()),
+            index if tag >= 0 else None,
+            w.id,
+            tb,
+            original,
+        )
 
     def _died(self, w):
         if not w.alive:
@@ -343,8 +380,10 @@ class WorkerProducer:
         if w.items:
             doing = " while producing %s" % self._describe(next(iter(w.items.values())))
         elif w.ready_at is None:
-            doing = (" while starting (see its output above; with spawn or forkserver the main module is imported "
-                     "again in the worker: guard the script's entry point with if __name__ == '__main__':)")
+            doing = (
+                " while starting (see its output above; with spawn or forkserver the main module is imported "
+                "again in the worker: guard the script's entry point with if __name__ == '__main__':)"
+            )
         exc = sample_failed("worker %d (pid %s) %s%s" % (w.id, w.pid, how, doing), worker=w.id)
         seqs = [item.batch.seq for item in list(w.items.values()) + list(w.backlog)]
         self._fail_later(exc, min(seqs) if seqs else self.seq)
@@ -354,8 +393,11 @@ class WorkerProducer:
             _, _, _, row0, rows = p.MAP_ITEM.unpack_from(item.message)
             indices = np.frombuffer(item.message, np.int64, rows, p.MAP_ITEM.size)
             return "sample%s %s of batch %d of epoch %d" % (
-                "s" if rows > 1 else "", indices.tolist() if rows <= 8 else "%s..." % indices[:8].tolist(),
-                item.batch.key % self.sampler.batches_per_epoch, self.sampler.epoch_of(item.batch.key))
+                "s" if rows > 1 else "",
+                indices.tolist() if rows <= 8 else "%s..." % indices[:8].tolist(),
+                item.batch.key % self.sampler.batches_per_epoch,
+                self.sampler.epoch_of(item.batch.key),
+            )
         return "element %d of its stream" % item.batch.key[1]
 
     # ---- batches and items -------------------------------------------------------------------
@@ -511,11 +553,17 @@ class WorkerProducer:
         first = min((w.ready_at for w in self.workers if w.ready_at), default=None)
         elapsed = now - first if first else 0.0  # since the first worker could produce
         samples = self.samples if self.mode == "map" else sum(w.samples for w in self.workers)
-        out = {"workers": self.n, "elements": self.feeder.produced, "samples": samples,
-               "busy": float(sum(busy) / len(busy)) if busy else 0.0, "worker_busy": busy,
-               "samples_per_s": samples / elapsed if elapsed > 0 else 0.0,
-               "startup_s": (self.all_ready - self.started) if self.all_ready and self.started else None,
-               "pids": [w.pid for w in self.workers], "start_method": self.context.get_start_method()}
+        out = {
+            "workers": self.n,
+            "elements": self.feeder.produced,
+            "samples": samples,
+            "busy": float(sum(busy) / len(busy)) if busy else 0.0,
+            "worker_busy": busy,
+            "samples_per_s": samples / elapsed if elapsed > 0 else 0.0,
+            "startup_s": (self.all_ready - self.started) if self.all_ready and self.started else None,
+            "pids": [w.pid for w in self.workers],
+            "start_method": self.context.get_start_method(),
+        }
         if self.mode == "map":
             out["batches_per_epoch"] = self.sampler.batches_per_epoch
         return out

@@ -1,4 +1,5 @@
 """Which :class:`~.producers.Producer` a Feeder's arguments ask for, every argument checked on the way."""
+
 from __future__ import annotations
 
 import collections.abc
@@ -29,85 +30,161 @@ def check_timeout(timeout: Any, workers: int, where: str) -> Optional[float]:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) or not timeout > 0:
         raise ValueError("%s: timeout must be a number of seconds > 0 or None, got %r" % (where, timeout))
     if not workers:
-        raise ValueError("%s: timeout bounds the time a worker process spends on one sample; with workers=0 the "
-                         "Feeder's own thread produces and cannot be interrupted: give workers >= 1" % where)
+        raise ValueError(
+            "%s: timeout bounds the time a worker process spends on one sample; with workers=0 the "
+            "Feeder's own thread produces and cannot be interrupted: give workers >= 1" % where
+        )
     return float(timeout)
 
 
-def make_producer(feeder, queue, dataset: Any, *, workers: Any, shuffle: bool, seed: int, shard, epochs: Any,
-                  drop_last: bool, state: Optional[dict], ordered: bool, start_method: Any, fill: Any,
-                  bucket_by: Any = None, bucket_window: Any = None, timeout: Any = None) -> Producer:
+def make_producer(
+    feeder,
+    queue,
+    dataset: Any,
+    *,
+    workers: Any,
+    shuffle: bool,
+    seed: int,
+    shard,
+    epochs: Any,
+    drop_last: bool,
+    state: Optional[dict],
+    ordered: bool,
+    start_method: Any,
+    fill: Any,
+    bucket_by: Any = None,
+    bucket_window: Any = None,
+    timeout: Any = None,
+) -> Producer:
     """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset."""
     where = "Feeder(%s)" % queue.name
     workers = _count(workers, "workers", where)
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where)
     if fill is not None:
-        if (workers or shuffle or state is not None or tuple(shard) != (0, 1) or drop_last or epochs != 1
-                or bucket_by is not None):
-            raise TypeError("%s: a fill function runs in the feeder's thread alone; workers, shuffle, shard, "
-                            "drop_last, epochs, bucket_by and state need a dataset" % where)
+        if (
+            workers
+            or shuffle
+            or state is not None
+            or tuple(shard) != (0, 1)
+            or drop_last
+            or epochs != 1
+            or bucket_by is not None
+        ):
+            raise TypeError(
+                "%s: a fill function runs in the feeder's thread alone; workers, shuffle, shard, "
+                "drop_last, epochs, bucket_by and state need a dataset" % where
+            )
         return FillProducer(feeder, queue, fill)
     layout = queue._layout
     arrays = array_sources(dataset, queue.components, queue.name)
     if arrays is not None and layout.varying:
-        raise TypeError("%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
-                        "give a map-style dataset whose samples have their own lengths" % (
-                            where, ", ".join(map(repr, layout.variable_names()))))
+        raise TypeError(
+            "%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
+            "give a map-style dataset whose samples have their own lengths"
+            % (where, ", ".join(map(repr, layout.variable_names())))
+        )
     if arrays is not None or is_map_style(dataset):
-        sampler, cursor = _sampler(queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state,
-                                   bucket_by, bucket_window, where)
+        sampler, cursor = _sampler(
+            queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
+        )
         if arrays is not None:
             if workers:
-                raise TypeError("%s: an array dataset is gathered by native threads in this process (the copy pool, "
-                                "theano_queue._engine.set_copy_threads); worker processes would only copy the same "
-                                "rows again: leave workers=0" % where)
+                raise TypeError(
+                    "%s: an array dataset is gathered by native threads in this process (the copy pool, "
+                    "theano_queue._engine.set_copy_threads); worker processes would only copy the same "
+                    "rows again: leave workers=0" % where
+                )
             return ArrayProducer(feeder, queue, arrays, sampler, cursor)
         if layout.varying and hasattr(dataset, "read_into"):
-            raise TypeError("%s: read_into(i, row) writes into rows of fixed shape; with variable-length "
-                            "component(s) %s the feeder reads dataset[i] instead: remove read_into" % (
-                                where, ", ".join(map(repr, layout.variable_names()))))
+            raise TypeError(
+                "%s: read_into(i, row) writes into rows of fixed shape; with variable-length "
+                "component(s) %s the feeder reads dataset[i] instead: remove read_into"
+                % (where, ", ".join(map(repr, layout.variable_names())))
+            )
         if workers == 0:
             return InlineMapProducer(feeder, queue, dataset, sampler, cursor)
-        return WorkerProducer(feeder, queue, dataset, workers, "map", sampler=sampler, cursor=cursor, seed=seed,
-                              ordered=ordered, start_method=start_method, timeout=timeout)
+        return WorkerProducer(
+            feeder,
+            queue,
+            dataset,
+            workers,
+            "map",
+            sampler=sampler,
+            cursor=cursor,
+            seed=seed,
+            ordered=ordered,
+            start_method=start_method,
+            timeout=timeout,
+        )
     if bucket_by is not None or bucket_window is not None:
-        raise ValueError("%s: bucket_by groups the samples of a map-style dataset (or an array dataset) into "
-                         "batches; an iterable yields whole batches already" % where)
+        raise ValueError(
+            "%s: bucket_by groups the samples of a map-style dataset (or an array dataset) into "
+            "batches; an iterable yields whole batches already" % where
+        )
     if shuffle or tuple(shard) != (0, 1) or drop_last:
-        raise ValueError("%s: shuffle, shard and drop_last choose the samples of a map-style dataset (__len__ and "
-                         "__getitem__ giving one sample); an iterable yields whole batches in its own order: split "
-                         "it with tq.worker_info() and your rank yourself" % where)
+        raise ValueError(
+            "%s: shuffle, shard and drop_last choose the samples of a map-style dataset (__len__ and "
+            "__getitem__ giving one sample); an iterable yields whole batches in its own order: split "
+            "it with tq.worker_info() and your rank yourself" % where
+        )
     if not hasattr(dataset, "__iter__"):
-        raise TypeError("%s: expected an iterable of batches or a map-style dataset, got %r"
-                        % (where, type(dataset).__name__))
+        raise TypeError(
+            "%s: expected an iterable of batches or a map-style dataset, got %r" % (where, type(dataset).__name__)
+        )
     if epochs != 1 and isinstance(dataset, collections.abc.Iterator):
-        raise ValueError("%s: epochs=%r needs an iterable that can be run again (a list, or an object whose "
-                         "__iter__ starts over); a generator or iterator runs once" % (where, epochs))
+        raise ValueError(
+            "%s: epochs=%r needs an iterable that can be run again (a list, or an object whose "
+            "__iter__ starts over); a generator or iterator runs once" % (where, epochs)
+        )
     try:
         skips = iterable_skips(state, max(workers, 1))
     except ValueError as exc:
         raise ValueError("%s: %s" % (where, exc)) from None
     if workers == 0:
         return IterableProducer(feeder, queue, dataset, epochs, skips[0])
-    return WorkerProducer(feeder, queue, dataset, workers, "iter", skips=skips, epochs=epochs, seed=seed,
-                          ordered=ordered, start_method=start_method, timeout=timeout)
+    return WorkerProducer(
+        feeder,
+        queue,
+        dataset,
+        workers,
+        "iter",
+        skips=skips,
+        epochs=epochs,
+        seed=seed,
+        ordered=ordered,
+        start_method=start_method,
+        timeout=timeout,
+    )
 
 
 def _sampler(queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where):
     """The Sampler of a map-style or array dataset, and the cursor ``state`` resumes from."""
     flat = [c.name for c in queue.components if not c.shape]
     if flat:
-        raise ValueError("%s: a map-style dataset gives one sample per row, but component(s) %s have no batch "
-                         "axis" % (where, ", ".join(map(repr, flat))))
+        raise ValueError(
+            "%s: a map-style dataset gives one sample per row, but component(s) %s have no batch "
+            "axis" % (where, ", ".join(map(repr, flat)))
+        )
     sizes = {c.shape[0] for c in queue.components}
     if len(sizes) != 1:
-        raise ValueError("%s: a map-style dataset fills every component with the same number of rows; the "
-                         "components' leading axes differ: %s" % (where, ", ".join(
-                             "%s: %d" % (c.name, c.shape[0]) for c in queue.components)))
+        raise ValueError(
+            "%s: a map-style dataset fills every component with the same number of rows; the "
+            "components' leading axes differ: %s"
+            % (where, ", ".join("%s: %d" % (c.name, c.shape[0]) for c in queue.components))
+        )
     try:
-        sampler = Sampler(len(arrays[0]) if arrays else len(dataset), sizes.pop(), shuffle, seed, shard,
-                          drop_last, epochs, bucket_lengths(bucket_by, dataset, arrays), bucket_window)
+        sampler = Sampler(
+            len(arrays[0]) if arrays else len(dataset),
+            sizes.pop(),
+            shuffle,
+            seed,
+            shard,
+            drop_last,
+            epochs,
+            bucket_lengths(bucket_by, dataset, arrays),
+            bucket_window,
+        )
         return sampler, sampler.cursor(state)
     except ValueError as exc:
         raise ValueError("%s: %s" % (where, exc)) from None

@@ -1,4 +1,5 @@
 """Feeder: runs one producer (:mod:`.producers`) in a background thread, attached to its queue."""
+
 from __future__ import annotations
 
 import threading
@@ -126,12 +127,30 @@ class Feeder:
     once per epoch, and resumable with :meth:`state_dict`.
     """
 
-    def __init__(self, queue, dataset: Any = None, workers: int = 0, shuffle: bool = False, seed: int = 0,
-                 shard: Tuple[int, int] = (0, 1), epochs: Optional[int] = 1, drop_last: bool = False,
-                 state: Optional[dict] = None, *, ordered: bool = True, start_method: Any = None,
-                 fill: Optional[Callable[..., Optional[int]]] = None, close_when_done: bool = True,
-                 stop_timeout: float = 10.0, name: Optional[str] = None, source: Any = None, progress: Any = False,
-                 bucket_by: Any = None, bucket_window: Optional[int] = None, timeout: Optional[float] = None):
+    def __init__(
+        self,
+        queue,
+        dataset: Any = None,
+        workers: int = 0,
+        shuffle: bool = False,
+        seed: int = 0,
+        shard: Tuple[int, int] = (0, 1),
+        epochs: Optional[int] = 1,
+        drop_last: bool = False,
+        state: Optional[dict] = None,
+        *,
+        ordered: bool = True,
+        start_method: Any = None,
+        fill: Optional[Callable[..., Optional[int]]] = None,
+        close_when_done: bool = True,
+        stop_timeout: float = 10.0,
+        name: Optional[str] = None,
+        source: Any = None,
+        progress: Any = False,
+        bucket_by: Any = None,
+        bucket_window: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ):
         if source is not None:  # the argument's name before workers came
             if dataset is not None:
                 raise TypeError("Feeder(%s): give dataset or source, not both" % queue.name)
@@ -148,10 +167,24 @@ class Feeder:
         # What the thread holds: the run's state and the queue's port, never this Feeder nor the Queue, so
         # that a Feeder and Queue the user dropped are collected (and the Queue's ring closed, which ends us).
         self._run = _Run(self.name, queue, close_when_done)
-        self._producer = make_producer(self._run, queue._port, dataset, workers=workers, shuffle=shuffle, seed=seed,
-                                       shard=shard, epochs=epochs, drop_last=drop_last, state=state,
-                                       ordered=ordered, start_method=start_method, fill=fill,
-                                       bucket_by=bucket_by, bucket_window=bucket_window, timeout=timeout)
+        self._producer = make_producer(
+            self._run,
+            queue._port,
+            dataset,
+            workers=workers,
+            shuffle=shuffle,
+            seed=seed,
+            shard=shard,
+            epochs=epochs,
+            drop_last=drop_last,
+            state=state,
+            ordered=ordered,
+            start_method=start_method,
+            fill=fill,
+            bucket_by=bucket_by,
+            bucket_window=bucket_window,
+            timeout=timeout,
+        )
         if isinstance(self._producer, IterableProducer):
             self.source = self._producer.stream
         # Set by stop(); it also wakes a put that waits for a free slot.
@@ -189,8 +222,9 @@ class Feeder:
             )
         self._producer.start()
         self._run.attach(self)
-        self._thread = threading.Thread(target=_thread_main, args=(self._run, self._producer, self._stop),
-                                        name=self.name, daemon=True)
+        self._thread = threading.Thread(
+            target=_thread_main, args=(self._run, self._producer, self._stop), name=self.name, daemon=True
+        )
         self._thread.start()
         self._monitor = Monitor.for_feeder(self, self.progress).start() if self.progress else None
         return self
@@ -233,8 +267,10 @@ class Feeder:
         """Queue.reopen(): stop and wait; refused while the thread still runs (it might still put)."""
         self.stop()
         if not self.join(self.stop_timeout):
-            raise QueueError("Queue %r: cannot reopen while %s still runs: it did not stop within %g s (its source "
-                             "is blocked); stop it first" % (self.queue.name, self.name, self.stop_timeout))
+            raise QueueError(
+                "Queue %r: cannot reopen while %s still runs: it did not stop within %g s (its source "
+                "is blocked); stop it first" % (self.queue.name, self.name, self.stop_timeout)
+            )
         with _attach_lock:
             self._run.detach()
 

@@ -10,6 +10,7 @@ time and the consumer still waits for data, the GIL is the limit: an array
 dataset (gathered without the GIL) or ``workers=N`` (other processes) is
 the way past it.
 """
+
 from __future__ import annotations
 
 import threading
@@ -54,8 +55,12 @@ class ThreadClock:
         seconds, count = self.ring.gil_wait()
         gil_wait_s, gil_waits = seconds - self.gil_base[0], count - self.gil_base[1]
         share = gil_wait_s / wall if wall > 0 else 0.0
-        out = {"gil_wait_s": gil_wait_s, "gil_waits": gil_waits, "gil_wait_share": share,
-               "gil_bound": share > GIL_BOUND_SHARE}
+        out = {
+            "gil_wait_s": gil_wait_s,
+            "gil_waits": gil_waits,
+            "gil_wait_share": share,
+            "gil_bound": share > GIL_BOUND_SHARE,
+        }
         cpu = self.cpu_s
         if cpu is None and self.clock_id is not None:
             try:

@@ -1,4 +1,5 @@
 """Which worker process this code runs in: :func:`worker_info` (set by the worker's main)."""
+
 from __future__ import annotations
 
 import collections

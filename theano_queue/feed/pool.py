@@ -9,6 +9,7 @@ so that classes defined in ``__main__``, a notebook or a function travel by
 value.  :meth:`Pool.stop` asks them to leave, then SIGTERM, then SIGKILL,
 and releases every descriptor (pipes and process sentinels) at once.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -58,8 +59,9 @@ def start_method_context(start_method: Any):
         try:
             return multiprocessing.get_context(start_method)
         except ValueError:
-            raise ValueError("start_method must be 'spawn', 'forkserver', 'fork' or a multiprocessing context, "
-                             "got %r" % start_method) from None
+            raise ValueError(
+                "start_method must be 'spawn', 'forkserver', 'fork' or a multiprocessing context, got %r" % start_method
+            ) from None
     if hasattr(start_method, "Process") and hasattr(start_method, "get_start_method"):
         return start_method
     raise TypeError("start_method must be a name or a multiprocessing context, got %r" % (start_method,))
@@ -79,10 +81,12 @@ def dataset_payload(dataset: Any, context, where: str) -> Any:
     try:
         return cloudpickle.dumps(dataset, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:
-        raise TypeError("%s: workers need a picklable dataset (start_method=%r sends it to them with cloudpickle); "
-                        "%s: %s. Leave that out of the dataset (open it in the worker, e.g. on first use), or use "
-                        "start_method='fork' where the parent has no CUDA context or threads"
-                        % (where, context.get_start_method(), type(exc).__name__, exc)) from exc
+        raise TypeError(
+            "%s: workers need a picklable dataset (start_method=%r sends it to them with cloudpickle); "
+            "%s: %s. Leave that out of the dataset (open it in the worker, e.g. on first use), or use "
+            "start_method='fork' where the parent has no CUDA context or threads"
+            % (where, context.get_start_method(), type(exc).__name__, exc)
+        ) from exc
 
 
 class Worker:
@@ -141,16 +145,33 @@ class Pool:
                 for wid in range(self.n):
                     mine, theirs = self.context.Pipe(duplex=True)
                     process = self.context.Process(
-                        target=worker_main, name="%s worker %d" % (self.name, wid), daemon=True,
-                        args=(wid, self.n, theirs, p.SharedFd(fd), layout, None if pickled else self.payload,
-                              mode, config, os.getpid(), parent))
+                        target=worker_main,
+                        name="%s worker %d" % (self.name, wid),
+                        daemon=True,
+                        args=(
+                            wid,
+                            self.n,
+                            theirs,
+                            p.SharedFd(fd),
+                            layout,
+                            None if pickled else self.payload,
+                            mode,
+                            config,
+                            os.getpid(),
+                            parent,
+                        ),
+                    )
                     process.start()
                     theirs.close()
                     worker = Worker(wid, process, mine)
                     worker.assigned = skips[wid] if skips is not None else 0
                     if pickled:
-                        worker.sender = threading.Thread(target=_send_quietly, args=(mine, self.payload),
-                                                         name="%s sender %d" % (self.name, wid), daemon=True)
+                        worker.sender = threading.Thread(
+                            target=_send_quietly,
+                            args=(mine, self.payload),
+                            name="%s sender %d" % (self.name, wid),
+                            daemon=True,
+                        )
                         worker.sender.start()
                     self.workers.append(worker)
         finally:

@@ -3,6 +3,7 @@
 Worker processes have theirs in :mod:`.dispatcher`, array datasets in
 :mod:`.arrays`.  Every value goes into the queue through :mod:`.check`.
 """
+
 from __future__ import annotations
 
 import math
@@ -74,8 +75,9 @@ class InProcessProducer(Producer):
     def stats(self) -> dict:
         elapsed = self.elapsed()
         busy = float(self.busy / elapsed) if elapsed else 0.0
-        return dict({"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]},
-                    **self.clock.stats())
+        return dict(
+            {"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]}, **self.clock.stats()
+        )
 
 
 class SourceFailed(Exception):
@@ -174,9 +176,21 @@ class InlineMapProducer(InProcessProducer):
         except SampleError as exc:
             cause = exc.__cause__
             text = describe_failure(cause)
-            raise sample_failed("sample %d (batch %d of epoch %d) raised %s: %s\n\nTraceback:\n%s" % (
-                exc.index, position % self.sampler.batches_per_epoch, self.sampler.epoch_of(position),
-                type(cause).__name__, cause, text.rstrip()), exc.index, None, text, cause) from cause
+            raise sample_failed(
+                "sample %d (batch %d of epoch %d) raised %s: %s\n\nTraceback:\n%s"
+                % (
+                    exc.index,
+                    position % self.sampler.batches_per_epoch,
+                    self.sampler.epoch_of(position),
+                    type(cause).__name__,
+                    cause,
+                    text.rstrip(),
+                ),
+                exc.index,
+                None,
+                text,
+                cause,
+            ) from cause
         finally:
             self.busy += time.perf_counter() - began
         slot.rows = len(indices)
@@ -192,6 +206,9 @@ class InlineMapProducer(InProcessProducer):
     def stats(self) -> dict:
         elapsed = self.elapsed()
         stats = super().stats()
-        stats.update(samples=self.samples, samples_per_s=self.samples / elapsed if elapsed else 0.0,
-                     batches_per_epoch=self.sampler.batches_per_epoch)
+        stats.update(
+            samples=self.samples,
+            samples_per_s=self.samples / elapsed if elapsed else 0.0,
+            batches_per_epoch=self.sampler.batches_per_epoch,
+        )
         return stats

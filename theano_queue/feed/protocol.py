@@ -4,6 +4,7 @@ Parent -> worker: one kind byte, then a struct (and, for a map item, the
 int64 sample indices).  Worker -> parent: :data:`REPLY`, then a payload: the
 engine rows of an element the worker packed (int64), or an error.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,7 @@ def error_reply(tag: int, index: int, exc: BaseException) -> bytes:
 
 def read_error(message: bytes):
     """(class name, message, traceback text, the exception or None) of an ERROR reply."""
-    name, text, tb, original = pickle.loads(message[REPLY.size:])
+    name, text, tb, original = pickle.loads(message[REPLY.size :])
     exc = None
     if original is not None:
         try:
@@ -65,6 +66,9 @@ def read_error(message: bytes):
 
 def worker_env() -> dict:
     """What a worker's environment must say so that it never initialises CUDA."""
-    flags = [f for f in os.environ.get("THEANO_FLAGS", "").split(",")
-             if f and not f.strip().startswith(("device=", "init_gpu_device=", "contexts="))]
+    flags = [
+        f
+        for f in os.environ.get("THEANO_FLAGS", "").split(",")
+        if f and not f.strip().startswith(("device=", "init_gpu_device=", "contexts="))
+    ]
     return {"THEANO_FLAGS": ",".join(flags + ["device=cpu"]), "CUDA_VISIBLE_DEVICES": ""}

@@ -2,6 +2,7 @@
 
 The same code runs in the Feeder's thread and in worker processes.
 """
+
 from __future__ import annotations
 
 import traceback

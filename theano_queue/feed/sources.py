@@ -5,6 +5,7 @@
 * :func:`stream`: an iterable run for a number of epochs, from a resume point.
 * :func:`bucket_lengths`: ``Feeder(bucket_by=...)`` as the Sampler's length function.
 """
+
 from __future__ import annotations
 
 import time
@@ -53,30 +54,38 @@ def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
         if not dataset or not all(isinstance(v, np.ndarray) for v in dataset.values()):
             return None
         if sorted(dataset) != sorted(names):
-            raise ValueError("%s: an array dataset given as a dict needs one array per component, keyed %s; got %s"
-                             % (where, names, sorted(dataset)))
+            raise ValueError(
+                "%s: an array dataset given as a dict needs one array per component, keyed %s; got %s"
+                % (where, names, sorted(dataset))
+            )
         arrays = [dataset[name] for name in names]
     elif isinstance(dataset, tuple) and dataset and all(isinstance(v, np.ndarray) for v in dataset):
         if len(dataset) != len(components):
-            raise ValueError("%s: expected %d components (%s), got %d array%s: an array dataset has one array per "
-                             "component" % (where, len(names), ", ".join(names), len(dataset),
-                                            "" if len(dataset) == 1 else "s"))
+            raise ValueError(
+                "%s: expected %d components (%s), got %d array%s: an array dataset has one array per "
+                "component" % (where, len(names), ", ".join(names), len(dataset), "" if len(dataset) == 1 else "s")
+            )
         arrays = list(dataset)
     else:
         return None
     for component, array in zip(components, arrays):
         if not component.shape:
-            raise ValueError("%s: component %r has no batch axis: an array dataset gives every component rows"
-                             % (where, component.name))
+            raise ValueError(
+                "%s: component %r has no batch axis: an array dataset gives every component rows"
+                % (where, component.name)
+            )
         checked_value(component, array, queue_name)
         if array.ndim != len(component.shape) or array.shape[1:] != tuple(component.shape[1:]):
-            raise ValueError("%s: component %r: expected rows of shape %s (the component's without its batch axis), "
-                             "got an array of shape %s" % (where, component.name, tuple(component.shape[1:]),
-                                                           array.shape))
+            raise ValueError(
+                "%s: component %r: expected rows of shape %s (the component's without its batch axis), "
+                "got an array of shape %s" % (where, component.name, tuple(component.shape[1:]), array.shape)
+            )
     lengths = {len(a) for a in arrays}
     if len(lengths) != 1:
-        raise ValueError("%s: the arrays of an array dataset share their leading axis; got %s" % (
-            where, ", ".join("%s: %d rows" % (c.name, len(a)) for c, a in zip(components, arrays))))
+        raise ValueError(
+            "%s: the arrays of an array dataset share their leading axis; got %s"
+            % (where, ", ".join("%s: %d rows" % (c.name, len(a)) for c, a in zip(components, arrays)))
+        )
     return arrays
 
 
@@ -108,8 +117,10 @@ def stream(dataset: Any, epochs: Optional[int], skip: int = 0, timer=None) -> It
     while epochs is None or epoch < epochs:
         iterator = iter(dataset)
         if epoch and iterator is dataset:
-            raise ValueError("epochs=%r needs an iterable that can be run again (a list, or an object whose "
-                             "__iter__ starts over); this one is an iterator, which runs once" % (epochs,))
+            raise ValueError(
+                "epochs=%r needs an iterable that can be run again (a list, or an object whose "
+                "__iter__ starts over); this one is an iterator, which runs once" % (epochs,)
+            )
         empty = True
         while True:
             started = time.perf_counter()
@@ -148,8 +159,10 @@ def bucket_lengths(bucket_by: Any, dataset: Any, arrays: Optional[list]) -> Opti
         given = np.asarray(bucket_by)
         count = len(arrays[0]) if arrays is not None else len(dataset)
         if given.shape != (count,) or given.dtype.kind not in "iu":
-            raise ValueError("bucket_by must be a function of a sample or an int array of the %d samples' "
-                             "lengths, got %r" % (count, bucket_by if given.ndim == 0 else given.shape))
+            raise ValueError(
+                "bucket_by must be a function of a sample or an int array of the %d samples' "
+                "lengths, got %r" % (count, bucket_by if given.ndim == 0 else given.shape)
+            )
         return lambda indices: given[indices]
     sample = (lambda i: tuple(a[i] for a in arrays)) if arrays is not None else dataset.__getitem__
 

@@ -1,4 +1,5 @@
 """Where the consumer is: the log of committed elements, and the iterable's saved state, validated."""
+
 from __future__ import annotations
 
 import collections
@@ -20,20 +21,25 @@ def iterable_skips(state: Optional[dict], streams: int) -> List[int]:
     if state is None:
         return [0] * streams
     if not isinstance(state, dict) or state.get("kind") != "iterable":
-        raise ValueError("this state was not saved by a Feeder over an iterable (its kind is %r): %r"
-                         % (state.get("kind") if isinstance(state, dict) else None, state))
+        raise ValueError(
+            "this state was not saved by a Feeder over an iterable (its kind is %r): %r"
+            % (state.get("kind") if isinstance(state, dict) else None, state)
+        )
     if state.get("version") != STATE_VERSION:
-        raise ValueError("state version %r; this theano_queue reads version %d" % (state.get("version"),
-                                                                                   STATE_VERSION))
+        raise ValueError("state version %r; this theano_queue reads version %d" % (state.get("version"), STATE_VERSION))
     consumed = state.get("consumed")
     if not isinstance(consumed, (list, tuple)) or not all(
-            not isinstance(c, bool) and isinstance(c, (int, np.integer)) and c >= 0 for c in consumed):
-        raise ValueError("the state's consumed must be a list of ints >= 0, one per worker stream, got %r"
-                         % (consumed,))
+        not isinstance(c, bool) and isinstance(c, (int, np.integer)) and c >= 0 for c in consumed
+    ):
+        raise ValueError(
+            "the state's consumed must be a list of ints >= 0, one per worker stream, got %r" % (consumed,)
+        )
     if len(consumed) != streams:
-        raise ValueError("the state's consumed was saved with %d worker stream(s), this Feeder runs %d: an "
-                         "iterable's streams depend on tq.worker_info(), resume with the same number of workers"
-                         % (len(consumed), streams))
+        raise ValueError(
+            "the state's consumed was saved with %d worker stream(s), this Feeder runs %d: an "
+            "iterable's streams depend on tq.worker_info(), resume with the same number of workers"
+            % (len(consumed), streams)
+        )
     return [int(c) for c in consumed]
 
 

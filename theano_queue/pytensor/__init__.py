@@ -5,6 +5,7 @@ The same queue as :mod:`theano_queue` (one engine, one feeding side) whose
 under PyTensor's C linker and under Numba (its default).  Nothing here
 imports Theano.
 """
+
 from .. import (
     Component,
     CudaError,
@@ -22,5 +23,19 @@ from .. import (
 )
 from .queue import Queue
 
-__all__ = ["Queue", "Feeder", "Component", "upto", "Padded", "worker_info", "monitor", "Monitor", "Trace",
-           "QueueError", "QueueClosed", "QueueTimeout", "FeederError", "CudaError"]
+__all__ = [
+    "Queue",
+    "Feeder",
+    "Component",
+    "upto",
+    "Padded",
+    "worker_info",
+    "monitor",
+    "Monitor",
+    "Trace",
+    "QueueError",
+    "QueueClosed",
+    "QueueTimeout",
+    "FeederError",
+    "CudaError",
+]

@@ -12,6 +12,7 @@ every backend can type.  Every node gets a token of its own, so PyTensor
 never merges two dequeues, and :class:`QueueOrder` runs one queue's nodes in
 the order they were made.
 """
+
 import hashlib
 import os
 import re

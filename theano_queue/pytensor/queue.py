@@ -1,16 +1,20 @@
 """Queue for PyTensor: the engine's ring with PyTensor's graph front end."""
+
 from .. import queue as _queue
 from ..graph import register
 
 
 class Queue(_queue.Queue):
-    __doc__ = (_queue.Queue.__doc__ or "").replace("Theano graphs", "PyTensor graphs") + """
+    __doc__ = (
+        (_queue.Queue.__doc__ or "").replace("Theano graphs", "PyTensor graphs")
+        + """
     Under PyTensor the ring lives in host memory (``target`` None or
     ``"cpu"``): PyTensor has no GPU array backend of its own.  Functions
     that dequeue run on the C linker (``mode="FAST_RUN"`` with
     ``linker="cvm"``, or ``pytensor.config.linker``) and on Numba, the
     default.
     """
+    )
 
     def __init__(self, components, capacity=2, target=None, **options):
         if target not in (None, "cpu"):
