@@ -252,3 +252,26 @@ def test_workers_busy_from_a_real_feeder():
     with tq.Feeder(q, Slow(), progress={"interval": 0.05, "file": io.StringIO()}) as feeder:
         drain(q)
     assert feeder._monitor.figures().workers_busy is not None
+
+
+def test_an_input_bound_feeder_that_waits_for_the_gil_is_named_with_what_helps():
+    """A Feeder's thread that waits for the GIL most of the time: Python is the limit, and the verdict says so."""
+    gil_bound = Figures(
+        10.0, 500, 50.0, 1.2, 0.1, 3, model_waited=0.31, producers_waited=0.0, workers_busy=None, feeder_gil_wait=0.7
+    )
+    assert verdict(gil_bound).startswith("input-bound by the GIL: the model waited 31% of the time")
+    assert "array dataset" in verdict(gil_bound) and "workers=N" in verdict(gil_bound)
+    # Not input-bound, or a thread that rarely waits for the GIL: the usual verdicts.
+    assert verdict(gil_bound._replace(model_waited=0.0)).startswith("compute-bound")
+    assert verdict(gil_bound._replace(feeder_gil_wait=0.1)).startswith("input-bound: the model waited 31%")
+
+
+def test_the_gil_share_comes_from_a_real_feeders_stats():
+    q = tq.Queue([("x", "float32", (64, 16))], capacity=2, target="cpu")
+    feeder = tq.Feeder(q, (BATCH for _ in range(40)))
+    m = tq.Monitor(q, feeder=feeder, file=io.StringIO(), verdict=False)
+    with feeder, m:
+        for _ in range(40):
+            q.get(timeout=20)
+        figures = m.figures()
+    assert figures.feeder_gil_wait is not None and 0.0 <= figures.feeder_gil_wait

@@ -32,6 +32,8 @@ from tqdm.utils import disp_trim
 INPUT_BOUND = 0.05
 #: When the model waited less than this share of the time, the input is not a limit.
 COMPUTE_BOUND = 0.01
+#: When an input-bound feeder's thread waited for the GIL more than this share of the time, Python is the limit.
+GIL_BOUND = 0.5
 #: Spans shorter than this many seconds get no verdict, since one late wake-up of a thread (a few
 #: ms on a loaded machine) would swing the share the model waited across the thresholds.
 SHORTEST_JUDGED = 0.1
@@ -55,7 +57,9 @@ class MonitorLine(tqdm):
 
 Figures = collections.namedtuple(
     "Figures",
-    "seconds elements elements_per_s gbps mean_fill capacity model_waited producers_waited workers_busy",
+    "seconds elements elements_per_s gbps mean_fill capacity model_waited producers_waited workers_busy "
+    "feeder_gil_wait",
+    defaults=(None,),
 )
 Figures.__doc__ = """What a monitor measured over a span of time (all shares are of that time).
 
@@ -67,7 +71,8 @@ consumers waited for an element (``consumer_wait_s``); ``producers_waited``
 the share producers waited for a free slot (``producer_wait_s``; summed over
 producers, so several can exceed 1; the line's "put blocked"); ``workers_busy``
 the share of the time the feeder's workers were busy, or None when the feeder
-does not say.
+does not say; ``feeder_gil_wait`` the share of the time the feeder's thread
+waited to take the GIL back (``gil_wait_s``), or None when it does not say.
 """
 
 
@@ -199,6 +204,7 @@ class Monitor:
             model_waited=(b["consumer_wait_s"] - a["consumer_wait_s"]) / seconds,
             producers_waited=(b["producer_wait_s"] - a["producer_wait_s"]) / seconds,
             workers_busy=_workers_busy(a["feeder"], b["feeder"], seconds),
+            feeder_gil_wait=_feeder_gil_wait(a["feeder"], b["feeder"], seconds),
         )
 
     def figures(self):
@@ -307,6 +313,14 @@ def _workers_busy(a, b, seconds):
         return None
 
 
+def _feeder_gil_wait(a, b, seconds):
+    """The share of the span the feeder's thread waited for the GIL (its stats' ``gil_wait_s``), or None."""
+    try:
+        return (float(b["gil_wait_s"]) - float(a["gil_wait_s"])) / seconds
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _postfix(f):
     """The line's figures, the decisive ones first: a narrow terminal cuts the end."""
     rate = f.elements_per_s
@@ -346,6 +360,12 @@ def verdict(figures):
             1e3 * figures.seconds,
             1e3 * waited * figures.seconds,
             SHORTEST_JUDGED,
+        )
+    if waited >= INPUT_BOUND and figures.feeder_gil_wait is not None and figures.feeder_gil_wait > GIL_BOUND:
+        return (
+            "input-bound by the GIL: the model waited %.0f%% of the time and the feeder's thread waited %.0f%% of it "
+            "for the GIL; use an array dataset, Feeder(q, (x, y)), or Feeder(..., workers=N)"
+            % (100 * waited, 100 * figures.feeder_gil_wait)
         )
     if waited >= INPUT_BOUND:
         return "input-bound: the model waited %.0f%% of the time; add workers or use read_into" % (100 * waited)
