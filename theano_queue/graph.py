@@ -40,6 +40,26 @@ class GraphFrontEnd:
         raise NotImplementedError
 
 
+def enqueue_inputs(op, components, values, as_tensor_variable):
+    """An Enqueue node's values as tensor variables (``as_tensor_variable`` is the graph library's), one per
+    component, of its dtype and rank: ValueError or TypeError naming the Op and the component otherwise."""
+    if len(values) != len(components):
+        raise ValueError(
+            "%s: expected %d components (%s), got %d"
+            % (op, len(components), ", ".join(c.name for c in components), len(values))
+        )
+    checked = []
+    for component, value in zip(components, values):
+        value = as_tensor_variable(value)
+        if value.dtype != component.dtype or value.ndim != len(component.shape):
+            raise TypeError(
+                "%s, component %r: expected a %d-d %s variable, got %d-d %s (%s)"
+                % (op, component.name, len(component.shape), component.dtype, value.ndim, value.dtype, value)
+            )
+        checked.append(value)
+    return checked
+
+
 def unpicklable_message(queue_name, also=""):
     return (
         "queue '%s' cannot be pickled%s: its elements live in this process's memory (and the GPU's); "

@@ -27,7 +27,7 @@ from theano.gof.type import generic
 from theano.tensor import TensorType, as_tensor_variable, lscalar
 from theano.tensor.opt import Assert
 
-from .graph import GraphFrontEnd, unpicklable_message
+from .graph import GraphFrontEnd, enqueue_inputs, unpicklable_message
 from .paths import c_code_dir
 
 QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
@@ -193,20 +193,7 @@ class Enqueue(QueueCOp):
     c_file = "enqueue.c"
 
     def make_node(self, token, *values):
-        if len(values) != len(self.components):
-            raise ValueError(
-                "%s: expected %d components (%s), got %d"
-                % (self, len(self.components), ", ".join(c.name for c in self.components), len(values))
-            )
-        checked = []
-        for component, value in zip(self.components, values):
-            value = as_tensor_variable(value)
-            if value.dtype != component.dtype or value.ndim != len(component.shape):
-                raise TypeError(
-                    "%s, component %r: expected a %d-d %s variable, got %d-d %s (%s)"
-                    % (self, component.name, len(component.shape), component.dtype, value.ndim, value.dtype, value)
-                )
-            checked.append(value)
+        checked = enqueue_inputs(self, self.components, values, as_tensor_variable)
         return Apply(self, [token] + checked, [lscalar()])
 
     def perform(self, node, inputs, outputs, params=None):

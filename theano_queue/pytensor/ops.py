@@ -147,20 +147,7 @@ class Enqueue(QueueCOp):
     c_file = "enqueue.c"
 
     def make_node(self, token, *values):
-        if len(values) != len(self.components):
-            raise ValueError(
-                "%s: expected %d components (%s), got %d"
-                % (self, len(self.components), ", ".join(c.name for c in self.components), len(values))
-            )
-        checked = []
-        for component, value in zip(self.components, values):
-            value = tensor.as_tensor_variable(value)
-            if value.dtype != component.dtype or value.ndim != len(component.shape):
-                raise TypeError(
-                    "%s, component %r: expected a %d-d %s variable, got %d-d %s (%s)"
-                    % (self, component.name, len(component.shape), component.dtype, value.ndim, value.dtype, value)
-                )
-            checked.append(value)
+        checked = _graph.enqueue_inputs(self, self.components, values, tensor.as_tensor_variable)
         return Apply(self, [token, *checked], [tensor.lscalar()])
 
     def perform(self, node, inputs, outputs):
