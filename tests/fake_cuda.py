@@ -27,22 +27,18 @@ def build_stand_in(tmp_path_factory):
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc to build the stand-in CUDA driver")
     where = tmp_path_factory.mktemp("fake_cuda")
-    library = str(where / "libcuda.so.1")
-    subprocess.run(
-        [
-            "gcc",
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-Wall",
-            "-Werror",
-            "-o",
-            library,
-            os.path.join(ROOT, "tests", "c", "fake_libcuda.c"),
-        ],
-        check=True,
-    )
+    library = compile_stand_in(str(where / "libcuda.so.1"))
     return {"THEANO_QUEUE_LIBCUDA": library, "FAKE_CUDA_REPORT": str(where / "report")}
+
+
+def compile_stand_in(library, *flags):
+    """Compiles tests/c/fake_libcuda.c (``flags``: its -D options) into the shared library ``library``."""
+    command = ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, "-o", library]
+    done = subprocess.run(
+        [*command, os.path.join(ROOT, "tests", "c", "fake_libcuda.c")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return library
 
 
 def held(fake):

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 from c_sources import engine_sources
-from fake_cuda import NOTHING_HELD, ROOT
+from fake_cuda import NOTHING_HELD, ROOT, compile_stand_in
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -32,20 +32,7 @@ def stand_ins(tmp_path_factory):
     where = tmp_path_factory.mktemp("gather")
     for name, flags in (("new", []), ("old", ["-DFAKE_CUDA_BEFORE_12_8"])):
         os.mkdir(str(where / name))
-        build(
-            [
-                "gcc",
-                "-shared",
-                "-fPIC",
-                "-O1",
-                "-Wall",
-                "-Werror",
-                *flags,
-                "-o",
-                str(where / name / "libcuda.so.1"),
-                "tests/c/fake_libcuda.c",
-            ]
-        )
+        compile_stand_in(str(where / name / "libcuda.so.1"), *flags)
     binary = str(where / "test_gather")
     common = [
         "gcc",
