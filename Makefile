@@ -17,9 +17,9 @@ PT_PACKAGE  := $(PT_VENV)/.theano_queue
 PACKAGE_SRC := $(wildcard theano_queue/*.py theano_queue/*/*.py c_code/*.c c_code/*.h c_code/sources.txt) setup.py
 # The venv's own Theano defaults (scripts/install-deps.sh) make THEANO_FLAGS optional.
 
-# What `make lint` checks for style (tq_strided_ptx.h is generated); .clang-format is clang-format 14's, Debian
+# What `make lint` checks for style (the *_ptx.h headers are generated); .clang-format is clang-format 14's, Debian
 # bookworm's (scripts/install-deps.sh installs it).
-C_STYLED    := $(filter-out c_code/tq_strided_ptx.h,$(wildcard c_code/*.c c_code/*.h c_code/*.cu tests/c/*.c tests/c/*.h))
+C_STYLED    := $(filter-out c_code/%_ptx.h,$(wildcard c_code/*.c c_code/*.h c_code/*.cu tests/c/*.c tests/c/*.h))
 CLANG_FORMAT ?= clang-format
 
 .PHONY: test test-pytensor lint format demo bench doc deps pytensor-deps clean

@@ -15,6 +15,12 @@ static void account(uint64_t *counter, int64_t delta)
     __atomic_add_fetch(counter, (uint64_t)delta, __ATOMIC_RELAXED);
 }
 
+void cuda_count_allocated(int64_t device_delta, int64_t pinned_delta)
+{
+    account(&device_allocated, device_delta);
+    account(&pinned_allocated, pinned_delta);
+}
+
 void tq_cuda_allocated(uint64_t *device_bytes, uint64_t *pinned_bytes)
 {
     *device_bytes = __atomic_load_n(&device_allocated, __ATOMIC_RELAXED);
@@ -258,8 +264,7 @@ static void cuda_destroy(tq_backend *self)
                 tq_cu.EventDestroy(b->consumed[i]);
         }
         cuda_device_puts_release(b); /* after the stream: no wait still queued on them */
-        if (b->strided_module)
-            tq_cu.ModuleUnload(b->strided_module);
+        cuda_kernels_release(b);
         for (int i = 0; i < b->n_registered; i++)
             cuda_unpin_host(b->registered[i].pin);
         cuda_leave();

@@ -6,6 +6,8 @@
  *                     destruction
  *   tq_cuda_device.c  device arrays put from host code, the strided kernel
  *   tq_cuda_rows.c    the device gather of array datasets' rows
+ *   tq_cuda_held.c    array datasets held in device memory, gathered there
+ *   tq_cuda_kernels.c the kernels' modules (PTX), loaded at first use
  *   tq_cuda_pin.c     page-locked host memory, register_host
  *   tq_cuda_upload.c  host-to-device uploads, now or left to the consumer
  *   tq_cuda_driver.c  the driver binding (tq_cuda_driver.h)
@@ -29,13 +31,19 @@ typedef struct {
     host_pin *pin;
 } host_range;
 
-/* One range a backend gathers rows from, and the use of its page-lock it
- * holds.  The device reads host address p at p + to_device. */
+/* One range a backend gathers rows from: page-locked and mapped (pin, the
+ * use of its page-lock), or copied into device memory (held, held_bytes
+ * allocated).  The device reads host address p at p + to_device. */
 typedef struct {
     char *start, *end;
     host_pin *pin;
+    CUdeviceptr held;
+    size_t held_bytes;
     long long to_device;
 } attachment;
+
+/* The kernels of the backend, one module each (tq_cuda_kernels.c). */
+typedef enum { TQ_KERNEL_STRIDED_COPY, TQ_KERNEL_GATHER_ROWS, TQ_KERNELS } tq_kernel;
 
 /* A slot's host-to-device copy that its producer left to the consumer
  * (publish with elements ahead), and the trace's callback for its arrival. */
@@ -77,9 +85,9 @@ typedef struct {
     host_range *registered;
     int n_registered, registered_cap;
     int device_ordinal;          /* the GPU of ctx */
-    pthread_mutex_t module_lock; /* loads the strided-copy kernel once */
-    CUmodule strided_module;
-    CUfunction strided_copy;
+    pthread_mutex_t module_lock; /* loads each kernel's module once */
+    CUmodule modules[TQ_KERNELS];
+    CUfunction kernels[TQ_KERNELS];
     /* The device gather (attach_rows).  gather_lock orders the gathers a
      * publish_rows queues against a detach that unpins their memory. */
     pthread_mutex_t gather_lock;
@@ -89,6 +97,11 @@ typedef struct {
     int on_device[TQ_MAX_COMPONENTS];     /* the components whose rows the device copies */
     CUdeviceptr *batch_dsts, *batch_srcs; /* one batch's copies, built under gather_lock */
     size_t *batch_sizes, batch_cap;
+    /* A held dataset's row numbers, index_rows per slot: written on the host
+     * (page-locked), copied to the device before the slot's gather. */
+    int64_t *index_host;
+    CUdeviceptr index_device;
+    int64_t index_rows;
     /* Device puts (tq_cuda_device.c), under device_lock: events of ctx kept
      * for ordering the copy after a producer's stream, and the facts of the
      * allocations last put from. */
@@ -105,6 +118,10 @@ static inline tq_code cuda_enter(cuda_backend *b, tq_error *err)
     CUresult rc = tq_cu.CtxPushCurrent(b->ctx);
     return rc == CUDA_SUCCESS ? TQ_OK : cuda_error(err, "cuCtxPushCurrent", rc);
 }
+
+/* ---- tq_cuda.c ---- */
+/* Counts memory the backend allocated or freed (tq_cuda_allocated). */
+void cuda_count_allocated(int64_t device_delta, int64_t pinned_delta);
 
 /* ---- tq_cuda_upload.c ---- */
 /* Queues the copy of a slot's extents to the device on the copy stream: after
@@ -137,6 +154,29 @@ tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, 
 /* Undoes an attach once the gathers in flight are done (ctx current,
  * gather_lock held). */
 tq_code cuda_detach_all(cuda_backend *b, tq_error *err);
+
+/* ---- tq_cuda_held.c: array datasets held in device memory (TQ_GATHER_DEVICE) ---- */
+/* Refuses with the sizes when `total` bytes of sources, and every slot's
+ * row numbers, do not fit in the device's free memory (ctx current). */
+tq_code cuda_held_fits(cuda_backend *b, size_t total, tq_error *err);
+/* Copies [start, end) into device memory of the ring's context (ctx current). */
+tq_code cuda_hold_range(cuda_backend *b, char *start, char *end, attachment *out, tq_error *err);
+/* Frees what cuda_hold_range allocated (ctx current, nothing queued reads it). */
+void cuda_release_held(attachment *at);
+/* The row numbers' buffers, for batches of up to `rows` rows (ctx current). */
+tq_code cuda_held_index_alloc(cuda_backend *b, int64_t rows, tq_error *err);
+void cuda_held_index_free(cuda_backend *b);
+/* Queues the gather of component rows idx[0..rows) from held memory into
+ * the slot, on the copy stream, for each part whose held[c] is not NULL;
+ * the row numbers go up first (ctx current, gather_lock held). */
+tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
+                         const int64_t *idx, int64_t rows, tq_error *err);
+
+/* ---- tq_cuda_kernels.c ---- */
+/* The kernel, its module loaded into the ring's context at first use (ctx current). */
+tq_code cuda_kernel(cuda_backend *b, tq_kernel which, CUfunction *fn, tq_error *err);
+/* Unloads the modules (ctx current, no launch still queued). */
+void cuda_kernels_release(cuda_backend *b);
 
 /* ---- tq_cuda_device.c: the backend table's device-array puts ---- */
 /* Destroys the events device puts kept (ctx current, nothing queued waits on them). */

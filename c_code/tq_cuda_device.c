@@ -1,15 +1,13 @@
 /* tq_cuda_device.c: device arrays put from host code (Ring.put_device):
  * where a pointer lives, and the copy into the slot, contiguous or through
- * the strided kernel (tq_strided.cu, its PTX in tq_strided_ptx.h). */
+ * the strided kernel (tq_strided.cu; tq_cuda_kernels.c loads it). */
 #include "tq_cuda_backend.h"
 
 #include <string.h>
 
 /* ---- device arrays put from host code ------------------------------------------------ */
 
-#include "tq_strided_ptx.h"
-
-/* The kernel's argument, laid out as tq_strided_desc in tq_strided.tq_cu. */
+/* The kernel's argument, laid out as tq_strided_desc in tq_strided.cu. */
 typedef struct {
     long long shape[TQ_DEVICE_MAX_DIMS];
     long long strides[TQ_DEVICE_MAX_DIMS];
@@ -139,26 +137,6 @@ tq_code cuda_probe_device(tq_backend *self, uint64_t ptr, tq_device_ptr *out, in
     return code;
 }
 
-/* The strided-copy kernel, loaded into the ring's context at the first put
- * that needs it.  Called with the context current. */
-static tq_code strided_kernel(cuda_backend *b, CUfunction *fn, tq_error *err)
-{
-    tq_code code = TQ_OK;
-    pthread_mutex_lock(&b->module_lock);
-    if (!b->strided_module) {
-        CUmodule module = NULL;
-        CU(ModuleLoadData, (&module, tq_strided_ptx));
-        b->strided_module = module;
-        CU(ModuleGetFunction, (&b->strided_copy, b->strided_module, "tq_strided_copy"));
-    }
-fail:
-    *fn = b->strided_copy;
-    if (code == TQ_OK && !*fn)
-        code = tq_set_error(err, TQ_ECUDA, "the strided-copy kernel did not load");
-    pthread_mutex_unlock(&b->module_lock);
-    return code;
-}
-
 /* The widest unit (8, 4, 2 or 1 bytes) that divides the source's address,
  * itemsize and every stride: the kernel's loads are then aligned. */
 static int copy_unit(const tq_device_src *src)
@@ -196,7 +174,7 @@ static tq_code copy_component(cuda_backend *b, CUstream on, CUdeviceptr dst, con
         return TQ_OK;
     }
     CUfunction fn;
-    if ((code = strided_kernel(b, &fn, err)) != TQ_OK)
+    if ((code = cuda_kernel(b, TQ_KERNEL_STRIDED_COPY, &fn, err)) != TQ_OK)
         return code;
     strided_desc desc = {.unit = copy_unit(src)};
     int64_t units_per_item = (int64_t)src->itemsize / desc.unit;

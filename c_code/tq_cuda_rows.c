@@ -1,6 +1,8 @@
 /* tq_cuda_rows.c: the device gather (doc/design.rst, "The GPU gather"): an
  * array dataset's sources page-locked and mapped, and each batch's rows
- * copied by the device (cuMemcpyBatchAsync) straight into the slot. */
+ * copied by the device (cuMemcpyBatchAsync) straight into the slot; or the
+ * sources copied into device memory once, and each batch gathered there by
+ * a kernel (TQ_GATHER_DEVICE, tq_cuda_held.c). */
 #include "tq_cuda_backend.h"
 
 #include <stdlib.h>
@@ -14,14 +16,15 @@
  * so the device wins for large rows only (doc/design.rst, "The GPU gather"). */
 #define TQ_GATHER_DEVICE_MIN_ROW ((size_t)256 * 1024)
 
-/* Which components the device copies under `want` (TQ_GATHER_BATCH: all,
- * TQ_GATHER_AUTO: those with large rows): on_device[c], and their count. */
+/* Which components the device copies under `want` (TQ_GATHER_BATCH and
+ * TQ_GATHER_DEVICE: all, TQ_GATHER_AUTO: those with large rows):
+ * on_device[c], and their count. */
 static int choose_components(tq_gather_mechanism want, const size_t *bytes, const size_t *row_bytes, int n,
                              int *on_device)
 {
     int count = 0;
     for (int c = 0; c < n; c++) {
-        on_device[c] = bytes[c] && (want == TQ_GATHER_BATCH || row_bytes[c] >= TQ_GATHER_DEVICE_MIN_ROW);
+        on_device[c] = bytes[c] && (want != TQ_GATHER_AUTO || row_bytes[c] >= TQ_GATHER_DEVICE_MIN_ROW);
         count += on_device[c];
     }
     return count;
@@ -70,17 +73,23 @@ static int source_ranges(const void *const *ptrs, const size_t *bytes, const int
     return merged;
 }
 
-/* Attaches one source range (ctx current, gather_lock held). */
-static tq_code attach_range(cuda_backend *b, const source_range *range, tq_error *err)
+/* Attaches one source range (ctx current, gather_lock held): copied into
+ * device memory for TQ_GATHER_DEVICE, else page-locked and mapped. */
+static tq_code attach_range(cuda_backend *b, tq_gather_mechanism mechanism, const source_range *range, tq_error *err)
 {
     CUdeviceptr device = 0;
     host_pin *pin;
-    tq_code code = cuda_pin_host(range->start, range->end, range->read_only, &pin, err);
-    if (code != TQ_OK)
+    tq_code code;
+    if (mechanism == TQ_GATHER_DEVICE) {
+        if ((code = cuda_hold_range(b, range->start, range->end, &b->attached[b->n_attached], err)) == TQ_OK)
+            b->n_attached++;
+        return code;
+    }
+    if ((code = cuda_pin_host(range->start, range->end, range->read_only, &pin, err)) != TQ_OK)
         return code;
     CU(MemHostGetDevicePointer, (&device, range->start, 0));
     b->attached[b->n_attached++] =
-        (attachment){range->start, range->end, pin, (long long)(device - (CUdeviceptr)(uintptr_t)range->start)};
+        (attachment){range->start, range->end, pin, 0, 0, (long long)(device - (CUdeviceptr)(uintptr_t)range->start)};
     return TQ_OK;
 fail:
     cuda_unpin_host(pin);
@@ -91,8 +100,13 @@ fail:
  * queued on the copy stream may still read them. */
 static void release_attachments(cuda_backend *b)
 {
-    for (int i = 0; i < b->n_attached; i++)
-        cuda_unpin_host(b->attached[i].pin);
+    for (int i = 0; i < b->n_attached; i++) {
+        if (b->attached[i].held)
+            cuda_release_held(&b->attached[i]);
+        else
+            cuda_unpin_host(b->attached[i].pin);
+    }
+    cuda_held_index_free(b);
     b->n_attached = 0;
     free(b->attached);
     b->attached = NULL;
@@ -125,8 +139,8 @@ tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t
     *used = TQ_GATHER_HOST;
     if (n < 1 || n > TQ_MAX_COMPONENTS)
         return tq_set_error(err, TQ_EINVAL, "expected 1 to %d source ranges, got %d", TQ_MAX_COMPONENTS, n);
-    if (mechanism != TQ_GATHER_BATCH && mechanism != TQ_GATHER_AUTO)
-        return tq_set_error(err, TQ_EINVAL, "expected the gather mechanism 'batch' or 'auto', got '%s'",
+    if (mechanism != TQ_GATHER_BATCH && mechanism != TQ_GATHER_AUTO && mechanism != TQ_GATHER_DEVICE)
+        return tq_set_error(err, TQ_EINVAL, "expected the gather mechanism 'batch', 'auto' or 'device', got '%s'",
                             tq_gather_mechanism_name(mechanism));
     pthread_mutex_lock(&b->gather_lock);
     if (b->gather != TQ_GATHER_HOST) {
@@ -136,7 +150,7 @@ tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t
     /* Small rows only: the host gathers them all, and nothing is locked. */
     if (!choose_components(mechanism, bytes, row_bytes, n, chosen))
         goto unlock;
-    if ((code = batch_copy_ready(err)) != TQ_OK)
+    if (mechanism != TQ_GATHER_DEVICE && (code = batch_copy_ready(err)) != TQ_OK)
         goto unlock;
     int m = source_ranges(ptrs, bytes, read_only, chosen, n, ranges);
     if (!(b->attached = calloc((size_t)m, sizeof *b->attached))) {
@@ -147,11 +161,17 @@ tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t
         release_attachments(b);
         goto unlock;
     }
+    if (mechanism == TQ_GATHER_DEVICE) {
+        size_t total = 0;
+        for (int i = 0; i < m; i++)
+            total += (size_t)(ranges[i].end - ranges[i].start);
+        code = cuda_held_fits(b, total, err);
+    }
     for (int i = 0; i < m && code == TQ_OK; i++)
-        code = attach_range(b, &ranges[i], err);
+        code = attach_range(b, mechanism, &ranges[i], err);
     if (code == TQ_OK) {
         memcpy(b->on_device, chosen, (size_t)n * sizeof *chosen);
-        b->gather = *used = TQ_GATHER_BATCH;
+        b->gather = *used = mechanism == TQ_GATHER_DEVICE ? TQ_GATHER_DEVICE : TQ_GATHER_BATCH;
     } else {
         release_attachments(b); /* a failed attach leaves nothing locked */
     }
@@ -238,6 +258,23 @@ static size_t add_copies(cuda_backend *b, size_t count, int slot, const tq_row_p
     return count;
 }
 
+/* Room for a held dataset's row numbers of `rows`-row batches (ctx current,
+ * gather_lock held): made at the first gather, and remade larger (after the
+ * gathers in flight, which read the old) when a batch outgrows it. */
+static tq_code held_index_room(cuda_backend *b, int64_t rows, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    if (b->index_host && rows <= b->index_rows)
+        return TQ_OK;
+    if (b->index_host) {
+        CU(StreamSynchronize, (b->copy_stream));
+        cuda_held_index_free(b);
+    }
+    code = cuda_held_index_alloc(b, rows, err);
+fail:
+    return code;
+}
+
 static tq_code launch_batch(cuda_backend *b, size_t count, tq_error *err)
 {
     /* One group of attributes for every copy: read in stream order, after
@@ -284,11 +321,17 @@ tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, 
         goto unlock;
     /* As publish: the slot is overwritten only after its last reader. */
     CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
+    if (on_device && b->gather == TQ_GATHER_DEVICE) {
+        if ((code = held_index_room(b, rows, err)) != TQ_OK ||
+            (code = cuda_gather_held(b, slot, parts, at, n, idx, rows, err)) != TQ_OK)
+            goto fail;
+        on_device = 0; /* nothing left for the batch copy */
+    }
     if (on_device && (code = batch_room(b, (size_t)rows * (size_t)on_device, err)) != TQ_OK)
         goto fail;
     for (int c = 0; c < n; c++) {
         size_t bytes = (size_t)rows * parts[c].row_bytes;
-        if (!bytes)
+        if (!bytes || (at[c] && b->gather == TQ_GATHER_DEVICE))
             continue;
         if (at[c])
             copies = add_copies(b, copies, slot, &parts[c], at[c], idx, rows);

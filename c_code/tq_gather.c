@@ -54,6 +54,7 @@ const char *tq_gather_mechanism_name(tq_gather_mechanism mechanism)
     switch (mechanism) {
     case TQ_GATHER_HOST: return "host";
     case TQ_GATHER_BATCH: return "batch";
+    case TQ_GATHER_DEVICE: return "device";
     default: return "auto";
     }
 }

@@ -36,10 +36,11 @@ typedef struct {
 typedef enum {
     TQ_GATHER_HOST = 0, /* the copy pool's threads, into the pinned staging; the DMA follows */
     TQ_GATHER_BATCH,    /* cuMemcpyBatchAsync on the copy stream: one copy per run of consecutive rows */
-    TQ_GATHER_AUTO      /* the backend's choice per component (doc/design.rst, "The GPU gather") */
+    TQ_GATHER_AUTO,     /* the backend's choice per component (doc/design.rst, "The GPU gather") */
+    TQ_GATHER_DEVICE    /* every component copied into device memory once, each batch gathered there by a kernel */
 } tq_gather_mechanism;
 
-/* "host", "batch", "auto". */
+/* "host", "batch", "auto", "device". */
 const char *tq_gather_mechanism_name(tq_gather_mechanism mechanism);
 
 /* The bytes that rows idx[0..n) of src cover: [*lo, *hi).  n >= 1. */

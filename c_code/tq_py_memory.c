@@ -62,7 +62,7 @@ static void array_span(PyArrayObject *arr, char **lo, size_t *bytes)
 PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"sources", "mechanism", NULL};
-    static const char *const names[] = {"host", "batch", "auto"}; /* tq_gather_mechanism's order */
+    static const char *const names[] = {"host", "batch", "auto", "device"}; /* tq_gather_mechanism's order */
     const char *who = "Feeder", *wanted = "auto";
     PyObject *sources;
     const void *ptrs[TQ_MAX_COMPONENTS];
@@ -73,12 +73,12 @@ PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds
     tq_code code;
     if (ring_usable(self, who) || !PyArg_ParseTupleAndKeywords(args, kwds, "O|s", kwlist, &sources, &wanted))
         return NULL;
-    for (int m = 0; m < 3; m++)
+    for (int m = 0; m < 4; m++)
         if (strcmp(wanted, names[m]) == 0)
             mechanism = m;
     if (mechanism < 0) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U': expected a gather mechanism of 'auto', 'batch' or 'host', "
+                     "%s: queue '%U': expected a gather mechanism of 'auto', 'batch', 'device' or 'host', "
                      "got '%s'",
                      who, self->name, wanted);
         return NULL;
@@ -106,7 +106,7 @@ PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds
         ptrs[i] = lo;
         read_only[i] = !PyArray_ISWRITEABLE((PyArrayObject *)item);
     }
-    Py_BEGIN_ALLOW_THREADS /* page-locking a large dataset takes seconds */
+    Py_BEGIN_ALLOW_THREADS /* page-locking or uploading a large dataset takes seconds */
     code = tq_ring_gather_on_device(self->ring, ptrs, bytes, read_only, (int)n, (tq_gather_mechanism)mechanism, &used,
                                     &err);
     Py_END_ALLOW_THREADS

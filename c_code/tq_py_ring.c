@@ -409,8 +409,9 @@ static PyMethodDef Ring_methods[] = {
      "register_host(array): page-lock it; puts of its slices then skip the staging copy."},
     {"unregister_host", (PyCFunction)Ring_unregister_host, METH_O, "unregister_host(array): undo register_host."},
     {"gather_on_device", (PyCFunction)(void (*)(void))Ring_gather_on_device, METH_VARARGS | METH_KEYWORDS,
-     "gather_on_device(sources, mechanism='auto') -> 'batch' or 'host': a device ring gathers put_rows' "
-     "rows from these arrays itself (page-locked and mapped here); raises why it cannot."},
+     "gather_on_device(sources, mechanism='auto') -> 'batch', 'device' or 'host': a device ring gathers "
+     "put_rows' rows from these arrays itself (page-locked and mapped here; 'device': copied into device memory "
+     "here, gathered there by a kernel); raises why it cannot."},
     {"gather_on_host", (PyCFunction)Ring_gather_on_host, METH_NOARGS,
      "gather_on_host(): undo gather_on_device, once the gathers in flight are done."},
     {"trace_start", (PyCFunction)Ring_trace_start, METH_O,

@@ -87,6 +87,22 @@ def test_large_rows_are_copied_by_the_device_and_small_ones_only_when_forced(sta
     run(stand_ins, "large", mechanism, "batch")
 
 
+def test_a_dataset_held_on_the_device_is_gathered_there_by_the_kernel_exactly(stand_ins):
+    # Odd row sizes, unaligned sources, partial batches: each batch equals its rows; one kernel per component;
+    # the held memory and the row numbers' buffers are freed by gather_on_host.
+    run(stand_ins, "gather", "device", "device")
+    run(stand_ins, "large", "device", "device")
+
+
+def test_a_held_dataset_needs_no_batch_copy_in_the_driver(stand_ins):
+    run(stand_ins, "gather", "device", "device", driver="old")
+
+
+def test_a_dataset_larger_than_the_free_device_memory_is_refused_with_the_sizes(stand_ins):
+    # 37 rows of 100 KB do not fit in 1 MB: refused before any upload, nothing held, the host gathers as before.
+    run(stand_ins, "refused", "device", str(100 * 1000), "GiB of device memory", FAKE_CUDA_FREE=str(1 << 20))
+
+
 def test_page_locked_ranges_are_exact_shared_and_register_hosts_are_reused(stand_ins):
     run(stand_ins, "ranges")
 

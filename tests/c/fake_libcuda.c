@@ -13,15 +13,17 @@
  * host memory, mapped at its own address.  As the driver does, it refuses a
  * second registration of any byte, and a device-to-host copy into a buffer
  * that starts in registered memory and ends past it (or into memory
- * registered read-only).  A module offers the strided-copy kernel
- * (c_code/tq_strided_ptx.h) if its image names it; cuLaunchKernel runs it on
- * the host.
+ * registered read-only).  A module offers the kernel its image names
+ * (c_code/tq_strided_ptx.h's or tq_gather_rows_ptx.h's); cuLaunchKernel runs
+ * it on the host.
  *
  *   FAKE_CUDA_DEVICES=n     devices (default 1; 0 makes cuInit fail with
  *                           CUDA_ERROR_NO_DEVICE, as a driver without a GPU does)
  *   FAKE_CUDA_FAIL=cuName   that call fails with CUDA_ERROR_OUT_OF_MEMORY
  *   FAKE_CUDA_REGISTER_LIMIT=bytes  cuMemHostRegister of more fails with
  *                           CUDA_ERROR_OUT_OF_MEMORY (too large to page-lock)
+ *   FAKE_CUDA_FREE=bytes    the free device memory cuMemGetInfo reports
+ *                           (default 15 GiB of 16)
  *   FAKE_CUDA_REPORT=path   at exit, writes "retained pushed host device streams
  *                           registered modules" still held: all zero when the
  *                           caller released all (tests/fake_cuda.py's NOTHING_HELD)
@@ -57,8 +59,9 @@ typedef int CUresult;
 #define ERR_MISALIGNED_ADDRESS 716
 #define ERR_NOT_SUPPORTED 801
 
-/* What is held now (updated from any thread), and device gathers (batch copies) run so far. */
-static int initialised, retained, pushed, host_allocs, device_allocs, streams, registered, modules, gathers, events;
+/* What is held now (updated from any thread), and device gathers (batch copies, gather kernels) run so far. */
+static int initialised, retained, pushed, host_allocs, device_allocs, streams, registered, modules, gathers, events,
+    kernel_gathers;
 
 #define COUNT(counter, delta) __atomic_add_fetch(&(counter), (delta), __ATOMIC_RELAXED)
 
@@ -67,6 +70,9 @@ static int initialised, retained, pushed, host_allocs, device_allocs, streams, r
 int fake_cuda_registered(void) { return __atomic_load_n(&registered, __ATOMIC_RELAXED); }
 int fake_cuda_gathers(void) { return __atomic_load_n(&gathers, __ATOMIC_RELAXED); }
 int fake_cuda_events(void) { return __atomic_load_n(&events, __ATOMIC_RELAXED); }
+int fake_cuda_kernel_gathers(void) { return __atomic_load_n(&kernel_gathers, __ATOMIC_RELAXED); }
+/* Device allocations held now (cuMemAlloc less cuMemFree). */
+int fake_cuda_device_allocs(void) { return __atomic_load_n(&device_allocs, __ATOMIC_RELAXED); }
 /* Bytes the batch copies moved so far. */
 static unsigned long long batch_bytes;
 unsigned long long fake_cuda_batch_bytes(void) { return __atomic_load_n(&batch_bytes, __ATOMIC_RELAXED); }
@@ -294,7 +300,8 @@ CUresult cuCtxGetDevice(int *device)
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     ENTER("cuMemGetInfo_v2");
-    *free_bytes = (size_t)15 << 30;
+    const char *free_env = getenv("FAKE_CUDA_FREE");
+    *free_bytes = free_env ? (size_t)strtoull(free_env, NULL, 10) : (size_t)15 << 30;
     *total = (size_t)16 << 30;
     return OK;
 }

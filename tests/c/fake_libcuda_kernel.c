@@ -1,15 +1,17 @@
 /* Part of the stand-in CUDA driver (fake_libcuda.c), included at its end so
  * that the stand-in stays one source on every build line: modules, and the
- * one kernel it runs (c_code/tq_strided.cu's strided copy), on the host. */
+ * kernels it runs on the host (c_code/tq_strided.cu's strided copy,
+ * c_code/tq_gather_rows.cu's gather of held rows). */
 
 /* ---- modules and kernels ----------------------------------------------------------------- */
 
-/* The one kernel the stand-in runs; a function handle points at it. */
+/* The kernels the stand-in runs; a function handle points at the name. */
 static const char strided_copy_name[] = "tq_strided_copy";
+static const char gather_rows_name[] = "tq_gather_rows";
 
-/* A module: 1 when its image defines the strided copy. */
+/* A module: the one kernel its image defines. */
 typedef struct {
-    int defines_strided_copy;
+    const char *defines;
 } module;
 
 /* 1 when `image` names `name` as a whole word. */
@@ -31,7 +33,10 @@ CUresult cuModuleLoadData(void **handle, const void *image)
     module *m = calloc(1, sizeof *m);
     if (!m)
         return ERR_OUT_OF_MEMORY;
-    if (!(m->defines_strided_copy = names(image, strided_copy_name))) {
+    m->defines = names(image, strided_copy_name) ? strided_copy_name
+                 : names(image, gather_rows_name)    ? gather_rows_name
+                                                     : NULL;
+    if (!m->defines) {
         free(m);
         return ERR_INVALID_PTX;
     }
@@ -51,9 +56,9 @@ CUresult cuModuleGetFunction(void **function, void *handle, const char *name)
 {
     ENTER("cuModuleGetFunction");
     const module *m = handle;
-    if (!m->defines_strided_copy || strcmp(name, strided_copy_name) != 0)
+    if (strcmp(name, m->defines) != 0)
         return ERR_NOT_FOUND;
-    *function = (void *)strided_copy_name;
+    *function = (void *)m->defines;
     return OK;
 }
 
@@ -81,16 +86,38 @@ static CUresult strided_copy(void **params)
     return OK;
 }
 
+/* The gather of held rows (c_code/tq_gather_rows.cu): its arguments, as
+ * tq_cuda_held.c passes them; misaligned units fail as they would on a GPU. */
+static CUresult gather_rows(void **params)
+{
+    const char *src = *(const char **)params[0];
+    long long stride = *(long long *)params[1];
+    const long long *idx = *(const long long **)params[2];
+    char *dst = *(char **)params[3];
+    unsigned long long row_units = *(unsigned long long *)params[4], n = *(unsigned long long *)params[5];
+    int unit = *(int *)params[6];
+    if (unit != 1 && unit != 2 && unit != 4 && unit != 8 && unit != 16)
+        return ERR_INVALID_VALUE;
+    for (unsigned long long i = 0; i < n; i++) {
+        const char *from = src + idx[i / row_units] * stride + (i % row_units) * (unsigned)unit;
+        if ((uintptr_t)from % (unsigned)unit || (uintptr_t)(dst + i * (unsigned)unit) % (unsigned)unit)
+            return ERR_MISALIGNED_ADDRESS;
+        memcpy(dst + i * (unsigned)unit, from, (size_t)unit);
+    }
+    COUNT(kernel_gathers, 1);
+    return OK;
+}
+
 CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                         unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params,
                         void **extra)
 {
     ENTER("cuLaunchKernel");
     (void)shared, (void)extra;
-    if (function != (const void *)strided_copy_name)
+    if (function != (const void *)strided_copy_name && function != (const void *)gather_rows_name)
         return ERR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz || !params)
         return ERR_INVALID_VALUE;
     log_line("kernel", stream);
-    return strided_copy(params);
+    return function == (const void *)strided_copy_name ? strided_copy(params) : gather_rows(params);
 }

@@ -1,10 +1,12 @@
-/* The CUDA backend's device gather (c_code/tq_cuda.c, attach_rows and
+/* The CUDA backend's device gather (c_code/tq_cuda_rows.c, attach_rows and
  * publish_rows) against the stand-in driver (fake_libcuda.c): every element
  * read back equals the rows numpy would take, for rows of odd sizes and
  * sources that are not aligned; the device copies exactly the components it
  * should (all under "batch", those with rows of 256 KiB or more under
- * "auto"); the fallbacks say why; the page-locked ranges are the arrays'
- * exact bytes, shared by the rings of the process and with register_host.
+ * "auto"; under "device" every component is held in device memory and each
+ * batch gathered by the kernel, one launch per component); the fallbacks
+ * say why; the page-locked ranges are the arrays' exact bytes, shared by
+ * the rings of the process and with register_host; held memory is freed.
  * Run by tests/test_gather_fake.py:
  *
  *   test_gather gather MECHANISM USED   attach with MECHANISM, expect USED
@@ -35,7 +37,7 @@ static int failures, checks;
         }                                               \
     } while (0)
 
-static int (*fake_registered)(void), (*fake_gathers)(void);
+static int (*fake_registered)(void), (*fake_gathers)(void), (*fake_kernel_gathers)(void), (*fake_device_allocs)(void);
 static unsigned long long (*fake_batch_bytes)(void);
 
 /* The rows the backend copies on the device under "auto" are this large or larger. */
@@ -43,7 +45,7 @@ static unsigned long long (*fake_batch_bytes)(void);
 
 static tq_gather_mechanism parse(const char *name)
 {
-    for (int m = TQ_GATHER_HOST; m <= TQ_GATHER_AUTO; m++)
+    for (int m = TQ_GATHER_HOST; m <= TQ_GATHER_DEVICE; m++)
         if (strcmp(name, tq_gather_mechanism_name((tq_gather_mechanism)m)) == 0)
             return (tq_gather_mechanism)m;
     fprintf(stderr, "unknown mechanism %s\n", name);
@@ -128,7 +130,7 @@ static void check_pass(tq_gather_mechanism want, tq_gather_mechanism expect, con
             idx[i] = i;
 
     tq_ring *ring = cuda_ring(batch, row_bytes);
-    int staging = fake_registered();
+    int staging = fake_registered(), slots = fake_device_allocs();
     const void *ptrs[2] = {x, y};
     size_t bytes[2] = {(size_t)n * row_bytes, (size_t)n * sizeof *y};
     int read_only[2] = {0, 1};
@@ -140,6 +142,8 @@ static void check_pass(tq_gather_mechanism want, tq_gather_mechanism expect, con
         CHECK(used == TQ_GATHER_HOST, "%s: refused, yet used %s", what, tq_gather_mechanism_name(used));
         CHECK(fake_registered() == staging, "%s: a refused attach left %d ranges locked", what,
               fake_registered() - staging);
+        CHECK(fake_device_allocs() == slots, "%s: a refused attach left %d device allocations", what,
+              fake_device_allocs() - slots);
     } else {
         CHECK(code == TQ_OK && used == expect, "%s: used %s (%s)", what, tq_gather_mechanism_name(used),
               code == TQ_OK ? "ok" : err.message);
@@ -150,19 +154,29 @@ static void check_pass(tq_gather_mechanism want, tq_gather_mechanism expect, con
     int y_on_device = device && want == TQ_GATHER_BATCH;
     CHECK(fake_registered() == staging + x_on_device + y_on_device, "%s: %d ranges locked, expected %d", what,
           fake_registered() - staging, x_on_device + y_on_device);
+    /* Held in device memory: x and y, one allocation each, nothing locked. */
+    int held = !refusal && used == TQ_GATHER_DEVICE;
+    CHECK(fake_device_allocs() == slots + 2 * held, "%s: %d device allocations, expected %d", what,
+          fake_device_allocs() - slots, 2 * held);
 
     unsigned long long copied = fake_batch_bytes(), expected = 0;
+    int kernels = fake_kernel_gathers(), expected_kernels = 0;
     for (int64_t lo = 0; lo < n; lo += batch) {
         int64_t rows = lo + batch < n ? batch : n - lo;
         if (!put_and_check(ring, x, y, row_bytes, idx + lo, rows, got_x, got_y, what))
             break;
         expected += (unsigned long long)rows * (x_on_device * row_bytes + y_on_device * sizeof *y);
+        expected_kernels += 2 * held;
     }
     copied = fake_batch_bytes() - copied;
     CHECK(copied == expected, "%s: the device copied %llu bytes, expected %llu", what, copied, expected);
+    CHECK(fake_kernel_gathers() - kernels == expected_kernels, "%s: %d gather kernels, expected %d", what,
+          fake_kernel_gathers() - kernels, expected_kernels);
     CHECK(tq_ring_gather_on_host(ring, &err) == TQ_OK, "%s: gather_on_host: %s", what, err.message);
     CHECK(fake_registered() == staging, "%s: %d ranges still locked after gather_on_host", what,
           fake_registered() - staging);
+    CHECK(fake_device_allocs() == slots, "%s: %d device allocations left after gather_on_host", what,
+          fake_device_allocs() - slots);
     tq_ring_destroy(ring);
     free(block);
     free(y);
@@ -303,7 +317,10 @@ int main(int argc, char **argv)
     *(void **)&fake_registered = driver ? dlsym(driver, "fake_cuda_registered") : NULL;
     *(void **)&fake_gathers = driver ? dlsym(driver, "fake_cuda_gathers") : NULL;
     *(void **)&fake_batch_bytes = driver ? dlsym(driver, "fake_cuda_batch_bytes") : NULL;
-    if (!fake_registered || !fake_gathers || !fake_batch_bytes || argc < 2) {
+    *(void **)&fake_kernel_gathers = driver ? dlsym(driver, "fake_cuda_kernel_gathers") : NULL;
+    *(void **)&fake_device_allocs = driver ? dlsym(driver, "fake_cuda_device_allocs") : NULL;
+    if (!fake_registered || !fake_gathers || !fake_batch_bytes || !fake_kernel_gathers || !fake_device_allocs ||
+        argc < 2) {
         printf("usage: test_gather gather|large MECHANISM USED | refused MECHANISM ROW_BYTES TEXT | ranges, "
                "with the stand-in libcuda\n");
         return 2;
