@@ -6,27 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- accounting -------------------------------------------------------------- */
-
-static uint64_t device_allocated, pinned_allocated;
-
-static void account(uint64_t *counter, int64_t delta)
-{
-    __atomic_add_fetch(counter, (uint64_t)delta, __ATOMIC_RELAXED);
-}
-
-void cuda_count_allocated(int64_t device_delta, int64_t pinned_delta)
-{
-    account(&device_allocated, device_delta);
-    account(&pinned_allocated, pinned_delta);
-}
-
-void tq_cuda_allocated(uint64_t *device_bytes, uint64_t *pinned_bytes)
-{
-    *device_bytes = __atomic_load_n(&device_allocated, __ATOMIC_RELAXED);
-    *pinned_bytes = __atomic_load_n(&pinned_allocated, __ATOMIC_RELAXED);
-}
-
 static tq_code cuda_alloc_slots(tq_backend *self, int capacity, size_t slot_bytes, tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
@@ -53,10 +32,10 @@ static tq_code cuda_alloc_slots(tq_backend *self, int capacity, size_t slot_byte
     CU(CtxGetDevice, (&b->device_ordinal));
     CU(MemHostRegister, (b->staging.base, b->staging.bytes, CU_MEMHOSTREGISTER_PORTABLE));
     b->staging_registered = 1;
-    account(&pinned_allocated, (int64_t)b->staging.bytes);
+    cuda_count_allocated(0, (int64_t)b->staging.bytes);
     for (int i = 0; i < capacity; i++) {
         CU(MemAlloc, (&b->device[i], slot_bytes));
-        account(&device_allocated, (int64_t)slot_bytes);
+        cuda_count_allocated((int64_t)slot_bytes, 0);
         CU(EventCreate, (&b->filled[i], CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
         CU(EventCreate, (&b->consumed[i], CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
     }
@@ -251,12 +230,12 @@ static void cuda_destroy(tq_backend *self)
         }
         if (b->staging_registered) {
             tq_cu.MemHostUnregister(b->staging.base);
-            account(&pinned_allocated, -(int64_t)b->staging.bytes);
+            cuda_count_allocated(0, -(int64_t)b->staging.bytes);
         }
         for (int i = 0; i < b->capacity; i++) {
             if (b->device[i]) {
                 tq_cu.MemFree(b->device[i]);
-                account(&device_allocated, -(int64_t)b->slot_bytes);
+                cuda_count_allocated(-(int64_t)b->slot_bytes, 0);
             }
             if (b->filled[i])
                 tq_cu.EventDestroy(b->filled[i]);

@@ -119,10 +119,6 @@ static inline tq_code cuda_enter(cuda_backend *b, tq_error *err)
     return rc == CUDA_SUCCESS ? TQ_OK : cuda_error(err, "cuCtxPushCurrent", rc);
 }
 
-/* ---- tq_cuda.c ---- */
-/* Counts memory the backend allocated or freed (tq_cuda_allocated). */
-void cuda_count_allocated(int64_t device_delta, int64_t pinned_delta);
-
 /* ---- tq_cuda_upload.c ---- */
 /* Queues the copy of a slot's extents to the device on the copy stream: after
  * the slot's last reader, recorded as filled.  The context is current. */

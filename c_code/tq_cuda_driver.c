@@ -91,6 +91,22 @@ tq_code tq_cuda_current_context(void **cu_context, tq_error *err)
     return TQ_OK;
 }
 
+/* ---- what the backend holds ------------------------------------------------------- */
+
+static uint64_t device_allocated, pinned_allocated;
+
+void cuda_count_allocated(int64_t device_delta, int64_t pinned_delta)
+{
+    __atomic_add_fetch(&device_allocated, (uint64_t)device_delta, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&pinned_allocated, (uint64_t)pinned_delta, __ATOMIC_RELAXED);
+}
+
+void tq_cuda_allocated(uint64_t *device_bytes, uint64_t *pinned_bytes)
+{
+    *device_bytes = __atomic_load_n(&device_allocated, __ATOMIC_RELAXED);
+    *pinned_bytes = __atomic_load_n(&pinned_allocated, __ATOMIC_RELAXED);
+}
+
 tq_code tq_cuda_mem_info(void *cu_context, size_t *free_bytes, size_t *total_bytes, tq_error *err)
 {
     tq_code code = tq_cuda_load(err);

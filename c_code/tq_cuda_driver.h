@@ -113,6 +113,10 @@ typedef struct {
 /* The driver's functions, loaded by tq_cuda_load (tq_cuda.h). */
 extern tq_cu_driver tq_cu;
 
+/* Counts device and page-locked memory the backend allocated (positive) or
+ * freed (negative): what tq_cuda_allocated reports. */
+void cuda_count_allocated(int64_t device_delta, int64_t pinned_delta);
+
 /* "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)": sets err, returns
  * its code (TQ_ENOMEM or TQ_EDEVMEM for out of memory, else TQ_ECUDA). */
 tq_code cuda_error(tq_error *err, const char *call, CUresult rc);

@@ -115,7 +115,11 @@ class ArrayProducer(InlineMapProducer):
             return self.put_runs(stop)
         finally:
             if self.gather != "host":
-                self.queue._ring.gather_on_host()  # waits for the gathers in flight, unpins
+                self.gather_on_host()
+
+    def gather_on_host(self) -> None:
+        """Undoes :meth:`gather_on_device`: waits for the gathers in flight, unpins."""
+        self.queue._ring.gather_on_host()
 
     def put_runs(self, stop) -> bool:
         sampler, ring = self.sampler, self.queue._ring

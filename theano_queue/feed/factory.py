@@ -10,6 +10,7 @@ import numpy as np
 from ..sampler import Sampler
 from .arrays import ArrayProducer
 from .dispatcher import WorkerProducer
+from .held import HeldArrayProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
 from .sources import array_sources, bucket_lengths, is_map_style
 from .state import iterable_skips
@@ -55,9 +56,16 @@ def make_producer(
     bucket_by: Any = None,
     bucket_window: Any = None,
     timeout: Any = None,
+    device: Any = False,
 ) -> Producer:
-    """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset."""
+    """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset
+    (gathered on the host, or held in GPU memory with ``device``)."""
     where = "Feeder(%s)" % queue.name
+    if not isinstance(device, (bool, np.bool_)):
+        raise TypeError(
+            "%s: device must be True (hold the array dataset in GPU memory and gather it there) or False, got %r"
+            % (where, device)
+        )
     workers = _count(workers, "workers", where)
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where)
@@ -70,10 +78,11 @@ def make_producer(
             or drop_last
             or epochs != 1
             or bucket_by is not None
+            or device
         ):
             raise TypeError(
                 "%s: a fill function runs in the feeder's thread alone; workers, shuffle, shard, "
-                "drop_last, epochs, bucket_by and state need a dataset" % where
+                "drop_last, epochs, bucket_by, device and state need a dataset" % where
             )
         return FillProducer(feeder, queue, fill)
     layout = queue._layout
@@ -84,11 +93,27 @@ def make_producer(
             "give a map-style dataset whose samples have their own lengths"
             % (where, ", ".join(map(repr, layout.variable_names())))
         )
+    if device and arrays is None:
+        raise TypeError(
+            "%s: device=True holds an array dataset in GPU memory: a tuple (component order) or dict (component "
+            "names) of numpy arrays, one per component; got %s"
+            % (
+                where,
+                "a map-style dataset" if is_map_style(dataset) else "an iterable of batches (%s)" % type(dataset).__name__,
+            )
+        )
     if arrays is not None or is_map_style(dataset):
         sampler, cursor = _sampler(
             queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
         )
         if arrays is not None:
+            if workers and device:
+                raise TypeError(
+                    "%s: with device=True the GPU gathers the rows from its own copy of the arrays; worker "
+                    "processes would have nothing to do: leave workers=0" % where
+                )
+            if device:
+                return HeldArrayProducer(feeder, queue, arrays, sampler, cursor)
             if workers:
                 raise TypeError(
                     "%s: an array dataset is gathered by native threads in this process (the copy pool, "

@@ -44,7 +44,14 @@ class Feeder:
       without Python per batch; the arguments below (shuffle, seed, shard,
       epochs, drop_last, state) mean what they mean for a map-style
       dataset.  ``workers`` must stay 0.  (A *list* is still a list of
-      batches.)
+      batches.)  With ``device=True`` (GPU queues) the arrays are copied
+      to device memory once, when the Feeder starts, and each batch is
+      gathered there by the GPU, from the same sampler: nothing crosses the
+      bus per batch but its row numbers.  A dataset that does not fit in
+      the GPU's free memory is refused by :meth:`start` (ValueError naming
+      the sizes, nothing queued); a CPU queue refuses ``device=True`` here.
+      The device copy is freed when the run ends: give ``epochs`` (or
+      ``None``) rather than a Feeder per epoch, which uploads each time.
     * or a **map-style** dataset: ``__len__`` and ``__getitem__`` (and not a
       list, tuple, dict or array), where ``dataset[i]`` is *one sample*: a
       tuple or dict of arrays shaped like the components without their
@@ -150,6 +157,7 @@ class Feeder:
         bucket_by: Any = None,
         bucket_window: Optional[int] = None,
         timeout: Optional[float] = None,
+        device: bool = False,
     ):
         if source is not None:  # the argument's name before workers came
             if dataset is not None:
@@ -184,6 +192,7 @@ class Feeder:
             bucket_by=bucket_by,
             bucket_window=bucket_window,
             timeout=timeout,
+            device=device,
         )
         if isinstance(self._producer, IterableProducer):
             self.source = self._producer.stream
@@ -297,7 +306,8 @@ class Feeder:
         ``"numpy"`` (rows that are not contiguous, or cast, read batch by
         batch with their strides), or ``"batch"`` on a GPU queue whose GPU
         copies the rows of at least one component itself (those of 256 KiB
-        or more; the host gathers the rest).
+        or more; the host gathers the rest), or ``"device"`` for a dataset
+        held in device memory (``device=True``).
 
         Without workers, what the Feeder's own thread spent:
         ``thread_cpu_s`` (its processor time, seconds), ``gil_wait_s`` and
