@@ -9,6 +9,7 @@
                                              # the scenarios already in doc/bench/results.json
     python bench/run.py --only 19 --merge    # small steps (bench/step_profile.py), into the existing results
     python bench/run.py --only 20 --merge    # the user's own generator (bench/generator_step.py)
+    python bench/run.py --only 22 --merge    # an array dataset held in GPU memory (bench/held_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -274,6 +275,20 @@ def generator_steps(b):
     }
 
 
+# ---- 22: an array dataset held in GPU memory (bench/held_bench.py) ----------------------
+
+
+@scenario(
+    22,
+    "Array dataset in GPU memory (device=True): the shuffled gather against PCIe and the shared-variable idiom, "
+    "the MLP step against resident",
+)
+def held_dataset(b):
+    from bench import held_bench
+
+    return held_bench.held_dataset(b)
+
+
 SCENARIOS = [
     limit,
     transfer_bound,
@@ -296,6 +311,7 @@ SCENARIOS = [
     variable_length,
     small_steps,
     generator_steps,
+    held_dataset,
 ]
 
 

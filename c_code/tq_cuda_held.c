@@ -45,8 +45,8 @@ tq_code cuda_hold_range(cuda_backend *b, char *start, char *end, attachment *out
     }
     CU(StreamSynchronize, (b->copy_stream)); /* the caller may change its arrays once attached */
     cuda_count_allocated((int64_t)(bytes + lead + !bytes), 0);
-    *out = (attachment){start, end, NULL, held, bytes + lead + !bytes,
-                        (long long)(held + lead - (CUdeviceptr)(uintptr_t)start)};
+    *out = (attachment){
+        start, end, NULL, held, bytes + lead + !bytes, (long long)(held + lead - (CUdeviceptr)(uintptr_t)start)};
     return TQ_OK;
 fail:
     if (held)

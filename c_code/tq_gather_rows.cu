@@ -12,9 +12,7 @@
  * row and column come from a 32-bit division when the batch has fewer than
  * 2^32 units (always, in practice), a 64-bit one otherwise. */
 
-struct __align__(16) unit16 {
-    unsigned long long a, b;
-};
+struct __align__(16) unit16 { unsigned long long a, b; };
 
 template <typename T, typename I>
 __device__ void gather_units(const char *src, long long stride, const long long *idx, T *dst, I row_units, I n)

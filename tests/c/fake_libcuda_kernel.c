@@ -33,9 +33,9 @@ CUresult cuModuleLoadData(void **handle, const void *image)
     module *m = calloc(1, sizeof *m);
     if (!m)
         return ERR_OUT_OF_MEMORY;
-    m->defines = names(image, strided_copy_name) ? strided_copy_name
-                 : names(image, gather_rows_name)    ? gather_rows_name
-                                                     : NULL;
+    m->defines = names(image, strided_copy_name)  ? strided_copy_name
+                 : names(image, gather_rows_name) ? gather_rows_name
+                                                  : NULL;
     if (!m->defines) {
         free(m);
         return ERR_INVALID_PTX;

@@ -99,7 +99,9 @@ def make_producer(
             "names) of numpy arrays, one per component; got %s"
             % (
                 where,
-                "a map-style dataset" if is_map_style(dataset) else "an iterable of batches (%s)" % type(dataset).__name__,
+                "a map-style dataset"
+                if is_map_style(dataset)
+                else "an iterable of batches (%s)" % type(dataset).__name__,
             )
         )
     if arrays is not None or is_map_style(dataset):
