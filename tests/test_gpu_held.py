@@ -46,11 +46,13 @@ def feed(q, arrays, **args):
     return got, feeder
 
 
-def check(got, x, sampler):
+def check(got, x, sampler, labels=None):
+    """Each batch is the sampler's rows of x (and of labels: the row numbers themselves unless given)."""
     assert len(got) == sampler.batches_per_epoch * sampler.epochs
     for position, (xb, ib) in enumerate(got):
-        np.testing.assert_array_equal(ib, sampler.batch(position))
-        assert xb.tobytes() == x[ib].astype(xb.dtype).tobytes()
+        rows = sampler.batch(position)
+        np.testing.assert_array_equal(ib, rows if labels is None else labels[rows])
+        assert xb.tobytes() == x[rows].astype(xb.dtype).tobytes()
 
 
 def test_every_sample_once_per_epoch_in_a_new_order_each_epoch_with_a_partial_last_batch():
@@ -85,7 +87,7 @@ def test_rows_of_several_axes_cast_once_reversed_views_and_large_rows():
     check(got, x, Sampler(40, ROWS, shuffle=True, seed=2))
     y, j = dataset(40, shape=(6,))
     got, _ = feed(gpu_queue(shape=(6,)), (y[::-1], j[::-1]), shuffle=True, seed=3)  # a negative stride, held as is
-    check(got, y[::-1], Sampler(40, ROWS, shuffle=True, seed=3))
+    check(got, y[::-1], Sampler(40, ROWS, shuffle=True, seed=3), labels=j[::-1])
     big, k = dataset(40, shape=(512 * 1024,))  # 2 MiB rows, 64 MiB batches
     got, _ = feed(gpu_queue(shape=(512 * 1024,), batch=32, capacity=2), (big, k), shuffle=True, seed=4)
     check(got, big, Sampler(40, 32, shuffle=True, seed=4))
