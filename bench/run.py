@@ -261,16 +261,18 @@ def generator_steps(b):
         if fed.get("gil_waits"):
             row["fed GIL wait us/element"] = 1e6 * fed["gil_wait_s"] / fed["gil_waits"]
         rows.append(row)
+    # The two figures: the Feeder never slower than the loop it replaces, and a step from a pre-filled
+    # ring within 1.05 x resident (what the consumer's own per-step cost adds).
     worst_given = max(r["ratios"]["fed / given"] for r in results)
-    worst_prefilled = max(r["ratios"]["fed / prefilled"] for r in results)
+    worst_prefilled = max(r["ratios"]["prefilled / resident"] for r in results)
     return {
         "rows": rows,
-        "target": "fed / given <= 1 and fed / prefilled <= 1.05 at every step size",
+        "target": "fed / given <= 1 and prefilled / resident <= 1.05 at every step size",
         "met": worst_given <= 1.0 and worst_prefilled <= 1.05,
-        "headline": "fed / given: %s; fed / prefilled: %s"
-        % (
-            ", ".join("%.3f" % r["ratios"]["fed / given"] for r in results),
-            ", ".join("%.3f" % r["ratios"]["fed / prefilled"] for r in results),
+        "headline": "fed / given: %s; prefilled / resident: %s; fed / prefilled: %s"
+        % tuple(
+            ", ".join("%.3f" % r["ratios"][ratio] for r in results)
+            for ratio in ("fed / given", "prefilled / resident", "fed / prefilled")
         ),
     }
 
