@@ -103,6 +103,10 @@ def test_a_dataset_larger_than_the_free_device_memory_is_refused_with_the_sizes(
     run(stand_ins, "refused", "device", str(100 * 1000), "GiB of device memory", FAKE_CUDA_FREE=str(1 << 20))
 
 
+def test_a_held_dataset_that_fails_to_allocate_or_launch_names_the_call_and_holds_nothing(stand_ins):
+    run(stand_ins, "held_failures")
+
+
 def test_page_locked_ranges_are_exact_shared_and_register_hosts_are_reused(stand_ins):
     run(stand_ins, "ranges")
 

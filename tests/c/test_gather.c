@@ -14,6 +14,8 @@
  *   test_gather refused MECHANISM ROW_BYTES TEXT
  *                                       attach fails, err names TEXT; puts still right
  *   test_gather ranges                  exact ranges, shared ones, register_host's reused
+ *   test_gather held_failures           a held dataset's allocation or kernel failing: the
+ *                                       error names the call, nothing is left held
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -311,6 +313,59 @@ static void check_register_host_is_shared(void)
     free(block);
 }
 
+/* A held dataset whose device allocation fails holds nothing and leaves the
+ * host gather; a gather kernel that fails to launch fails that put, naming
+ * the call, and the next put (the kernel back) arrives whole.  Either way
+ * gather_on_host and the ring give every allocation back. */
+static void check_held_failures(void)
+{
+    enum { N = 20, BATCH = 4 };
+    float x[N * 3];
+    int32_t y[N], got_y[BATCH];
+    float got_x[BATCH * 3];
+    int64_t idx[BATCH] = {7, 2, 19, 2};
+    for (int i = 0; i < N * 3; i++)
+        x[i] = (float)i;
+    for (int i = 0; i < N; i++)
+        y[i] = 100 + i;
+    const void *ptrs[2] = {x, y};
+    size_t bytes[2] = {sizeof x, sizeof y};
+    int read_only[2] = {0, 0};
+    tq_gather_mechanism used;
+    tq_error err;
+    tq_ring *ring = cuda_ring(BATCH, 3 * sizeof(float));
+    int slots = fake_device_allocs(), staging = fake_registered();
+
+    setenv("FAKE_CUDA_FAIL", "cuMemAlloc_v2", 1);
+    tq_code code = tq_ring_gather_on_device(ring, ptrs, bytes, read_only, 2, TQ_GATHER_DEVICE, &used, &err);
+    unsetenv("FAKE_CUDA_FAIL");
+    CHECK(code != TQ_OK && strstr(err.message, "cuMemAlloc") && used == TQ_GATHER_HOST,
+          "a failed allocation is refused naming it: %s", code == TQ_OK ? "accepted" : err.message);
+    CHECK(fake_device_allocs() == slots, "a refused attach holds %d allocations", fake_device_allocs() - slots);
+    put_and_check(ring, (const char *)x, y, 3 * sizeof(float), idx, BATCH, (char *)got_x, got_y,
+                  "gathered on the host after a refused attach");
+
+    CHECK(tq_ring_gather_on_device(ring, ptrs, bytes, read_only, 2, TQ_GATHER_DEVICE, &used, &err) == TQ_OK &&
+              used == TQ_GATHER_DEVICE,
+          "attach: %s", err.message);
+    tq_rows srcs[2] = {{x, 3 * sizeof(float)}, {y, 4}};
+    int slot;
+    setenv("FAKE_CUDA_FAIL", "cuLaunchKernel", 1);
+    code = tq_ring_reserve_put(ring, -1, NULL, &slot, &err);
+    if (code == TQ_OK)
+        code = tq_ring_put_rows(ring, slot, srcs, idx, BATCH, &err);
+    unsetenv("FAKE_CUDA_FAIL");
+    CHECK(code != TQ_OK && strstr(err.message, "cuLaunchKernel"), "a failed launch fails the put, naming it: %s",
+          code == TQ_OK ? "put" : err.message);
+    CHECK(tq_ring_size(ring) == 0, "the failed put left %d elements", tq_ring_size(ring));
+    put_and_check(ring, (const char *)x, y, 3 * sizeof(float), idx, BATCH, (char *)got_x, got_y,
+                  "gathered on the device after a failed launch");
+    CHECK(tq_ring_gather_on_host(ring, &err) == TQ_OK, "detach: %s", err.message);
+    CHECK(fake_device_allocs() == slots && fake_registered() == staging, "left held: %d allocations, %d ranges",
+          fake_device_allocs() - slots, fake_registered() - staging);
+    tq_ring_destroy(ring);
+}
+
 int main(int argc, char **argv)
 {
     void *driver = dlopen("libcuda.so.1", RTLD_NOW);
@@ -341,6 +396,8 @@ int main(int argc, char **argv)
         check_pass(want, expect, NULL, LARGE_ROW + 4, 0, 9, 4, 0);
     } else if (strcmp(argv[1], "refused") == 0 && argc == 5) {
         check_pass(parse(argv[2]), TQ_GATHER_HOST, argv[4], (size_t)atol(argv[3]), 1, 37, 8, 1);
+    } else if (strcmp(argv[1], "held_failures") == 0) {
+        check_held_failures();
     } else if (strcmp(argv[1], "ranges") == 0) {
         check_neighbours_take_copies();
         check_shared_ranges();
