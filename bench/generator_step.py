@@ -17,6 +17,7 @@ fed        a Feeder over the same generator, the step ``f()`` dequeuing
 fed-nohand the same with the dequeue's GIL hand-over off (``_engine.set_gil_hand_over``)
 prefilled  ``f()`` dequeuing from a ring filled beforehand, no producer
 array      an array-dataset Feeder over the same arrays (shuffle=True)
+generator  the generator alone: ``next()``, no step (its numpy gather holds the GIL throughout)
 
 and the ratios the issue asks for: fed / given (<= 1: never slower than the
 loop it replaces), fed / prefilled (<= 1.05) and each against resident.  The
@@ -44,7 +45,7 @@ import theano_queue as tq  # noqa: E402
 from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
 
-PARTS = ("resident", "given", "fed", "fed-nohand", "prefilled", "array")
+PARTS = ("resident", "given", "fed", "fed-nohand", "prefilled", "array", "generator")
 BATCH, COLS = 500, 784
 WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -94,6 +95,9 @@ class Step:
             return time_steps(lambda: self.given_f(*next(batches)), steps)
         if part == "prefilled":
             return self.prefilled(steps)
+        if part == "generator":
+            batches = forever(self.data, self.labels, BATCH)
+            return time_steps(lambda: next(batches), steps)
         if part in ("fed", "fed-nohand"):
             feeder = tq.Feeder(self.queue, forever(self.data, self.labels, BATCH), close_when_done=False)
         else:
