@@ -3,6 +3,7 @@
  * the strided kernel (tq_strided.cu, its PTX in tq_strided_ptx.h). */
 #include "tq_cuda_backend.h"
 
+#include <sched.h>
 #include <string.h>
 
 /* ---- device arrays put from host code ------------------------------------------------ */
@@ -357,6 +358,32 @@ fail:
     return code;
 }
 
+/* How long a producer without a stream polls for its copy before it blocks:
+ * a slot's events are blocking-sync (the consumer's waits must not spin), and
+ * waking from one costs tens of microseconds, more than a device copy of a
+ * few MiB takes.  The copy's time at 1 TB/s (half the H200's device copy
+ * rate), plus what queueing it takes. */
+#define HOST_WAIT_POLL_S 50e-6
+#define HOST_WAIT_POLL_BYTES_PER_S 1e12
+
+/* The host waits until the slot's copy is done: polled for as long as the
+ * copy of `bytes` should take, then blocked on the event. */
+static tq_code wait_for_copy(cuda_backend *b, int slot, size_t bytes, tq_error *err)
+{
+    double until = tq_now() + HOST_WAIT_POLL_S + (double)bytes / HOST_WAIT_POLL_BYTES_PER_S;
+    CUresult rc;
+    while ((rc = tq_cu.EventQuery(b->filled[slot])) == CUDA_ERROR_NOT_READY && tq_now() < until)
+        sched_yield();
+    if (rc == CUDA_SUCCESS)
+        return TQ_OK;
+    if (rc != CUDA_ERROR_NOT_READY) {
+        tq_cu.EventSynchronize(b->filled[slot]); /* the array is read before the failed put returns */
+        return cuda_error(err, "cuEventQuery", rc);
+    }
+    rc = tq_cu.EventSynchronize(b->filled[slot]);
+    return rc == CUDA_SUCCESS ? TQ_OK : cuda_error(err, "cuEventSynchronize", rc);
+}
+
 tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *extents, int n, const tq_device_src *srcs,
                                tq_error *err)
 {
@@ -409,10 +436,13 @@ fail:
                 code = ordered;
         }
     }
-    if (recorded && (host_wait || code != TQ_OK)) {
-        rc = tq_cu.EventSynchronize(b->filled[slot]);
-        if (rc != CUDA_SUCCESS && code == TQ_OK)
-            code = cuda_error(err, "cuEventSynchronize", rc);
+    if (recorded && code == TQ_OK && host_wait) {
+        size_t bytes = 0;
+        for (int i = 0; i < n; i++)
+            bytes += extents[i].bytes;
+        code = wait_for_copy(b, slot, bytes, err);
+    } else if (recorded && code != TQ_OK) {
+        tq_cu.EventSynchronize(b->filled[slot]); /* what was queued is done before the slot is dropped */
     }
     cuda_leave();
     return code;

@@ -110,14 +110,14 @@ def test_the_copy_is_ordered_after_the_producers_stream_and_the_stream_after_the
         assert [a.tolist() for a in two.get()] == [x.tolist(), x.tolist()]
         log()
         put(ring, comps, [CAI(x, stream=None)])  # pycuda's "data is ready": the put waits for the copy
-        assert log() == ["wait %d" % copy, "copy %d" % copy, "record %d" % copy, "sync"]
+        assert log() == ["wait %d" % copy, "copy %d" % copy, "record %d" % copy, "query"]  # done: no sleep
         ring.get()
         log()
         put(ring, comps, [CAI(x, stream=None)], stream=555)  # the put's stream= for arrays that carry none
         assert log() == ["wait 555", "copy 555", "record 555"] and log() == []
         ring.get()
         put(ring, comps, [CAI(x, stream=2, version=2)], stream=None)  # before v3 there is no stream field
-        assert log()[-1] == "sync"
+        assert log()[-1] == "query"
     """,
     )
 

@@ -61,3 +61,38 @@ def test_a_gpu_queues_put_takes_device_arrays_in_every_element_form_and_refuses_
     """,
         FAKE_CUDA_DEVICES="2",
     )
+
+
+def test_a_put_without_a_stream_polls_for_its_copy_before_it_sleeps_on_the_event(fake):  # noqa: F811
+    # The slot's events are blocking-sync: a host wait on one sleeps until the GPU's interrupt wakes the
+    # thread, tens of microseconds after a device copy of a few MiB is done.  The put polls for as long as
+    # its copy should take, and only a copy still running then is waited for asleep.
+    run(
+        fake,
+        """
+        import os
+        ring, comps = gpu_ring([("x", "float32", (4, 3))], capacity=3)
+        copy = ring.copy_stream
+        x = device_copy(np.arange(12, dtype=np.float32).reshape(4, 3))
+        log()
+        put(ring, comps, [CAI(x)])
+        assert log() == ["wait %d" % copy, "copy %d" % copy, "record %d" % copy, "query"]  # done at once: no sleep
+        os.environ["FAKE_CUDA_NOT_READY"] = "1"  # a copy that is still running after any poll
+        put(ring, comps, [CAI(x)])
+        calls = log()
+        assert calls[:3] == ["wait %d" % copy, "copy %d" % copy, "record %d" % copy]
+        assert calls[-1] == "sync" and set(calls[3:-1]) == {"query"}, calls  # polled, then asleep on the event
+        del os.environ["FAKE_CUDA_NOT_READY"]
+        put(ring, comps, [CAI(x, stream=5)])  # a producer's stream waits on the GPU: no host wait at all
+        assert "query" not in log() and "sync" not in log()
+        assert [ring.get()[0].tolist() for _ in range(3)] == [x.tolist()] * 3
+        from theano_queue.errors import CudaError
+        os.environ["FAKE_CUDA_FAIL"] = "cuEventQuery"
+        with pytest.raises(CudaError, match="cuEventQuery"):
+            put(ring, comps, [CAI(x)])
+        assert log()[-1] == "sync"  # a failed poll still waits: the array is read before the put returns
+        del os.environ["FAKE_CUDA_FAIL"]
+        put(ring, comps, [CAI(x)])  # the queue goes on
+        assert ring.get()[0].tolist() == x.tolist() and ring.stats()["dropped"] == 1
+    """,
+    )
