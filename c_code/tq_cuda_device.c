@@ -19,6 +19,48 @@ typedef struct {
     int unit;
 } strided_desc;
 
+/* ---- the context, entered once a put ----------------------------------------------------- */
+
+/* The ring whose context this thread holds entered across a device put (the
+ * face's probes, its wait for a slot and the copy): two driver calls
+ * (cuCtxPushCurrent, cuCtxPopCurrent) a put instead of two a call. */
+static __thread cuda_backend *held_here;
+
+tq_code cuda_hold_device(tq_backend *self, int *held, tq_error *err)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    tq_code code;
+    *held = 0;
+    if (held_here) /* a put within a put (a signal handler's): it enters as it goes */
+        return TQ_OK;
+    if ((code = cuda_enter(b, err)) != TQ_OK)
+        return code;
+    held_here = b;
+    *held = 1;
+    return TQ_OK;
+}
+
+void cuda_release_device(tq_backend *self)
+{
+    (void)self;
+    held_here = NULL;
+    cuda_leave();
+}
+
+/* Enters the ring's context unless this thread holds it: *entered says
+ * whether to leave. */
+static tq_code enter_unless_held(cuda_backend *b, int *entered, tq_error *err)
+{
+    *entered = held_here != b;
+    return *entered ? cuda_enter(b, err) : TQ_OK;
+}
+
+static void leave_if_entered(int entered)
+{
+    if (entered)
+        cuda_leave();
+}
+
 /* ---- where a pointer lives: asked once per allocation ------------------------------------ */
 
 /* The facts of ptr's memory as the driver gave them before the batch query
@@ -125,9 +167,10 @@ tq_code cuda_probe_device(tq_backend *self, uint64_t ptr, tq_device_ptr *out, in
     cuda_backend *b = (cuda_backend *)self;
     known_allocation known;
     unsigned long long buffer_id = 0;
+    int entered;
     tq_code code;
     *device = b->device_ordinal;
-    if ((code = cuda_enter(b, err)) != TQ_OK)
+    if ((code = enter_unless_held(b, &entered, err)) != TQ_OK)
         return code;
     if (!recall(b, ptr, &known) ||
         tq_cu.PointerGetAttribute(&buffer_id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)ptr) != CUDA_SUCCESS ||
@@ -136,7 +179,7 @@ tq_code cuda_probe_device(tq_backend *self, uint64_t ptr, tq_device_ptr *out, in
             remember(b, &known);
     }
     *out = known.where;
-    cuda_leave();
+    leave_if_entered(entered);
     return code;
 }
 
@@ -388,16 +431,16 @@ tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *exte
                                tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
-    int host_wait = 0, recorded = 0;
+    int host_wait = 0, recorded = 0, entered;
     CUresult rc;
     tq_code code;
     cuda_forget_deferred(b, slot);
-    if ((code = cuda_enter(b, err)) != TQ_OK)
+    if ((code = enter_unless_held(b, &entered, err)) != TQ_OK)
         return code;
     CUstream producer = one_own_stream(b, extents, srcs, n);
     if (producer) {
         code = copy_on_producer_stream(b, producer, slot, extents, n, srcs, err);
-        cuda_leave();
+        leave_if_entered(entered);
         return code;
     }
     /* Otherwise on the copy stream, ordered after and before each producer. */
@@ -444,6 +487,6 @@ fail:
     } else if (recorded && code != TQ_OK) {
         tq_cu.EventSynchronize(b->filled[slot]); /* what was queued is done before the slot is dropped */
     }
-    cuda_leave();
+    leave_if_entered(entered);
     return code;
 }
