@@ -8,6 +8,11 @@ element crosses the ring with two such copies (into the slot on the copy
 stream, out of it on Theano's), so half the copy's rate is the ceiling.  A
 second row puts the same memory through a __cuda_array_interface__ without a
 stream (pycuda's arrays): each put then waits on the host for its copy.
+"host us/put" is the host time of a put into an emptied ring right after the
+steps that emptied it, "host us/put, awake" the same after a 2 ms spin: on
+the H200 the first grew with the element (15.8 us at 1 MiB, 25.2 us at 256
+MiB) though nothing the put does on the host does; the steps' longer waits
+for the GPU, asleep, leave a colder core is the suspect this column tests.
 """
 
 import statistics
@@ -77,11 +82,21 @@ def through_queue(q, f, source, count):
     return elapsed
 
 
-def host_times(q, f, source, rounds):
+def spin(seconds):
+    """Keeps this thread's core busy for a while (no sleep): it is awake and at speed when the spin ends."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def host_times(q, f, source, rounds, awake_s=0.0):
     """Median host time (us) of one put into an emptied ring (no put waits for a slot) and of one step f()
-    taking from a full one, over rounds that fill the ring and empty it."""
+    taking from a full one, over rounds that fill the ring and empty it.  With awake_s, the puts start after
+    that long a spin instead of right after the steps, whose waits for the GPU put the thread to sleep
+    (longer for larger elements): what a put costs on a core that is awake."""
     per_put, per_step = [], []
     for _ in range(rounds):
+        spin(awake_s)
         started = time.perf_counter()
         for _ in range(q.capacity):
             q.put(source)
@@ -112,6 +127,7 @@ def device_producer(b):
             seconds = through_queue(q, f, source, count)
             gbps = count * n * 4 / seconds / 1e9
             host_us, step_us = host_times(q, f, source, rounds=5 if b.quick else 20)
+            awake_us, _ = host_times(q, f, source, rounds=5 if b.quick else 20, awake_s=0.002)
             rows.append(
                 {
                     "MiB": mib,
@@ -121,6 +137,7 @@ def device_producer(b):
                     "D2D copy GB/s": limit,
                     "of half the copy": gbps / (limit / 2),
                     "host us/put": host_us,
+                    "host us/put, awake": awake_us,
                     "D2D copy us": copy_us,
                     "host / copy": host_us / copy_us,
                     "step us": step_us,

@@ -106,6 +106,12 @@ struct tq_backend {
                                const uint64_t *srcs, tq_error *err);
     /* Optional.  Where device address ptr lives; the ring's own GPU in *device. */
     tq_code (*probe_device)(tq_backend *self, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err);
+    /* Optional.  Keeps the device entered on the calling thread, across a
+     * whole device put (probes, the wait for a slot, put_device_arrays),
+     * until release_device: they then enter it no more.  *held is 0 when the
+     * thread already holds a device (nothing to release). */
+    tq_code (*hold_device)(tq_backend *self, int *held, tq_error *err);
+    void (*release_device)(tq_backend *self);
     /* Optional.  A host thread's put of device arrays (see tq_device_src):
      * copies srcs[i] into extents[i] of the slot on the backend's copy
      * stream, ordered after each producer's stream and after the slot's last

@@ -286,6 +286,8 @@ tq_backend *tq_cuda_backend_create(void *cu_context, tq_error *err)
         .on_arrival = cuda_on_arrival,
         .destroy = cuda_destroy,
         .probe_device = cuda_probe_device,
+        .hold_device = cuda_hold_device,
+        .release_device = cuda_release_device,
         .put_device_arrays = cuda_put_device_arrays,
         .copy_stream = cuda_copy_stream,
         .attach_rows = cuda_attach_rows,

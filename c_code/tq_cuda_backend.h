@@ -178,6 +178,8 @@ void cuda_kernels_release(cuda_backend *b);
 /* Destroys the events device puts kept (ctx current, nothing queued waits on them). */
 void cuda_device_puts_release(cuda_backend *b);
 tq_code cuda_probe_device(tq_backend *self, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err);
+tq_code cuda_hold_device(tq_backend *self, int *held, tq_error *err);
+void cuda_release_device(tq_backend *self);
 tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *extents, int n, const tq_device_src *srcs,
                                tq_error *err);
 

@@ -3,6 +3,7 @@
  * the strided kernel (tq_strided.cu; tq_cuda_kernels.c loads it). */
 #include "tq_cuda_backend.h"
 
+#include <sched.h>
 #include <string.h>
 
 /* ---- device arrays put from host code ------------------------------------------------ */
@@ -15,6 +16,48 @@ typedef struct {
     int ndim;
     int unit;
 } strided_desc;
+
+/* ---- the context, entered once a put ----------------------------------------------------- */
+
+/* The ring whose context this thread holds entered across a device put (the
+ * face's probes, its wait for a slot and the copy): two driver calls
+ * (cuCtxPushCurrent, cuCtxPopCurrent) a put instead of two a call. */
+static __thread cuda_backend *held_here;
+
+tq_code cuda_hold_device(tq_backend *self, int *held, tq_error *err)
+{
+    cuda_backend *b = (cuda_backend *)self;
+    tq_code code;
+    *held = 0;
+    if (held_here) /* a put within a put (a signal handler's): it enters as it goes */
+        return TQ_OK;
+    if ((code = cuda_enter(b, err)) != TQ_OK)
+        return code;
+    held_here = b;
+    *held = 1;
+    return TQ_OK;
+}
+
+void cuda_release_device(tq_backend *self)
+{
+    (void)self;
+    held_here = NULL;
+    cuda_leave();
+}
+
+/* Enters the ring's context unless this thread holds it: *entered says
+ * whether to leave. */
+static tq_code enter_unless_held(cuda_backend *b, int *entered, tq_error *err)
+{
+    *entered = held_here != b;
+    return *entered ? cuda_enter(b, err) : TQ_OK;
+}
+
+static void leave_if_entered(int entered)
+{
+    if (entered)
+        cuda_leave();
+}
 
 /* ---- where a pointer lives: asked once per allocation ------------------------------------ */
 
@@ -122,9 +165,10 @@ tq_code cuda_probe_device(tq_backend *self, uint64_t ptr, tq_device_ptr *out, in
     cuda_backend *b = (cuda_backend *)self;
     known_allocation known;
     unsigned long long buffer_id = 0;
+    int entered;
     tq_code code;
     *device = b->device_ordinal;
-    if ((code = cuda_enter(b, err)) != TQ_OK)
+    if ((code = enter_unless_held(b, &entered, err)) != TQ_OK)
         return code;
     if (!recall(b, ptr, &known) ||
         tq_cu.PointerGetAttribute(&buffer_id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)ptr) != CUDA_SUCCESS ||
@@ -133,7 +177,7 @@ tq_code cuda_probe_device(tq_backend *self, uint64_t ptr, tq_device_ptr *out, in
             remember(b, &known);
     }
     *out = known.where;
-    cuda_leave();
+    leave_if_entered(entered);
     return code;
 }
 
@@ -335,20 +379,46 @@ fail:
     return code;
 }
 
+/* How long a producer without a stream polls for its copy before it blocks:
+ * a slot's events are blocking-sync (the consumer's waits must not spin), and
+ * waking from one costs tens of microseconds, more than a device copy of a
+ * few MiB takes.  The copy's time at 1 TB/s (half the H200's device copy
+ * rate), plus what queueing it takes. */
+#define HOST_WAIT_POLL_S 50e-6
+#define HOST_WAIT_POLL_BYTES_PER_S 1e12
+
+/* The host waits until the slot's copy is done: polled for as long as the
+ * copy of `bytes` should take, then blocked on the event. */
+static tq_code wait_for_copy(cuda_backend *b, int slot, size_t bytes, tq_error *err)
+{
+    double until = tq_now() + HOST_WAIT_POLL_S + (double)bytes / HOST_WAIT_POLL_BYTES_PER_S;
+    CUresult rc;
+    while ((rc = tq_cu.EventQuery(b->filled[slot])) == CUDA_ERROR_NOT_READY && tq_now() < until)
+        sched_yield();
+    if (rc == CUDA_SUCCESS)
+        return TQ_OK;
+    if (rc != CUDA_ERROR_NOT_READY) {
+        tq_cu.EventSynchronize(b->filled[slot]); /* the array is read before the failed put returns */
+        return cuda_error(err, "cuEventQuery", rc);
+    }
+    rc = tq_cu.EventSynchronize(b->filled[slot]);
+    return rc == CUDA_SUCCESS ? TQ_OK : cuda_error(err, "cuEventSynchronize", rc);
+}
+
 tq_code cuda_put_device_arrays(tq_backend *self, int slot, const tq_extent *extents, int n, const tq_device_src *srcs,
                                tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
-    int host_wait = 0, recorded = 0;
+    int host_wait = 0, recorded = 0, entered;
     CUresult rc;
     tq_code code;
     cuda_forget_deferred(b, slot);
-    if ((code = cuda_enter(b, err)) != TQ_OK)
+    if ((code = enter_unless_held(b, &entered, err)) != TQ_OK)
         return code;
     CUstream producer = one_own_stream(b, extents, srcs, n);
     if (producer) {
         code = copy_on_producer_stream(b, producer, slot, extents, n, srcs, err);
-        cuda_leave();
+        leave_if_entered(entered);
         return code;
     }
     /* Otherwise on the copy stream, ordered after and before each producer. */
@@ -387,11 +457,14 @@ fail:
                 code = ordered;
         }
     }
-    if (recorded && (host_wait || code != TQ_OK)) {
-        rc = tq_cu.EventSynchronize(b->filled[slot]);
-        if (rc != CUDA_SUCCESS && code == TQ_OK)
-            code = cuda_error(err, "cuEventSynchronize", rc);
+    if (recorded && code == TQ_OK && host_wait) {
+        size_t bytes = 0;
+        for (int i = 0; i < n; i++)
+            bytes += extents[i].bytes;
+        code = wait_for_copy(b, slot, bytes, err);
+    } else if (recorded && code != TQ_OK) {
+        tq_cu.EventSynchronize(b->filled[slot]); /* what was queued is done before the slot is dropped */
     }
-    cuda_leave();
+    leave_if_entered(entered);
     return code;
 }

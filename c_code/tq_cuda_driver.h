@@ -30,6 +30,7 @@ typedef struct {
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_ERROR_NOT_READY 600
 #define CU_STREAM_NON_BLOCKING 0x1
 #define CU_EVENT_BLOCKING_SYNC 0x1
 #define CU_EVENT_DISABLE_TIMING 0x2
@@ -75,6 +76,7 @@ typedef struct {
     X(EventDestroy, cuEventDestroy_v2, (CUevent))                                                                    \
     X(EventRecord, cuEventRecord, (CUevent, CUstream))                                                               \
     X(EventSynchronize, cuEventSynchronize, (CUevent))                                                               \
+    X(EventQuery, cuEventQuery, (CUevent))                                                                           \
     X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, (CUdeviceptr, const void *, size_t, CUstream))                          \
     X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                           \
     X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, (void *, CUdeviceptr, size_t, CUstream))                                \

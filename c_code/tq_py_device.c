@@ -201,7 +201,7 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
     tq_device_src srcs[TQ_MAX_COMPONENTS];
     int64_t rows[TQ_MAX_COMPONENTS];
     Py_ssize_t result = -1;
-    int slot;
+    int slot, held = 0;
     if (!tq_ring_on_device(self->ring)) {
         PyErr_Format(QueueError,
                      "%s: queue '%U' lives in host memory; put device arrays into a GPU queue, or "
@@ -217,14 +217,19 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
                      PySequence_Fast_GET_SIZE(seq));
         goto done;
     }
+    /* The device stays entered on this thread until the copy is queued. */
+    tq_error err;
+    tq_code code;
+    if ((code = tq_ring_hold_device(self->ring, &held, &err)) != TQ_OK) {
+        raise_error(who, self, &err);
+        goto done;
+    }
     /* Every check before the reservation: bad input costs the queue nothing. */
     for (int c = 0; c < self->n; c++)
         if (parse_source(self, who, c, PySequence_Fast_GET_ITEM(seq, c), &srcs[c], &rows[c]))
             goto done;
     if (wait_for_slot(self, 1, timeout_s, stop, who, &slot))
         goto done;
-    tq_error err;
-    tq_code code;
     Py_BEGIN_ALLOW_THREADS /* may wait for the copy (a source without a stream) */
     code = tq_ring_put_device_arrays(self->ring, slot, srcs, rows, &err);
     Py_END_ALLOW_THREADS
@@ -233,6 +238,8 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
     else
         result = tq_ring_size(self->ring);
 done:
+    if (held)
+        tq_ring_release_device(self->ring);
     Py_DECREF(seq);
     return result;
 }

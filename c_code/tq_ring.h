@@ -96,6 +96,11 @@ tq_code tq_ring_put_from_device(tq_ring *ring, int slot, void *stream, const uin
 /* Device backends: where device address ptr lives (checked by a face before
  * it reserves a slot), and the ring's own GPU in *device. */
 tq_code tq_ring_probe_device(tq_ring *ring, uint64_t ptr, tq_device_ptr *out, int *device, tq_error *err);
+/* A face's device put holds the ring's device entered on its thread from its
+ * first probe to the end of tq_ring_put_device_arrays (the driver's context
+ * pushed once a put, not once a call); *held says whether to release it. */
+tq_code tq_ring_hold_device(tq_ring *ring, int *held, tq_error *err);
+void tq_ring_release_device(tq_ring *ring);
 /* A host thread's put of arrays in device memory (tq_device_src, one per
  * component, rows[c] rows each; probed): copied on the backend's copy stream
  * after their producers' streams, which then wait for the copy (or the call

@@ -183,6 +183,20 @@ tq_code tq_ring_probe_device(tq_ring *ring, uint64_t ptr, tq_device_ptr *out, in
     return b->probe_device ? b->probe_device(b, ptr, out, device, err) : not_on_device(ring, err);
 }
 
+tq_code tq_ring_hold_device(tq_ring *ring, int *held, tq_error *err)
+{
+    tq_backend *b = ring->backend;
+    *held = 0;
+    return b->hold_device ? b->hold_device(b, held, err) : TQ_OK;
+}
+
+void tq_ring_release_device(tq_ring *ring)
+{
+    tq_backend *b = ring->backend;
+    if (b->release_device)
+        b->release_device(b);
+}
+
 void *tq_ring_copy_stream(tq_ring *ring)
 {
     tq_backend *b = ring->backend;

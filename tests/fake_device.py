@@ -73,6 +73,21 @@ def gpu_ring(spec, capacity=2, name="q", pad_value=None):
     return ring, layout
 
 
+def gpu_queue(spec, capacity=2, name="q"):
+    """A Queue whose ring is a GPU ring in the stand-in's primary context: its put, with device arrays, as a
+    GPU queue's (Theano's GPU context is what the stand-in cannot give)."""
+    from theano_queue import Queue
+    from theano_queue.port import Port
+    from theano_queue.target import Target
+
+    q = Queue(spec, capacity=capacity, target="cpu", name=name)
+    q._ring.close()
+    ring, layout = gpu_ring(spec, capacity, name)
+    q._ring, q._layout = ring, layout
+    q._port = Port(name, q.components, layout, Target("gpu", True), ring)
+    return q
+
+
 UPLOAD_STREAM = 7  # the stream an upload is queued on, as libgpuarray's is in a Queue
 
 

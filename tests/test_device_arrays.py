@@ -127,6 +127,13 @@ class Driver:
         )
         self.cu.cuCtxPopCurrent_v2(None)
 
+    def fill(self, ptr, words, value):
+        """Sets `words` uint32 at ptr to value, and waits for it: what a producer without a stream does."""
+        if not hasattr(self, "fill_stream"):
+            self.fill_stream = self.stream()
+        self.busy_then_fill(self.fill_stream, 0, 0, ptr, words, value, rounds=0)
+        self.check(self.cu.cuStreamSynchronize(ctypes.c_void_p(self.fill_stream)))
+
     def pointer_context(self, ptr):
         ctx = ctypes.c_void_p()
         self.check(self.cu.cuPointerGetAttribute(ctypes.byref(ctx), 1, ctypes.c_ulonglong(ptr)))
@@ -389,6 +396,30 @@ def test_pygpu_puts_of_one_array_rewritten_on_theanos_stream_after_each_put_arri
     assert len(got) == 40
     for i, element in enumerate(got):
         assert (element == i).all(), "element %d: %d words differ" % (i, (element != i).sum())
+
+
+def test_a_put_without_a_stream_returns_once_its_copy_has_read_the_array_even_when_the_copy_starts_late(driver):
+    """A producer without a stream (pycuda's arrays) may overwrite its array as soon as the put returns: the
+    put waits on the host, polling for as long as the copy should take, then asleep on the event.  Every
+    other element is taken on a stream loaded with busy work, so that the next put's copy starts tens of
+    milliseconds late: its wait outlasts the poll.  An array read after the put returned arrives torn."""
+    words, scratch_words = 1 << 20, 64 << 20
+    q = tq.Queue([("x", "uint32", (words,))], capacity=1)
+    src, scratch = driver.alloc(4 * words), driver.alloc(4 * scratch_words)
+    pending = []
+    for i, late in enumerate([False, True, False, True, False]):
+        value = 0xC0DE0000 + i
+        driver.fill(src, words, value)
+        q.put(RawCAI(src, (words,), np.uint32))  # after a late take, its copy waits for the busy work
+        driver.fill(src, words, 0xDEADBEEF)  # the producer writes its array again at once
+        if late:  # the element leaves on Theano's stream behind busy work: the slot's next copy starts late
+            driver.busy_then_fill(theano_stream(), scratch, scratch_words, scratch, 1, 0, rounds=200)
+        pending.append((q.get(device=True)[0], value))
+        if not late:
+            for got, want in pending:
+                torn = int((got.get() != want).sum())
+                assert torn == 0, "%d of %d words were overwritten before the copy read them" % (torn, words)
+            pending = []
 
 
 # ---- gets ---------------------------------------------------------------------------------------

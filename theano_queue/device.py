@@ -53,16 +53,26 @@ def _pygpu_array_type():
     return _gpuarray_type
 
 
+def reader_of(value: Any) -> Optional[Callable[..., Tuple[Tuple[Any, ...], Any]]]:
+    """How a device put describes ``value`` (one of the ``_from_*`` readers), or None for host data.
+
+    Asked once per value a put: the answer picks the path and then reads the value.
+    """
+    if isinstance(value, np.ndarray):
+        return None
+    gpuarray = _gpuarray_type if _gpuarray_type is not _NOT_LOOKED_UP else _pygpu_array_type()
+    if gpuarray is not None and isinstance(value, gpuarray):  # first: Theano's own, no failed attribute lookup
+        return _from_pygpu
+    if hasattr(value, "__cuda_array_interface__"):
+        return _from_cai
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__") and _dlpack_device(value)[0] != DL_CPU:
+        return _from_dlpack
+    return None
+
+
 def is_device_array(value: Any) -> bool:
     """True for what a device put takes: CUDA Array Interface, CUDA DLPack, pygpu."""
-    if isinstance(value, np.ndarray):
-        return False
-    gpuarray = _pygpu_array_type()  # first: Theano's own arrays, and no failed attribute lookup for them
-    if gpuarray is not None and isinstance(value, gpuarray):
-        return True
-    if hasattr(value, "__cuda_array_interface__"):
-        return True
-    return hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__") and _dlpack_device(value)[0] != DL_CPU
+    return reader_of(value) is not None
 
 
 def _dlpack_device(value):
@@ -103,39 +113,58 @@ class DeviceSource:
 
 def device_source(value: Any, component: Any, queue_name: str, stream: Any, copy_stream: Optional[int]) -> DeviceSource:
     """The :class:`DeviceSource` of one component's value, or a TypeError saying what came."""
-    where = "Queue.put: queue %r, component %r" % (queue_name, component.name)
-    gpuarray = _pygpu_array_type()
-    if gpuarray is not None and isinstance(value, gpuarray):
-        return _from_pygpu(value)
-    if hasattr(value, "__cuda_array_interface__"):
-        return _from_cai(value, where, stream)
-    return _from_dlpack(value, where, copy_stream)
+    reader = reader_of(value) or _from_dlpack  # not a device array: _from_dlpack says what came
+    return DeviceSource(*reader(value, queue_name, component, stream, copy_stream))
 
 
-def _from_cai(value, where, stream):
+def _where(queue_name, component):
+    """Who refuses a value, for the messages: built only when one is refused, not on every put."""
+    return "Queue.put: queue %r, component %r" % (queue_name, component.name)
+
+
+_DTYPES: Dict[str, np.dtype] = {}  # typestr -> dtype: np.dtype() parses the string every time
+
+
+def _dtype(typestr):
+    dtype = _DTYPES.get(typestr) if type(typestr) is str else None
+    if dtype is None:
+        dtype = np.dtype(typestr)
+        if type(typestr) is str and len(_DTYPES) < 256:
+            _DTYPES[typestr] = dtype
+    return dtype
+
+
+# The readers: (description, keep) of one component's value, description as the engine takes it,
+# (ptr, shape, strides or None, dtype, stream or None), keep what must stay alive until the copy has read it.
+
+
+def _from_cai(value, queue_name, component, stream, _copy_stream):
     cai = value.__cuda_array_interface__
     try:
         shape, typestr, (ptr, _readonly) = tuple(cai["shape"]), cai["typestr"], cai["data"]
     except (KeyError, TypeError, ValueError):
-        raise TypeError("%s: a __cuda_array_interface__ without shape, typestr and data: %r" % (where, cai)) from None
-    if cai.get("mask") is not None:
-        raise TypeError("%s: a masked device array (__cuda_array_interface__ 'mask'); put the data unmasked" % where)
-    strides = cai.get("strides")
+        raise TypeError(
+            "%s: a __cuda_array_interface__ without shape, typestr and data: %r" % (_where(queue_name, component), cai)
+        ) from None
+    get = cai.get
+    if get("mask") is not None:
+        raise TypeError(
+            "%s: a masked device array (__cuda_array_interface__ 'mask'); put the data unmasked"
+            % _where(queue_name, component)
+        )
+    strides = get("strides")
     # v3's stream: None says the data is ready; an int is the stream its writes
     # are queued on.  Before v3 there is no stream: the put's own, if any.
-    own = cai.get("stream") if cai.get("version", 0) >= 3 else None
-    if own is not None and not isinstance(own, int):
-        raise TypeError("%s: __cuda_array_interface__ 'stream' must be None or an int, got %r" % (where, own))
-    return DeviceSource(
-        (
-            ptr or 0,
-            shape,
-            None if strides is None else tuple(strides),
-            np.dtype(typestr),
-            own if own is not None else stream,
-        ),
-        keep=value,
-    )
+    own = get("stream") if get("version", 0) >= 3 else None
+    if own is None:
+        own = stream
+    elif not isinstance(own, int):
+        raise TypeError(
+            "%s: __cuda_array_interface__ 'stream' must be None or an int, got %r"
+            % (_where(queue_name, component), own)
+        )
+    dtype = _DTYPES.get(typestr) if type(typestr) is str else None
+    return (ptr or 0, shape, None if strides is None else tuple(strides), dtype or _dtype(typestr), own), value
 
 
 def pygpu_address(array):
@@ -143,26 +172,26 @@ def pygpu_address(array):
     return array.gpudata
 
 
-def _from_pygpu(array):
+def _from_pygpu(array, _queue_name=None, _component=None, _stream=None, _copy_stream=None):
     # libgpuarray computes on one stream per context (Theano's default,
     # gpuarray.single_stream=True): ordering after it orders after every
     # write into the array.
     stream = _engine.gpu_context_stream(array.context.ptr)
-    return DeviceSource((pygpu_address(array), array.shape, array.strides, array.dtype, stream), keep=array)
+    return (array.gpudata, array.shape, array.strides, array.dtype, stream), array
 
 
-def _from_dlpack(value, where, copy_stream):
+def _from_dlpack(value, queue_name, component, _stream, copy_stream):
     device_type, device_id = _dlpack_device(value)
     if device_type not in (DL_CUDA, DL_CUDA_MANAGED):
         raise TypeError(
             "%s: a DLPack array on a %s device (type %d); a GPU queue takes CUDA device memory, and host data as a "
-            "numpy array" % (where, DL_NAMES.get(device_type, "unknown"), device_type)
+            "numpy array" % (_where(queue_name, component), DL_NAMES.get(device_type, "unknown"), device_type)
         )
     # DLPack's consumer protocol: the producer orders its work before the
     # stream we name, the one the copy runs on.
     capsule = value.__dlpack__(stream=copy_stream)
     owner, ptr, shape, strides, typestr, _type, _id = _engine.dlpack_source(capsule)
-    return DeviceSource((ptr, shape, strides, np.dtype(typestr), None), keep=owner)
+    return (ptr, shape, strides, _dtype(typestr), None), owner
 
 
 def put(
@@ -174,6 +203,7 @@ def put(
     stop: Optional[_engine.Stop],
     stream: Any,
     upload: Optional[Callable[[np.ndarray], DeviceSource]] = None,
+    readers: Optional[Sequence[Any]] = None,
 ) -> int:
     """A device put of one element: values in component order, every one a device array.
 
@@ -181,21 +211,51 @@ def put(
     device array with its row lengths on the host (``layout.py``);
     ``upload(array)`` then puts the lengths on the device and returns their
     :class:`DeviceSource` (:func:`uploader` makes one for a pygpu context).
+    ``readers`` are the values' :func:`reader_of`, when the caller asked
+    already.
     """
-    where = "Queue.put: queue %r" % queue_name
-    handle = stream_handle(stream, where)
+    if not layout.variables:
+        if readers is None:
+            readers = [reader_of(value) for value in values]
+        return put_fixed(ring, layout.components, values, readers, queue_name, timeout, stop, stream)
+    handle = None if stream is None else stream_handle(stream, "Queue.put: queue %r" % queue_name)
+    copy_stream = ring.copy_stream
     descriptions, keep = [], []
     for i, (component, value) in enumerate(zip(layout.components, values)):
         if i in layout.variables:
-            parts, alive = variable_descriptions(
-                layout.variables[i], value, queue_name, handle, ring.copy_stream, upload
-            )
+            parts, alive = variable_descriptions(layout.variables[i], value, queue_name, handle, copy_stream, upload)
             descriptions.extend(parts)
             keep.extend(alive)
         else:
-            source = device_source(value, component, queue_name, handle, ring.copy_stream)
+            source = device_source(value, component, queue_name, handle, copy_stream)
             descriptions.append(source.description)
             keep.append(source)
+    return ring.put_device(descriptions, timeout, stop)
+
+
+def put_fixed(
+    ring: _engine.Ring,
+    components: Sequence[Any],
+    values: Sequence[Any],
+    readers: Sequence[Any],
+    queue_name: str,
+    timeout: Optional[float],
+    stop: Optional[_engine.Stop],
+    stream: Any,
+) -> int:
+    """:func:`put` of an element without variable-length components: one description per component.
+
+    ``readers`` are the values' :func:`reader_of` (None refuses the value,
+    saying what came).  The lean path of a device producer's puts: nothing
+    here is done that the engine's own checks repeat.
+    """
+    handle = None if stream is None else stream_handle(stream, "Queue.put: queue %r" % queue_name)
+    copy_stream = ring.copy_stream
+    descriptions, keep = [], []  # keep: what must stay alive (a DLPack owner) until put_device has the memory
+    for reader, component, value in zip(readers, components, values):
+        description, alive = (reader or _from_dlpack)(value, queue_name, component, handle, copy_stream)
+        descriptions.append(description)
+        keep.append(alive)
     return ring.put_device(descriptions, timeout, stop)
 
 
@@ -205,7 +265,7 @@ def uploader(context: Any) -> Callable[[np.ndarray], DeviceSource]:
 
     def upload(array):
         on_gpu = pygpu.gpuarray.array(np.ascontiguousarray(array), context=context)
-        return _from_pygpu(on_gpu)
+        return DeviceSource(*_from_pygpu(on_gpu))
 
     return upload
 

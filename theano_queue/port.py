@@ -41,12 +41,19 @@ class Port:
 
     def put(self, element, timeout, stop=None, lengths=None, stream=None):
         """Queue.put; a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
-        plain = stream is None and lengths is None and not self._layout.varying
-        if plain and _all_arrays(element, len(self.components)):
-            return self._ring.put(element, timeout, stop)  # the engine checks dtypes and shapes
+        if lengths is None and not self._layout.varying:
+            if stream is None and _all_arrays(element, len(self.components)):
+                return self._ring.put(element, timeout, stop)  # the engine checks dtypes and shapes
+            readers = self._device_readers(element)
+            if readers is not None:  # q.put(x, y) of device arrays: what _put_from_device checks holds
+                return _device.put_fixed(
+                    self._ring, self.components, element, readers, self.name, timeout, stop, stream
+                )
         values = element_in_order(self.components, element_of(element), self.name)
-        if any(_device.is_device_array(v.data if isinstance(v, Padded) else v) for v in values):
-            return self._put_from_device(values, timeout, stop, stream, lengths)
+        # Asked once per value: how a device put reads it (None for host data).
+        readers = [_device.reader_of(v.data if isinstance(v, Padded) else v) for v in values]
+        if any(readers):
+            return self._put_from_device(values, readers, timeout, stop, stream, lengths)
         if stream is not None:
             raise ValueError("Queue.put: queue %r: stream is for device arrays; these are host data" % self.name)
         if not self._layout.varying:
@@ -64,10 +71,29 @@ class Port:
             raise
         return self._ring.commit(slot, rows)
 
-    def _put_from_device(self, values, timeout, stop, stream, lengths):
-        on_device = [_device.is_device_array(v.data if isinstance(v, Padded) else v) for v in values]
-        if not all(on_device):
-            host = [c.name for c, d in zip(self.components, on_device) if not d]
+    def _device_readers(self, element):
+        """The readers of a tuple of device arrays, one per component, for a GPU queue; None for anything else.
+
+        The element of a device producer's ``q.put(x, y)``, spared the general
+        path's work per put (``element_in_order``, ``_put_from_device``'s
+        checks): it is in component order, every value is on the device, the
+        queue on a GPU.
+        """
+        if type(element) is not tuple or len(element) != len(self.components) or not self._target.on_gpu:
+            return None
+        readers = []
+        for value in element:
+            reader = _device.reader_of(value)
+            if reader is None:
+                return None  # host data: the general path
+            readers.append(reader)
+        if len(element) == 1 and _is_mapping(element[0]):
+            return None  # q.put(mapping): it names the components
+        return readers
+
+    def _put_from_device(self, values, readers, timeout, stop, stream, lengths):
+        if not all(readers):
+            host = [c.name for c, reader in zip(self.components, readers) if not reader]
             raise TypeError(
                 "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
                 "components %s are host data" % (self.name, ", ".join(map(repr, host)))
@@ -85,7 +111,7 @@ class Port:
             upload = _device.uploader(get_context(self._target.context_name))
         elif lengths is not None:
             self._layout.refuse_lengths(self.name, "put")
-        return _device.put(self._ring, self._layout, values, self.name, timeout, stop, stream, upload)
+        return _device.put(self._ring, self._layout, values, self.name, timeout, stop, stream, upload, readers)
 
     def fail(self, exc):
         self._ring.fail(exc)
@@ -115,7 +141,23 @@ def _all_arrays(element, n):
     The common element of a Feeder's source, spared element_arrays' Python
     work per batch: the feeder's thread holds the GIL for less time.
     """
-    return type(element) is tuple and len(element) == n and all(type(v) is np.ndarray for v in element)
+    if type(element) is not tuple or len(element) != n:
+        return False
+    for value in element:
+        if type(value) is not np.ndarray:
+            return False
+    return True
+
+
+_mapping_types: dict[type, bool] = {}  # type -> whether it is a Mapping: isinstance asks the ABC's registry every time
+
+
+def _is_mapping(value):
+    kind = type(value)
+    known = _mapping_types.get(kind)
+    if known is None:
+        known = _mapping_types[kind] = isinstance(value, Mapping)
+    return known
 
 
 class SlotWriter:

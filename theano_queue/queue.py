@@ -201,7 +201,7 @@ class Queue:
         :class:`~theano_queue.Padded`).  Only each element's own extent
         crosses into the slot, padded with the component's ``pad_value``.
         """
-        return self._put(element, timeout, lengths=lengths, stream=stream)
+        return self._port.put(element, timeout, None, lengths, stream)  # _put's, without its call
 
     def _put(self, element, timeout, stop=None, lengths=None, stream=None):
         """put(), and a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""

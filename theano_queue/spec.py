@@ -250,6 +250,8 @@ def element_in_order(components, element, queue_name):
     1-tuple of it).  A tuple always lists components: ``q.put(a, b)`` on a
     queue of one component is an error, not a two-row batch.
     """
+    if type(element) is tuple and len(element) == len(components):
+        return list(element)  # the common case (what put's arguments are), spared the checks below
     names = [c.name for c in components]
     if isinstance(element, Mapping):
         missing = [n for n in names if n not in element]

@@ -31,9 +31,11 @@
  *                           "record <stream>", "wait <stream>", "upload <stream>"
  *                           (host to device), "copy <stream>" (device to
  *                           device), "peer <stream>", "batch <stream>"
- *                           (cuMemcpyBatchAsync), "kernel <stream>", and "sync"
- *                           (cuEventSynchronize); streams as numbers, none for
- *                           the NULL stream
+ *                           (cuMemcpyBatchAsync), "kernel <stream>", "sync"
+ *                           (cuEventSynchronize) and "query" (cuEventQuery);
+ *                           streams as numbers, none for the NULL stream
+ *   FAKE_CUDA_NOT_READY=1   cuEventQuery says CUDA_ERROR_NOT_READY (a copy that
+ *                           is still running), whatever was recorded
  * fake_cuda_calls("cuName") counts the calls made so far to a function that
  * checks FAKE_CUDA_FAIL, fake_cuda_events() the events held now.
  *
@@ -599,6 +601,16 @@ CUresult cuEventSynchronize(void *event)
     (void)event;
     log_line("sync", NULL);
     return OK;
+}
+
+/* Copies are done when their call returns: an event is always ready, unless
+ * FAKE_CUDA_NOT_READY is set (a copy that takes longer than any poll). */
+CUresult cuEventQuery(void *event)
+{
+    ENTER("cuEventQuery");
+    (void)event;
+    log_line("query", NULL);
+    return getenv("FAKE_CUDA_NOT_READY") ? 600 /* CUDA_ERROR_NOT_READY */ : OK;
 }
 
 /* ---- copies ------------------------------------------------------------------------------- */
