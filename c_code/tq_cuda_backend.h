@@ -159,12 +159,12 @@ tq_code cuda_held_fits(cuda_backend *b, size_t total, tq_error *err);
 tq_code cuda_hold_range(cuda_backend *b, char *start, char *end, attachment *out, tq_error *err);
 /* Frees what cuda_hold_range allocated (ctx current, nothing queued reads it). */
 void cuda_release_held(attachment *at);
-/* The row numbers' buffers, for batches of up to `rows` rows (ctx current). */
-tq_code cuda_held_index_alloc(cuda_backend *b, int64_t rows, tq_error *err);
+/* Frees the row numbers' buffers (ctx current, nothing queued reads them). */
 void cuda_held_index_free(cuda_backend *b);
 /* Queues the gather of component rows idx[0..rows) from held memory into
  * the slot, on the copy stream, for each part whose held[c] is not NULL;
- * the row numbers go up first (ctx current, gather_lock held). */
+ * the row numbers go up first, their buffers made or grown as needed (ctx
+ * current, gather_lock held). */
 tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
                          const int64_t *idx, int64_t rows, tq_error *err);
 

@@ -64,7 +64,7 @@ void cuda_release_held(attachment *at)
     at->held_bytes = 0;
 }
 
-tq_code cuda_held_index_alloc(cuda_backend *b, int64_t rows, tq_error *err)
+static tq_code held_index_alloc(cuda_backend *b, int64_t rows, tq_error *err)
 {
     size_t bytes = (size_t)b->capacity * (size_t)(rows > 0 ? rows : 1) * sizeof(int64_t);
     int registered = 0;
@@ -100,6 +100,23 @@ void cuda_held_index_free(cuda_backend *b)
     b->index_host = NULL;
     b->index_device = 0;
     b->index_rows = 0;
+}
+
+/* Room for the row numbers of `rows`-row batches (ctx current, gather_lock
+ * held): made at the first gather, and remade larger (after the gathers in
+ * flight, which read the old) when a batch outgrows it. */
+static tq_code held_index_room(cuda_backend *b, int64_t rows, tq_error *err)
+{
+    tq_code code = TQ_OK;
+    if (b->index_host && rows <= b->index_rows)
+        return TQ_OK;
+    if (b->index_host) {
+        CU(StreamSynchronize, (b->copy_stream));
+        cuda_held_index_free(b);
+    }
+    code = held_index_alloc(b, rows, err);
+fail:
+    return code;
 }
 
 /* The widest unit (16, 8, 4, 2 or 1 bytes) dividing every address and size
@@ -140,10 +157,8 @@ tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, co
 {
     CUfunction fn;
     tq_code code;
-    if (rows > b->index_rows)
-        return tq_set_error(err, TQ_EINVAL, "expected at most %lld rows a batch, got %lld", (long long)b->index_rows,
-                            (long long)rows);
-    if ((code = cuda_kernel(b, TQ_KERNEL_GATHER_ROWS, &fn, err)) != TQ_OK)
+    if ((code = held_index_room(b, rows, err)) != TQ_OK ||
+        (code = cuda_kernel(b, TQ_KERNEL_GATHER_ROWS, &fn, err)) != TQ_OK)
         return code;
     /* The slot's row numbers were last read by its previous gather, which
      * its producer waited for (before_write: the slot's filled event). */

@@ -258,23 +258,6 @@ static size_t add_copies(cuda_backend *b, size_t count, int slot, const tq_row_p
     return count;
 }
 
-/* Room for a held dataset's row numbers of `rows`-row batches (ctx current,
- * gather_lock held): made at the first gather, and remade larger (after the
- * gathers in flight, which read the old) when a batch outgrows it. */
-static tq_code held_index_room(cuda_backend *b, int64_t rows, tq_error *err)
-{
-    tq_code code = TQ_OK;
-    if (b->index_host && rows <= b->index_rows)
-        return TQ_OK;
-    if (b->index_host) {
-        CU(StreamSynchronize, (b->copy_stream));
-        cuda_held_index_free(b);
-    }
-    code = cuda_held_index_alloc(b, rows, err);
-fail:
-    return code;
-}
-
 static tq_code launch_batch(cuda_backend *b, size_t count, tq_error *err)
 {
     /* One group of attributes for every copy: read in stream order, after
@@ -322,8 +305,7 @@ tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, 
     /* As publish: the slot is overwritten only after its last reader. */
     CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
     if (on_device && b->gather == TQ_GATHER_DEVICE) {
-        if ((code = held_index_room(b, rows, err)) != TQ_OK ||
-            (code = cuda_gather_held(b, slot, parts, at, n, idx, rows, err)) != TQ_OK)
+        if ((code = cuda_gather_held(b, slot, parts, at, n, idx, rows, err)) != TQ_OK)
             goto fail;
         on_device = 0; /* nothing left for the batch copy */
     }

@@ -348,6 +348,8 @@ static void check_held_failures(void)
     CHECK(tq_ring_gather_on_device(ring, ptrs, bytes, read_only, 2, TQ_GATHER_DEVICE, &used, &err) == TQ_OK &&
               used == TQ_GATHER_DEVICE,
           "attach: %s", err.message);
+    /* A short batch first: the row numbers' buffers are made for 2 rows, then grown for 4. */
+    put_and_check(ring, (const char *)x, y, 3 * sizeof(float), idx, 2, (char *)got_x, got_y, "a first, short batch");
     tq_rows srcs[2] = {{x, 3 * sizeof(float)}, {y, 4}};
     int slot;
     setenv("FAKE_CUDA_FAIL", "cuLaunchKernel", 1);

@@ -25,11 +25,6 @@ from ..target import gib
 from .arrays import ArrayProducer
 
 
-def row_bytes(component) -> int:
-    """Bytes of one row (sample) of a component."""
-    return int(np.prod(component.shape[1:], dtype=np.int64)) * component.dtype.itemsize
-
-
 def held_form(array: np.ndarray, component) -> np.ndarray:
     """The array as the device will hold it: the array itself when its bytes are its rows, in the component's
     dtype (C-contiguous, or one row repeated with stride 0), else a C-contiguous copy, safely cast.
