@@ -135,6 +135,8 @@ int is_lent(PyObject *array);
  * freed and the block given back), addrs[c] the device address of component
  * c.  1 when lent, 0 when no spare is free (copy instead), -1 with an exception. */
 int lend_device_block(RingObject *self, int slot, void *stream, PyObject *keep, PyObject **lease, uint64_t *addrs);
+/* Whether device rings lend at all (for benchmarks that compare lending with copying); the previous setting. */
+int set_device_lending(int on);
 /* 1 when obj is a Lease. */
 int is_lease(PyObject *obj);
 /* Like get_element, but the arrays are lent when the ring can lend. */

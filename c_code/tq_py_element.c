@@ -515,9 +515,21 @@ static LeaseObject *new_lease(RingObject *self, int slot, void *stream, PyObject
     return owner;
 }
 
+/* Whether device rings lend (set_device_lending; on by default). */
+static int device_lending = 1;
+
+int set_device_lending(int on)
+{
+    int was = device_lending;
+    device_lending = on;
+    return was;
+}
+
 int lend_device_block(RingObject *self, int slot, void *stream, PyObject *keep, PyObject **lease, uint64_t *addrs)
 {
     void *data;
+    if (!device_lending)
+        return 0;
     LeaseObject *owner = new_lease(self, slot, stream, keep, &data);
     if (!owner)
         return PyErr_Occurred() ? -1 : 0;
