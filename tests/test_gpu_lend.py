@@ -25,8 +25,10 @@ def test_the_dequeue_lends_the_slot_and_never_writes_into_a_lent_output(linker):
     import theano
 
     q = tq.Queue([("x", "float32", (64, 32))], capacity=3)
-    (x,) = q.dequeue()
-    f = theano.function([], [x, (x * 2).sum()], mode=theano.Mode(linker=linker))
+    x = q.dequeue()
+    # x.transfer(None): the function returns the GPU array itself (no copy to the host), as a GPU graph's
+    # intermediate values are.
+    f = theano.function([], [x.transfer(None), (x * 2).sum()], mode=theano.Mode(linker=linker))
     data = batches(40, (64, 32), seed=1)
     kept = []
     with tq.Feeder(q, data):
@@ -47,7 +49,7 @@ def test_arrays_a_caller_keeps_stay_intact_while_the_queue_goes_on():
 
     q = tq.Queue([("x", "float32", (128, 256)), ("i", "int32", ())], capacity=2)
     x, i = q.dequeue()
-    f = theano.function([], [x, i])
+    f = theano.function([], [x.transfer(None), i.transfer(None)])  # GPU arrays, not host copies
     data = [(b, np.int32(k)) for k, b in enumerate(batches(60, (128, 256), seed=2))]
     kept = []
     with tq.Feeder(q, data):
@@ -74,7 +76,7 @@ def test_a_lent_batch_is_not_overwritten_before_a_long_chain_of_kernels_reads_it
 
     n = 1024
     q = tq.Queue([("x", "float32", (n, n))], capacity=2)
-    (x,) = q.dequeue()
+    x = q.dequeue()
     chain = T.tanh(x)
     for _ in range(24):
         chain = T.tanh(T.dot(chain, chain) * (1.0 / n))
@@ -101,10 +103,10 @@ def test_lent_blocks_are_freed_with_their_queue():
     held_before = _engine.cuda_allocated()
     for k in range(100):
         q = tq.Queue([("x", "float32", (256, 1024))], capacity=2, name="lend%d" % k)  # 1 MiB slots
-        f = theano.function([], q.dequeue())
+        f = theano.function([], q.dequeue().transfer(None))
         q.put(np.full((256, 1024), k, "float32"))
         q.put(np.full((256, 1024), k + 1, "float32"))
-        kept = [f()[0], f()[0]]  # both spares made and lent
+        kept = [f(), f()]  # both spares made and lent
         assert [float(np.asarray(a)[0, 0]) for a in kept] == [k, k + 1]
         assert q.stats()["lent"] == 2
         del q, f, kept
