@@ -97,7 +97,7 @@ static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObjec
         if (*outputs[c] && tq_api->is_lease((*outputs[c])->base))
             Py_CLEAR(*outputs[c]);
     cuda_enter(ctx->ctx);
-    rc = tq_api->gpu_lend(ring, slot, cuda_get_stream(ctx->ctx), (PyObject *)ctx, &lease, addrs);
+    rc = tq_api->gpu_lend(ring, who, slot, cuda_get_stream(ctx->ctx), (PyObject *)ctx, &lease, addrs);
     if (rc == 1)
         rc = tq_gpu_wrap_lent(ring, slot, lease, addrs, outputs, typecodes, n_outputs, ctx);
     else if (rc == 0)

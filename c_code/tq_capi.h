@@ -70,9 +70,10 @@ typedef struct {
      * freed (make it the base of every array over the block); its give-back
      * orders the block's next writer after what stream holds by then (keep,
      * the stream's owner, is held until that).  1 when lent, 0 when no spare
-     * block is free (copy with gpu_take instead), -1 with an exception.  The
+     * block is free (copy with gpu_take instead), -1 with CudaError.  The
      * slot is still to be handed back with get_end. */
-    int (*gpu_lend)(PyObject *ring, int slot, void *stream, PyObject *keep, PyObject **lease, uint64_t *addrs);
+    int (*gpu_lend)(PyObject *ring, const char *who, int slot, void *stream, PyObject *keep, PyObject **lease,
+                    uint64_t *addrs);
     /* 1 when obj is a Lease (an array whose base it is must never be written into). */
     int (*is_lease)(PyObject *obj);
 } tq_capi_t;

@@ -133,8 +133,10 @@ int is_lent(PyObject *array);
 /* Lends a reserved element of a device ring to a consumer on `stream`: *lease
  * becomes a new Lease (which holds `keep`, the stream's owner, until it is
  * freed and the block given back), addrs[c] the device address of component
- * c.  1 when lent, 0 when no spare is free (copy instead), -1 with an exception. */
-int lend_device_block(RingObject *self, int slot, void *stream, PyObject *keep, PyObject **lease, uint64_t *addrs);
+ * c.  1 when lent, 0 when no spare is free (copy instead), -1 with an exception
+ * whose message starts with `who`. */
+int lend_device_block(RingObject *self, const char *who, int slot, void *stream, PyObject *keep, PyObject **lease,
+                      uint64_t *addrs);
 /* Whether device rings lend at all (for benchmarks that compare lending with copying); the previous setting. */
 int set_device_lending(int on);
 /* 1 when obj is a Lease. */

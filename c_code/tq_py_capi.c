@@ -73,9 +73,10 @@ static int capi_gpu_take(PyObject *ring, const char *who, int slot, void *stream
     return 0;
 }
 
-static int capi_gpu_lend(PyObject *ring, int slot, void *stream, PyObject *keep, PyObject **lease, uint64_t *addrs)
+static int capi_gpu_lend(PyObject *ring, const char *who, int slot, void *stream, PyObject *keep, PyObject **lease,
+                         uint64_t *addrs)
 {
-    return lend_device_block((RingObject *)ring, slot, stream, keep, lease, addrs);
+    return lend_device_block((RingObject *)ring, who, slot, stream, keep, lease, addrs);
 }
 
 static int capi_check_shape(PyObject *ring, const char *who, int c, int ndim, const intptr_t *dims)

@@ -281,7 +281,7 @@ PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts,
     /* Lent where a spare is free (addrs then say where the element is);
      * else copied on the consumer's stream after the slot's data.  The slot
      * goes back to the producers at once, overwritten only after the copy. */
-    int lent = lease && rows ? lend_device_block(self, slot, stream, NULL, lease, addrs) : 0;
+    int lent = lease && rows ? lend_device_block(self, who, slot, stream, NULL, lease, addrs) : 0;
     tq_code code = lent ? TQ_OK : tq_ring_take_on_device(self->ring, slot, stream, addrs, &err);
     if (lent < 0)
         Py_CLEAR(rows);

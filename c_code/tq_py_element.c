@@ -496,13 +496,19 @@ PyTypeObject LeaseType = {
 };
 
 /* Lends slot's block: the Lease that gives it back, and the block's address;
- * NULL without an exception when nothing can be lent now. */
-static LeaseObject *new_lease(RingObject *self, int slot, void *stream, PyObject *keep, void **data)
+ * NULL without an exception when nothing can be lent now, with one (its
+ * message starting with `who`) when the backend failed. */
+static LeaseObject *new_lease(RingObject *self, const char *who, int slot, void *stream, PyObject *keep, void **data)
 {
     tq_error err;
     int lease;
-    if (tq_ring_lend(self->ring, slot, stream, &lease, data, &err) != TQ_OK)
+    tq_code code = tq_ring_lend(self->ring, slot, stream, &lease, data, &err);
+    if (code == TQ_TIMEOUT || code == TQ_ESTATE)
         return NULL; /* nothing to lend, or a backend that cannot: the caller copies */
+    if (code != TQ_OK) {
+        raise_error(who, self, &err); /* a device backend's driver call: the element may be lost */
+        return NULL;
+    }
     LeaseObject *owner = PyObject_New(LeaseObject, &LeaseType);
     if (!owner) {
         tq_ring_give_back(self->ring, lease);
@@ -525,12 +531,13 @@ int set_device_lending(int on)
     return was;
 }
 
-int lend_device_block(RingObject *self, int slot, void *stream, PyObject *keep, PyObject **lease, uint64_t *addrs)
+int lend_device_block(RingObject *self, const char *who, int slot, void *stream, PyObject *keep, PyObject **lease,
+                      uint64_t *addrs)
 {
     void *data;
     if (!device_lending)
         return 0;
-    LeaseObject *owner = new_lease(self, slot, stream, keep, &data);
+    LeaseObject *owner = new_lease(self, who, slot, stream, keep, &data);
     if (!owner)
         return PyErr_Occurred() ? -1 : 0;
     for (int c = 0; c < self->n; c++)
@@ -544,7 +551,7 @@ int is_lease(PyObject *obj) { return obj && Py_TYPE(obj) == &LeaseType; }
 int lend_element(RingObject *self, int slot, PyObject **views)
 {
     void *data;
-    LeaseObject *owner = new_lease(self, slot, NULL, NULL, &data);
+    LeaseObject *owner = new_lease(self, "Dequeue", slot, NULL, NULL, &data);
     if (!owner)
         return PyErr_Occurred() ? -1 : 0;
     int c = 0;

@@ -122,3 +122,52 @@ def test_a_ring_freed_with_its_spares_made_frees_them(fake):  # noqa: F811
         ),
     )
     assert out.split()[-1] == "-2"  # the two slots and their two spares: four blocks, all freed
+
+
+def test_a_held_datasets_gather_is_queued_by_the_consumer_into_the_block_it_is_lent(fake):  # noqa: F811
+    # Feeder(device=True)'s put of a batch (Ring.put_rows) makes no driver call that orders work: it leaves the
+    # row numbers in the slot's page-locked buffer, and the consumer's take queues the gather (the row numbers'
+    # upload and one kernel per component, on the copy stream) before its stream waits for it, so that the
+    # feeding thread's calls never meet the training step's in the driver.
+    run(
+        fake,
+        PRELUDE
+        + textwrap.dedent(
+            """
+        rng = np.random.default_rng(0)
+        xs = rng.standard_normal((40, 3)).astype(np.float32)
+        ys = np.arange(40, dtype=np.int16)
+        assert ring.gather_on_device([xs, ys], "device") == "device"
+        order = np.array([5, 0, 39, 7, 11, 3, 3, 20, 1, 2, 30, 31], dtype=np.int64)
+        copy = ring.copy_stream
+        log()
+        assert ring.put_rows([xs, ys], order, 4, 0, 2) == 2  # two batches of 4 rows
+        assert not [c for c in log() if c.split()[0] in ("kernel", "upload", "record", "wait")]
+        for k in range(3):
+            rows, lease, where = ring.lend_device(dsts, STREAM)
+            calls = log()
+            # The first take queues both batches' gathers (each waits for its slot's last reader: one kernel
+            # per component), the second the third batch's, put meanwhile; the third has none left to queue.
+            assert calls.count("kernel %d" % copy) == [4, 2, 0][k], calls
+            assert calls.count("wait %d" % copy) == [2, 1, 0][k] and calls[-1] == "wait %d" % STREAM, calls
+            rows_k = order[4 * k : 4 * k + 4]
+            assert view(where[0], a[0]).tolist() == xs[rows_k].tolist()
+            assert view(where[1], a[1]).tolist() == ys[rows_k].tolist()
+            del lease
+            if k == 0:
+                assert ring.put_rows([xs, ys], order, 4, 2, 1) == 1  # a third batch after the first was taken
+                log()
+            log()
+        ring.gather_on_host()
+        # Batches left when the dataset is detached are queued first: they stay right after the memory is freed.
+        ring.gather_on_device([xs, ys], "device")
+        ring.put_rows([xs, ys], order, 4, 0, 2)
+        ring.gather_on_host()
+        for k in range(2):
+            rows, lease, where = ring.lend_device(dsts, STREAM)
+            assert view(where[0], a[0]).tolist() == xs[order[4 * k : 4 * k + 4]].tolist()
+            del lease
+        del ring
+    """
+        ),
+    )
