@@ -104,7 +104,6 @@ static tq_code cuda_publish(tq_backend *self, int slot, const tq_extent *extents
         deferred_upload *left = &b->deferred[slot];
         memcpy(left->extents, extents, (size_t)n_extents * sizeof *extents);
         left->n = n_extents;
-        left->gather_rows = -1;
         left->arrived = NULL;
         __atomic_add_fetch(&b->n_deferred, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&b->deferred_lock);

@@ -47,17 +47,12 @@ typedef struct {
 typedef enum { TQ_KERNEL_STRIDED_COPY, TQ_KERNEL_GATHER_ROWS, TQ_KERNELS } tq_kernel;
 
 /* A slot's host-to-device copy that its producer left to the consumer
- * (publish with elements ahead), or the gather of a held dataset's batch
- * (publish_rows: gather_rows >= 0, its row numbers already in the slot's
- * index_host), and the trace's callback for its arrival. */
+ * (publish with elements ahead), and the trace's callback for its arrival. */
 typedef struct {
-    int n; /* extents to copy (0 for a gather); -1: nothing left here */
+    int n; /* extents to copy; -1: nothing left here */
     tq_extent extents[TQ_MAX_COMPONENTS];
     void (*arrived)(void *);
     void *arrived_arg;
-    int64_t gather_rows; /* -1: an upload */
-    tq_row_part parts[TQ_MAX_COMPONENTS];
-    attachment held[TQ_MAX_COMPONENTS]; /* held[c].held == 0: component c has no rows to gather */
 } deferred_upload;
 
 /* What the driver said of one allocation a device put read from: its range,
@@ -190,15 +185,6 @@ void cuda_held_index_free(cuda_backend *b);
  * current, gather_lock held). */
 tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
                          const int64_t *idx, int64_t rows, tq_error *err);
-/* The same left to the consumer (every component's rows held): the row
- * numbers go into the slot's page-locked buffer now, and the consumer's
- * take (cuda_start_deferred) queues the gather.  No driver call but the
- * first allocation of that buffer (gather_lock held, ctx not current). */
-tq_code cuda_defer_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
-                        const int64_t *idx, int64_t rows, tq_error *err);
-/* Queues a gather left to the consumer on the copy stream: after the slot's
- * last reader, recorded as filled (ctx current). */
-tq_code cuda_launch_deferred_held(cuda_backend *b, int slot, const deferred_upload *left, tq_error *err);
 
 /* ---- tq_cuda_lend.c: the backend table's lend and give_back ---- */
 tq_code cuda_lend(tq_backend *self, int slot, void *stream, int *lease, void **data, tq_error *err);

@@ -104,16 +104,13 @@ void cuda_held_index_free(cuda_backend *b)
 
 /* Room for the row numbers of `rows`-row batches (ctx current, gather_lock
  * held): made at the first gather, and remade larger (after the gathers in
- * flight, which read the old, and those left to the consumer, queued first)
- * when a batch outgrows it. */
+ * flight, which read the old) when a batch outgrows it. */
 static tq_code held_index_room(cuda_backend *b, int64_t rows, tq_error *err)
 {
     tq_code code = TQ_OK;
     if (b->index_host && rows <= b->index_rows)
         return TQ_OK;
     if (b->index_host) {
-        if ((code = cuda_start_deferred(b, 0, err)) != TQ_OK)
-            return code;
         CU(StreamSynchronize, (b->copy_stream));
         cuda_held_index_free(b);
     }
@@ -155,82 +152,23 @@ fail:
     return code;
 }
 
-/* Copies the slot's row numbers up, then gathers each held component (ctx
- * current, the copy stream ordered after the slot's last reader). */
-static tq_code gather_staged(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
-                             int64_t rows, tq_error *err)
-{
-    CUfunction fn;
-    tq_code code;
-    if ((code = cuda_kernel(b, TQ_KERNEL_GATHER_ROWS, &fn, err)) != TQ_OK)
-        return code;
-    int64_t *host = b->index_host + (size_t)slot * (size_t)b->index_rows;
-    CUdeviceptr device = b->index_device + (CUdeviceptr)((size_t)slot * (size_t)b->index_rows * sizeof(int64_t));
-    CU(MemcpyHtoDAsync, (device, host, (size_t)rows * sizeof *host, b->copy_stream));
-    for (int c = 0; c < n && code == TQ_OK; c++)
-        if (held[c])
-            code = launch_gather(b, fn, slot, &parts[c], held[c], device, rows, err);
-fail:
-    return code;
-}
-
-/* The slot's row numbers were last read by its previous gather, which its
- * producer waited for (before_write: the slot's filled event); a gather
- * still left to a consumer was dropped then (cuda_forget_deferred). */
-static void stage_index(cuda_backend *b, int slot, const int64_t *idx, int64_t rows)
-{
-    memcpy(b->index_host + (size_t)slot * (size_t)b->index_rows, idx, (size_t)rows * sizeof *idx);
-}
-
 tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
                          const int64_t *idx, int64_t rows, tq_error *err)
 {
+    CUfunction fn;
     tq_code code;
-    if ((code = held_index_room(b, rows, err)) != TQ_OK)
+    if ((code = held_index_room(b, rows, err)) != TQ_OK ||
+        (code = cuda_kernel(b, TQ_KERNEL_GATHER_ROWS, &fn, err)) != TQ_OK)
         return code;
-    stage_index(b, slot, idx, rows);
-    return gather_staged(b, slot, parts, held, n, rows, err);
-}
-
-tq_code cuda_defer_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
-                        const int64_t *idx, int64_t rows, tq_error *err)
-{
-    tq_code code = TQ_OK;
-    if (!b->index_host || rows > b->index_rows) {
-        if ((code = cuda_enter(b, err)) != TQ_OK)
-            return code;
-        code = held_index_room(b, rows, err);
-        cuda_leave();
-        if (code != TQ_OK)
-            return code;
-    }
-    stage_index(b, slot, idx, rows);
-    pthread_mutex_lock(&b->deferred_lock);
-    deferred_upload *left = &b->deferred[slot];
-    left->n = 0;
-    left->gather_rows = rows;
-    left->arrived = NULL;
-    for (int c = 0; c < n; c++) {
-        left->parts[c] = parts[c];
-        left->held[c] = held[c] ? *held[c] : (attachment){0};
-    }
-    __atomic_add_fetch(&b->n_deferred, 1, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&b->deferred_lock);
-    return TQ_OK;
-}
-
-tq_code cuda_launch_deferred_held(cuda_backend *b, int slot, const deferred_upload *left, tq_error *err)
-{
-    const attachment *held[TQ_MAX_COMPONENTS];
-    int n = 0;
-    tq_code code = TQ_OK;
-    for (int c = 0; c < TQ_MAX_COMPONENTS; c++)
-        if ((held[c] = left->held[c].held ? &left->held[c] : NULL))
-            n = c + 1;
-    CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
-    if ((code = gather_staged(b, slot, left->parts, held, n, left->gather_rows, err)) != TQ_OK)
-        goto fail;
-    CU(EventRecord, (b->filled[slot], b->copy_stream));
+    /* The slot's row numbers were last read by its previous gather, which
+     * its producer waited for (before_write: the slot's filled event). */
+    int64_t *host = b->index_host + (size_t)slot * (size_t)b->index_rows;
+    CUdeviceptr device = b->index_device + (CUdeviceptr)((size_t)slot * (size_t)b->index_rows * sizeof(int64_t));
+    memcpy(host, idx, (size_t)rows * sizeof *idx);
+    CU(MemcpyHtoDAsync, (device, host, (size_t)rows * sizeof *idx, b->copy_stream));
+    for (int c = 0; c < n && code == TQ_OK; c++)
+        if (held[c])
+            code = launch_gather(b, fn, slot, &parts[c], held[c], device, rows, err);
 fail:
     return code;
 }

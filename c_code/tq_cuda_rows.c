@@ -121,10 +121,8 @@ tq_code cuda_detach_all(cuda_backend *b, tq_error *err)
     tq_code code = TQ_OK;
     if (b->gather == TQ_GATHER_HOST && !b->n_attached)
         return TQ_OK;
-    /* Gathers left to the consumer read the sources too: queued first. */
-    code = cuda_start_deferred(b, 0, err);
     CUresult rc = tq_cu.StreamSynchronize(b->copy_stream);
-    if (rc != CUDA_SUCCESS && code == TQ_OK)
+    if (rc != CUDA_SUCCESS)
         code = cuda_error(err, "cuStreamSynchronize", rc);
     release_attachments(b);
     return code;
@@ -301,14 +299,6 @@ tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, 
         on_device += at[c] != NULL;
         if (!at[c])
             tq_gather((char *)b->staging.slot[slot] + parts[c].offset, &parts[c].src, parts[c].row_bytes, idx, rows);
-    }
-    /* Every component held in device memory: the consumer queues the gather
-     * when it takes the batch (or one before it), and this thread makes no
-     * driver call while the consumer's step makes its own (doc/design.rst,
-     * "Small steps"). */
-    if (b->gather == TQ_GATHER_DEVICE && on_device == n) {
-        code = cuda_defer_held(b, slot, parts, at, n, idx, rows, err);
-        goto unlock;
     }
     if ((code = cuda_enter(b, err)) != TQ_OK)
         goto unlock;

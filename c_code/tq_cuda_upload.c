@@ -48,8 +48,7 @@ tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err)
         deferred_upload left;
         if (!take_deferred(b, slot, &left))
             continue;
-        code = left.gather_rows >= 0 ? cuda_launch_deferred_held(b, slot, &left, err)
-                                     : cuda_upload(b, slot, left.extents, left.n, err);
+        code = cuda_upload(b, slot, left.extents, left.n, err);
         if (left.arrived && (code != TQ_OK || tq_cu.LaunchHostFunc(b->copy_stream, left.arrived, left.arrived_arg)))
             left.arrived(left.arrived_arg); /* the trace's mark is freed either way */
     }

@@ -352,22 +352,14 @@ static void check_held_failures(void)
     put_and_check(ring, (const char *)x, y, 3 * sizeof(float), idx, 2, (char *)got_x, got_y, "a first, short batch");
     tq_rows srcs[2] = {{x, 3 * sizeof(float)}, {y, 4}};
     int slot;
-    /* The gather is left to the consumer (the producer makes no driver call):
-     * a launch that fails fails the read that queues it, naming it. */
     setenv("FAKE_CUDA_FAIL", "cuLaunchKernel", 1);
     code = tq_ring_reserve_put(ring, -1, NULL, &slot, &err);
     if (code == TQ_OK)
         code = tq_ring_put_rows(ring, slot, srcs, idx, BATCH, &err);
-    CHECK(code == TQ_OK, "the put leaves the gather to the consumer: %s", err.message);
-    code = tq_ring_reserve_get(ring, -1, NULL, &slot, &err);
-    if (code == TQ_OK) {
-        code = tq_ring_read_to_host(ring, slot, 0, got_x, &err);
-        tq_ring_release_get(ring, slot);
-    }
     unsetenv("FAKE_CUDA_FAIL");
-    CHECK(code != TQ_OK && strstr(err.message, "cuLaunchKernel"), "a failed launch fails the read, naming it: %s",
-          code == TQ_OK ? "read" : err.message);
-    CHECK(tq_ring_size(ring) == 0, "the failed read left %d elements", tq_ring_size(ring));
+    CHECK(code != TQ_OK && strstr(err.message, "cuLaunchKernel"), "a failed launch fails the put, naming it: %s",
+          code == TQ_OK ? "put" : err.message);
+    CHECK(tq_ring_size(ring) == 0, "the failed put left %d elements", tq_ring_size(ring));
     put_and_check(ring, (const char *)x, y, 3 * sizeof(float), idx, BATCH, (char *)got_x, got_y,
                   "gathered on the device after a failed launch");
     CHECK(tq_ring_gather_on_host(ring, &err) == TQ_OK, "detach: %s", err.message);
