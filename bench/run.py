@@ -258,6 +258,8 @@ def generator_steps(b):
         us = {row["part"]: row["median us"] for row in r["rows"]}
         row = {"step": "%.1f ms" % r["target ms"], "hidden": r["hidden"]}
         row.update(("%s us" % part, us[part]) for part in generator_step.PARTS)
+        spread = {row["part"]: row["spread"] for row in r["rows"]}
+        row.update(("%s spread" % part, spread[part]) for part in generator_step.PARTS)  # slowest / fastest round
         row.update(r["ratios"])
         fed = r["fed feeder"]
         if fed.get("gil_waits"):

@@ -122,4 +122,3 @@ def test_a_ring_freed_with_its_spares_made_frees_them(fake):  # noqa: F811
         ),
     )
     assert out.split()[-1] == "-2"  # the two slots and their two spares: four blocks, all freed
-
