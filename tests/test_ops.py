@@ -3,6 +3,7 @@
 import gc
 import os
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -54,6 +55,7 @@ def test_partial_batch_changes_the_variables_length():
     assert [int(v) for v in f()] == [2, 2 * 1 + 1]
 
 
+@pytest.mark.filterwarnings("ignore::theano_queue.errors.SeveralDequeuesWarning")  # two elements a call: meant
 def test_two_dequeue_nodes_take_two_elements_in_graph_order():
     q = tq.Queue(XY, capacity=4, target="cpu")
     first, _ = q.dequeue()
@@ -323,3 +325,38 @@ def test_gpu_dequeued_variables_take_givens_of_plain_tensors():
     colour = T.tensor4("colour")
     shape = theano.function([colour], (dx * colour).shape)(np.ones((50, 3, 28, 28), "float32"))
     assert list(shape) == [50, 3, 28, 28]
+
+
+def test_x_and_y_of_two_dequeues_warn_once_that_they_are_different_batches():
+    q = tq.Queue(XY, capacity=4, target="cpu", name="pairs")
+    (x, _), (_, y) = q.dequeue(), q.dequeue()
+    with pytest.warns(
+        tq.errors.SeveralDequeuesWarning, match=r"2 elements of queue 'pairs' per call.*x, y = q.dequeue\(\)"
+    ):
+        theano.function([], [x.sum(), y.sum()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per queue
+        theano.function([], [x.mean(), y.mean()])
+        x1, y1 = q.dequeue()
+        theano.function([], [x1.sum(), y1.sum()])  # one dequeue: nothing to say
+
+
+def test_a_call_after_the_epoch_ends_says_to_reopen_on_its_first_line_alone():
+    q = tq.Queue(XY, target="cpu", name="epoch")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    q.close()
+    with pytest.raises(tq.QueueClosed) as caught:
+        f()
+    message = str(caught.value)
+    assert message.splitlines() == [message], message  # no node dump after it
+    assert message.startswith("Dequeue: queue 'epoch': closed and drained") and "q.reopen()" in message
+    assert caught.value.__suppress_context__  # printed once, not again "during handling" of Theano's copy
+
+
+def test_dequeued_variables_carry_their_static_shape_for_keras():
+    q = tq.Queue(
+        [("x", "float32", (4, 3, 2)), ("tokens", "int32", (4, tq.upto(9))), ("y", "int32", (4,))], target="cpu"
+    )
+    x, tokens, y, lengths = q.dequeue(lengths=True)
+    assert [v._keras_shape for v in (x, tokens, y, lengths)] == [(None, 3, 2), (None, None), (None,), (None,)]

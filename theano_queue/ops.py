@@ -15,6 +15,7 @@ does the same through the engine's Python face for the Python linker.
 import hashlib
 import os
 import sys
+import warnings
 import weakref
 from collections import OrderedDict
 from typing import ClassVar, Tuple
@@ -27,6 +28,7 @@ from theano.gof.type import generic
 from theano.tensor import TensorType, as_tensor_variable, lscalar
 from theano.tensor.opt import Assert
 
+from .errors import SeveralDequeuesWarning
 from .graph import GraphFrontEnd, enqueue_inputs, unpicklable_message
 from .paths import c_code_dir
 
@@ -259,6 +261,47 @@ class AttachQueueOrder(Optimizer):
             return
         if any(is_queue_node(node) for node in fgraph.apply_nodes):
             fgraph.attach_feature(QueueOrder())
+            warn_several_dequeues(fgraph)
+
+
+# The rings already warned about: once per queue is enough to be read.
+_warned_rings: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def warn_several_dequeues(fgraph):
+    """Warns, once per queue, where one function takes more than one element of a queue per call.
+
+    It is what two ``q.dequeue()`` calls do (documented), and it is also the
+    usual slip of ``x = q.dequeue()[0]`` and ``y = q.dequeue()[1]``: x of one
+    batch trained against y of the next, with nothing to show it.
+    """
+    counts = OrderedDict()
+    for node in fgraph.apply_nodes:
+        if is_queue_node(node) and isinstance(node.op, Dequeue):
+            ring = node.inputs[0].tag.queue_sequence[0]
+            name, ref = node.op.queue_name, node.inputs[0].get_value(borrow=True)
+            counts.setdefault(ring, [name, ref, 0])[2] += 1
+    for name, ref, n in counts.values():
+        ring = ref()
+        if n < 2 or ring is None or ring in _warned_rings:
+            continue
+        _warned_rings.add(ring)
+        warnings.warn(
+            "a function takes %d elements of queue %r per call (it uses the variables of %d q.dequeue() calls): "
+            "each call's variables are another batch's, so an x from one and a y from another are not each "
+            "other's.  Take every component from one call (x, y = q.dequeue()); where taking %d batches a "
+            "step is what you mean, ignore theano_queue.errors.%s" % (n, name, n, n, SeveralDequeuesWarning.__name__),
+            SeveralDequeuesWarning,
+            stacklevel=stacklevel_outside(("theano", "theano_queue")),
+        )
+
+
+def stacklevel_outside(packages):
+    """The ``stacklevel`` of the first caller outside ``packages``, for a warning its author can find."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in packages:
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 optdb.register("theano_queue_order", AttachQueueOrder(), 0.01, "fast_run", "fast_compile", "theano_queue")
