@@ -3,6 +3,8 @@
 import gc
 import os
 import textwrap
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -13,6 +15,7 @@ from helpers import TAGGED, seconds_to_stop_on_ctrl_c, two_producers_exactly_onc
 from theano.compile.mode import Mode
 
 import theano_queue as tq
+from theano_queue.ops import SECOND_THREAD
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 
@@ -360,3 +363,37 @@ def test_dequeued_variables_carry_their_static_shape_for_keras():
     )
     x, tokens, y, lengths = q.dequeue(lengths=True)
     assert [v._keras_shape for v in (x, tokens, y, lengths)] == [(None, 3, 2), (None, None), (None,), (None,)]
+
+
+def test_a_second_thread_calling_a_function_while_it_waits_is_refused_and_nothing_is_lost():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    x, y = q.dequeue()
+    f = theano.function([], [x * 2, y])
+    taken = []
+    waiting = threading.Thread(target=lambda: taken.append(f()))
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while q.stats()["consumer_wait_s"] == 0 and time.monotonic() < deadline:  # the thread's call waits
+        time.sleep(0.01)
+    time.sleep(0.1)
+    with pytest.raises(tq.QueueError, match="called from a second thread while a call waits.*one thread at a time"):
+        f()
+    q.put(*xy(7))
+    waiting.join(10)
+    assert float(taken[0][0][0, 0]) == 14.0 and q.stats()["dequeued"] == 1
+
+
+def test_a_function_called_from_another_thread_warns_once_what_is_safe():
+    q = tq.Queue(XY, capacity=4, target="cpu")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    for i in range(3):
+        q.put(*xy(i))
+    f()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            other = threading.Thread(target=f)
+            other.start()
+            other.join()
+    assert [str(w.message) for w in caught if "second thread" in str(w.message)] == [SECOND_THREAD]

@@ -13,8 +13,10 @@ does the same through the engine's Python face for the Python linker.
 """
 
 import hashlib
+import inspect
 import os
 import sys
+import threading
 import warnings
 import weakref
 from collections import OrderedDict
@@ -139,15 +141,28 @@ class QueueCOp(COp):
         return list(QUEUE_HEADERS)
 
     def c_code_cache_version(self):
-        # COp hashes its own C file; the headers it includes count too.
+        # COp hashes its own C file; the headers it includes count too, and so does the class that writes the
+        # node's own C (c_code and its struct members): Theano keys cached modules by this version alone.
         digest = hashlib.sha256()
         for name in QUEUE_HEADERS:
             with open(os.path.join(c_code_dir(), name), "rb") as f:
                 digest.update(f.read())
+        digest.update(inspect.getsource(type(self)).encode())
         return super().c_code_cache_version() + (digest.hexdigest(),)
 
     def output_types(self):
         return [TensorType(c.dtype, c.broadcastable)() for c in self.components]
+
+
+# What a Dequeue says when its compiled function is called from more than one thread (doc/tutorial.rst, "Threads").
+NOT_THREAD_SAFE = (
+    "a Theano function keeps its values in one storage of its own, so two threads calling it at once lose "
+    "elements and break its calls; call it from one thread at a time, or compile one function per thread"
+)
+TWO_THREADS = "this compiled function was called from a second thread while a call waits for its element: " + (
+    NOT_THREAD_SAFE
+)
+SECOND_THREAD = "theano_queue: a compiled function that dequeues was called from a second thread; " + NOT_THREAD_SAFE
 
 
 class Dequeue(QueueCOp):
@@ -168,15 +183,48 @@ class Dequeue(QueueCOp):
         return Apply(self, [token], self.output_types())
 
     def perform(self, node, inputs, outputs, params=None):
+        if getattr(node.tag, "tq_caller", None) not in (None, threading.get_ident()):
+            if not getattr(node.tag, "tq_warned", False):
+                node.tag.tq_warned = True
+                warnings.warn(SECOND_THREAD, RuntimeWarning, stacklevel=stacklevel_outside(("theano", "theano_queue")))
+        node.tag.tq_caller = threading.get_ident()
         ring = resolve_token(inputs[0], str(self))
         for storage, array in zip(outputs, ring.take()):
             storage[0] = array
+
+    # The node's own record of who calls it (one per compiled function): a second thread is warned about
+    # once, and a call that comes while another thread's waits for its element is refused.
+    def c_support_code_struct(self, node, name):
+        return "unsigned long tq_caller_%(n)s; int tq_waiting_%(n)s; int tq_warned_%(n)s;" % dict(n=name)
+
+    def c_init_code_struct(self, node, name, sub):
+        return "tq_caller_%(n)s = 0; tq_waiting_%(n)s = 0; tq_warned_%(n)s = 0;" % dict(n=name)
 
     def c_code(self, node, name, inputs, outputs, sub):
         return """{
     PyArrayObject **tq_outputs[] = {%(outs)s};
     const int tq_typenums[] = {%(typenums)s};
-    if (tq_dequeue_into("%(who)s", %(token)s, tq_outputs, tq_typenums, %(n)d) != 0) {
+    const unsigned long tq_me = PyThread_get_thread_ident();
+    if (tq_waiting_%(name)s) {
+        PyObject *tq_errors = PyImport_ImportModule("theano_queue.errors");
+        PyObject *tq_error = tq_errors ? PyObject_GetAttrString(tq_errors, "QueueError") : NULL;
+        if (tq_error)
+            PyErr_SetString(tq_error, "%(who)s: %(refused)s");
+        Py_XDECREF(tq_error);
+        Py_XDECREF(tq_errors);
+        %(fail)s
+    }
+    if (tq_caller_%(name)s != 0 && tq_caller_%(name)s != tq_me && !tq_warned_%(name)s) {
+        tq_warned_%(name)s = 1;
+        if (PyErr_WarnEx(PyExc_RuntimeWarning, "%(warned)s", 1) < 0) {
+            %(fail)s
+        }
+    }
+    tq_caller_%(name)s = tq_me;
+    tq_waiting_%(name)s = 1;
+    int tq_rc = tq_dequeue_into("%(who)s", %(token)s, tq_outputs, tq_typenums, %(n)d);
+    tq_waiting_%(name)s = 0;
+    if (tq_rc != 0) {
         %(fail)s
     }
 }""" % dict(
@@ -185,6 +233,9 @@ class Dequeue(QueueCOp):
             who=type(self).__name__,
             token=inputs[0],
             n=len(outputs),
+            name=name,
+            refused=TWO_THREADS,
+            warned=SECOND_THREAD,
             fail=sub["fail"],
         )
 
