@@ -16,7 +16,7 @@
 
 Importing this module makes Keras 2.3.1 importable on Python 3.10+ (it reads
 ``collections.Iterable``, ``Mapping`` and ``Sequence``, which moved to
-:mod:`collections.abc`) and selects its Theano backend where
+``collections.abc``) and selects its Theano backend where
 ``KERAS_BACKEND`` is unset.  doc/keras.rst is the guide.
 """
 
