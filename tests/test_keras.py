@@ -124,3 +124,14 @@ def test_the_mnist_example_trains_a_cnn_from_a_uint8_queue(capsys):
     assert result["stats"]["dequeued"] == 2 * 23  # every batch of both passes, over 4 Keras epochs of 15 steps
     assert result["epochs"] == [0, 1, 2, 3]
     assert "held-out loss" in capsys.readouterr().out
+
+
+def test_a_uint8_queue_straight_into_conv2d_says_how_to_make_it_floats():
+    q = tq.Queue([("x", "uint8", (BATCH, 8, 8, 1)), ("y", "int32", (BATCH,))], target="cpu")
+    x, y = q.dequeue()
+    inputs = keras.Input(tensor=x)
+    model = keras.Model(inputs, layers.Dense(2, activation="softmax")(layers.Flatten()(layers.Conv2D(2, 3)(inputs))))
+    model.compile("sgd", "sparse_categorical_crossentropy", target_tensors=[y])
+    with pytest.raises(TypeError, match=r"input .* is uint8.*layers.Lambda\(lambda t: K.cast\(t, 'float32'\) / 255"):
+        model.fit(epochs=1, steps_per_epoch=1, verbose=0)
+    assert q.stats()["dequeued"] == 0

@@ -123,6 +123,40 @@ def _catching_queue_end(function, callback):
     return step
 
 
+def integer_inputs_message(model, error):
+    """What to say where Keras's gradient failed on a model whose inputs are integers (a uint8 image queue into
+    Conv2D): Theano's convolution casts its input's gradient to the input's dtype.  None for other errors."""
+    integers = [t for t in model.inputs if t.dtype.startswith(("int", "uint"))]
+    if not integers or "into Type TensorType(%s" % integers[0].dtype not in str(error):
+        return None
+    return (
+        "Keras cannot differentiate this model: its input %r is %s, and Theano's convolution (and other layers) "
+        "give an integer input a gradient they cannot cast to it.  Make it floats in the model's first layer, on "
+        "the device: layers.Lambda(lambda t: K.cast(t, 'float32') / 255, output_shape=lambda s: s)(inputs) "
+        "(doc/keras.rst)" % (integers[0].name, integers[0].dtype)
+    )
+
+
+def _train_function_naming_integer_inputs(make_train_function):
+    def wrapped(self):
+        try:
+            return make_train_function(self)
+        except TypeError as error:
+            message = integer_inputs_message(self, error)
+            if message is None:
+                raise
+            raise TypeError(message) from error
+
+    wrapped._tq_integer_inputs = True
+    return wrapped
+
+
+if not getattr(keras.Model._make_train_function, "_tq_integer_inputs", False):
+    # Keras makes its training function (and its gradients) inside fit(): where that fails on integer inputs,
+    # the error says why and what to do, instead of Theano's "Cannot convert Type ... into Type ...".
+    keras.Model._make_train_function = _train_function_naming_integer_inputs(keras.Model._make_train_function)
+
+
 def numpy_twin(model, compile=True):
     """A model with ``model``'s layers (its weights, shared) whose inputs are placeholders for numpy.
 
