@@ -135,3 +135,17 @@ def test_a_uint8_queue_straight_into_conv2d_says_how_to_make_it_floats():
     with pytest.raises(TypeError, match=r"input .* is uint8.*layers.Lambda\(lambda t: K.cast\(t, 'float32'\) / 255"):
         model.fit(epochs=1, steps_per_epoch=1, verbose=0)
     assert q.stats()["dequeued"] == 0
+
+
+def test_the_same_batches_train_the_same_weights_as_a_numpy_fed_fit():
+    q, fed = queue_model()
+    inputs = keras.Input(shape=(N_FEATURES,))
+    plain = keras.Model(inputs, layers.Dense(2, activation="softmax")(layers.Dense(4, activation="relu")(inputs)))
+    plain.compile("sgd", "sparse_categorical_crossentropy")
+    plain.set_weights(fed.get_weights())
+    x, y = dataset(6 * BATCH)
+    with tq.Feeder(q, (x, y)):  # in order, as fit(shuffle=False) takes them
+        fed.fit(epochs=1, steps_per_epoch=6, verbose=0, callbacks=[tqk.QueueEnd(q)])
+    plain.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(fed.get_weights(), plain.get_weights()):
+        np.testing.assert_array_equal(a, b)
