@@ -264,8 +264,10 @@ static PyArrayObject *checked_component(RingObject *self, const char *who, int c
         PyArray_Descr *have = PyArray_DESCR((PyArrayObject *)obj);
         if (!PyArray_CanCastTypeTo(have, want, NPY_SAFE_CASTING)) {
             PyErr_Format(PyExc_TypeError,
-                         "%s: queue '%U', component '%s': expected dtype %S, got %S, which does not cast safely to it",
-                         who, self->name, component_name(self, c), (PyObject *)want, (PyObject *)have);
+                         "%s: queue '%U', component '%s': expected dtype %S, got %S, which does not cast safely to it: "
+                         "pass .astype('%S'), or declare the component %S",
+                         who, self->name, component_name(self, c), (PyObject *)want, (PyObject *)have, (PyObject *)want,
+                         (PyObject *)have);
             return NULL;
         }
         Py_INCREF(obj);

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .spec import as_component_value
+from .spec import as_component_value, unsafe_cast_message
 from .variable import Padded, Variable, holds_no_numbers, rows_contiguous  # noqa: F401  (Padded: imported from here too)
 
 
@@ -204,10 +204,7 @@ def fixed_writer(component, value, queue_name):
     where = "Queue %r, component %r" % (queue_name, component.name)
     if isinstance(value, np.ndarray):
         if value.dtype != component.dtype and not np.can_cast(value.dtype, component.dtype, "safe"):
-            raise TypeError(
-                "%s: expected dtype %s, got %s, which does not cast safely to it"
-                % (where, component.dtype, value.dtype)
-            )
+            raise TypeError(unsafe_cast_message(where, component.dtype, value.dtype))
     else:
         value = as_component_value(component, value, queue_name)
     shape, want = value.shape, component.shape

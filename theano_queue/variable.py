@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from . import _engine
-from .spec import Component, as_component_value
+from .spec import Component, as_component_value, unsafe_cast_message
 
 # Rows of at least this many bytes are packed one by one (used bytes only), shorter ones all at once.
 ROW_BY_ROW_BYTES = 8192
@@ -190,9 +190,7 @@ class Variable:
         where = self.where(queue_name)
         if isinstance(value, np.ndarray):
             if value.dtype != self.dtype and not np.can_cast(value.dtype, self.dtype, "safe"):
-                raise TypeError(
-                    "%s: expected dtype %s, got %s, which does not cast safely to it" % (where, self.dtype, value.dtype)
-                )
+                raise TypeError(unsafe_cast_message(where, self.dtype, value.dtype))
         elif holds_no_numbers(value):
             value = np.asarray(value, self.dtype)  # [] is a row of length 0, whatever numpy's default dtype
         else:
@@ -293,9 +291,7 @@ class Variable:
         where = self.where(queue_name)
         if value.dtype != self.dtype and not np.can_cast(value.dtype, self.dtype, "safe"):
             if not (value.size == 0 and value.dtype == np.float64):  # [] as a row of length 0
-                raise TypeError(
-                    "%s: expected dtype %s, got %s, which does not cast safely to it" % (where, self.dtype, value.dtype)
-                )
+                raise TypeError(unsafe_cast_message(where, self.dtype, value.dtype))
         if value.ndim != dst.ndim:
             raise ValueError(
                 "%s: a sample must have %d dimensions (the component's without its batch axis, %s), "

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..spec import as_component_value, element_in_order
+from ..spec import as_component_value, element_in_order, unsafe_cast_message
 
 
 def where(queue_name: str, component) -> str:
@@ -32,10 +32,7 @@ def checked_value(component, value: Any, queue_name: str) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         value = as_component_value(component, value, queue_name)
     if value.dtype != component.dtype and not np.can_cast(value.dtype, component.dtype, "safe"):
-        raise TypeError(
-            "%s: expected dtype %s, got %s, which does not cast safely to it"
-            % (where(queue_name, component), component.dtype, value.dtype)
-        )
+        raise TypeError(unsafe_cast_message(where(queue_name, component), component.dtype, value.dtype))
     return value
 
 
