@@ -24,7 +24,7 @@ fi
 # Theano 1.0.5 needs numpy < 1.24; Debian's pygpu needs >= 1.23.  Pinned in
 # the same command as the rest, so no other requirement can move it.
 "$venv/bin/python" -m pip install -q numpy==1.23.5 theano==1.0.5
-"$venv/bin/python" -m pip install -q --no-build-isolation numpy==1.23.5 -e ".[test,doc]"
+"$venv/bin/python" -m pip install -q --no-build-isolation numpy==1.23.5 -e ".[test,doc,theano]"
 
 # Theano's own BLAS probe reads numpy.distutils' build record, which numpy
 # 1.23.5's wheels lack: without blas.ldflags set, `import theano` dies.  The
