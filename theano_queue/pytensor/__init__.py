@@ -30,6 +30,7 @@ from .. import (
     upto,
     worker_info,
 )
+from .pymc import StopWhenDrained, check_model, swap
 from .queue import Queue
 
 __all__ = [
@@ -47,4 +48,7 @@ __all__ = [
     "QueueTimeout",
     "FeederError",
     "CudaError",
+    "swap",
+    "check_model",
+    "StopWhenDrained",
 ]
