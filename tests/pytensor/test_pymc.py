@@ -57,6 +57,19 @@ def test_finite_feeder_ends_the_fit_and_keeps_its_history(queued):
     assert q.stats()["dequeued"] == 20  # the fit took every batch, and nothing more
 
 
+def test_a_failed_source_is_not_taken_for_the_end_of_the_data(queued):
+    q, _, _, model = queued
+
+    def batches():
+        for s in range(0, 3 * B, B):
+            yield X[s : s + B], Y[s : s + B]
+        raise RuntimeError("batch 3 is broken")
+
+    with pytest.raises(tq.FeederError), tq.Feeder(q, batches()):
+        pm.fit(1000, model=model, progressbar=False, callbacks=[tq.StopWhenDrained(q)])
+    assert q.stats()["dequeued"] == 3
+
+
 def test_swapped_model_evaluates_arrays_and_leaves_the_queue_alone(queued):
     q, x, y, model = queued
     q.put(X[:B], Y[:B])  # a training batch: nothing below may take it

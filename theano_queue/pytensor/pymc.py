@@ -111,25 +111,28 @@ class StopWhenDrained:
     fit that a callback ended (it slices ``scores[:i]``, for every callback);
     this callback's ``hist`` holds them all.  Without it, the step that finds
     the queue drained raises QueueClosed out of ``pm.fit`` and the history is
-    lost.  A queue failed
-    by its Feeder's source is left to the next step, which raises
-    FeederError.  At the first step it also runs :func:`check_model`.
+    lost.  A queue failed by its Feeder's source is left to the next step,
+    which raises FeederError.  At the first step it also runs
+    :func:`check_model`.
     """
 
-    # The waits are short polls: the callback runs between two steps, and
-    # in the steady state the next element is already there (no wait).
-    poll_s = 0.001
+    # The waits are polls (the ring has no wait that takes nothing), growing
+    # from 0.1 ms to 2 ms: in the steady state the next element is already
+    # there and the callback returns at once.
+    poll_first_s, poll_most_s = 0.0001, 0.002
 
     def __init__(self, queue):
         self.queue = queue
         self.checked = False
-        self.hist = np.empty(0)  # every step's loss, the last one included (None for fits without loss)
+        # Every step's loss, the last one included (None for fits without loss):
+        # PyMC's own array, not a copy (a copy per step would cost the fit's length each time).
+        self.hist = np.empty(0)
 
     def __call__(self, approx, losses, i):
         if not self.checked:
             self.checked = True
             check_model(approx.model)
-        self.hist = None if losses is None else np.array(losses)
+        self.hist = losses
         if self.drained():
             raise StopIteration(
                 "theano_queue: queue %r closed and drained after %d steps: fit ended" % (self.queue.name, i)
@@ -139,10 +142,12 @@ class StopWhenDrained:
         """True once the next dequeue would raise QueueClosed (not FeederError, not a timeout)."""
         timeout = self.queue.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
+        poll = self.poll_first_s
         while self.queue.size() == 0 and not self.queue.closed:
             if deadline is not None and time.monotonic() >= deadline:
                 return False  # the next step raises QueueTimeout itself
-            time.sleep(self.poll_s)
+            time.sleep(poll)
+            poll = min(2 * poll, self.poll_most_s)
         return self.queue.size() == 0 and self.queue.stats()["state"] == "closed"
 
 
