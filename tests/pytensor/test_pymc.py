@@ -47,13 +47,19 @@ def test_fit_with_several_monte_carlo_samples_goes_past_the_dequeue(queued):
 
 
 def test_finite_feeder_ends_the_fit_and_keeps_its_history(queued):
-    q, _, _, model = queued
+    q, x, y, model = queued
     with tq.Feeder(q, (X, Y), epochs=2):  # 20 batches, fewer than n
         stop = tq.StopWhenDrained(q)
         approx = pm.fit(1000, model=model, progressbar=False, callbacks=[stop])
     assert len(stop.hist) == 20 and np.isfinite(stop.hist).all()
     # PyMC drops the last step's loss from the history of a fit a callback ended.
     assert np.array_equal(approx.hist, stop.hist[:-1])
+    # approx.sample's InferenceData evaluates the observed data (the drained queue: QueueClosed);
+    # its draws alone do not, and the swapped model gives the data.
+    trace = approx.sample(5, return_inferencedata=False)
+    idata = pm.to_inference_data(trace, model=tq.swap(model, {x: X, y: Y}))
+    assert idata.posterior["beta"].shape == (1, 5, D) and idata.observed_data["obs"].shape == (N,)
+    assert q.stats()["dequeued"] == 20
     assert q.stats()["dequeued"] == 20  # the fit took every batch, and nothing more
 
 
