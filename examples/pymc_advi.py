@@ -100,11 +100,12 @@ def fit(model, iterations, mode, seed, callbacks=()):
 def fit_minibatch(x_all, y_all, args, mode):
     x, y = pm.Minibatch(x_all, y_all, batch_size=args.batch)
     approx, clock = fit(logistic_model(x, y, args.features, args.samples), args.iterations, mode, args.seed)
-    return clock.ms_per_1000(), approx.mean.eval()
+    return clock.ms_per_1000(), approx.mean.eval(), ""
 
 
 def make_queue(args):
-    return tq.Queue([("x", "float64", (args.batch, args.features)), ("y", "int32", (args.batch,))], capacity=4)
+    components = [("x", "float64", (args.batch, args.features)), ("y", "int32", (args.batch,))]
+    return tq.Queue(components, capacity=args.capacity)
 
 
 def fit_queue(x_all, y_all, args, mode):
@@ -113,7 +114,10 @@ def fit_queue(x_all, y_all, args, mode):
     model = logistic_model(x, y, args.features, args.samples)
     with tq.Feeder(q, (x_all, y_all), epochs=None, shuffle=True, seed=args.seed):
         approx, clock = fit(model, args.iterations, mode, args.seed)
-    return clock.ms_per_1000(), approx.mean.eval()
+    # What the steps waited for their data: the queue's share of the time per step.
+    stats = q.stats()
+    waited = "  waited %.1f us/step" % (stats["consumer_wait_s"] / stats["dequeued"] * 1e6)
+    return clock.ms_per_1000(), approx.mean.eval(), waited
 
 
 def minibatch_coverage(args):
@@ -160,6 +164,7 @@ def main(argv=None):
     parser.add_argument("--samples", type=int, default=500_000)
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--capacity", type=int, default=4, help="the queue's slots")
     parser.add_argument("--iterations", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every fit (medians, spreads)")
     parser.add_argument("--seed", type=int, default=0)
@@ -178,13 +183,13 @@ def main(argv=None):
         for linker in linkers:
             mode = pytensor.compile.mode.get_mode(MODES[linker])
             for name, run in fits.items():
-                ms, means = run(x_all, y_all, args, mode)
+                ms, means, waited = run(x_all, y_all, args, mode)
                 times[linker, name].append(ms)
                 rmse = np.sqrt(np.mean((means - mle) ** 2))
                 coefficients = " ".join("%.3f" % v for v in means[:4])
                 print(
-                    "round %d %-5s %-12s %8.1f ms/1000 it  RMSE to MLE %.4f  beta[:4] %s"
-                    % (r, linker, name, ms, rmse, coefficients)
+                    "round %d %-5s %-12s %8.1f ms/1000 it  RMSE to MLE %.4f  beta[:4] %s%s"
+                    % (r, linker, name, ms, rmse, coefficients, waited)
                 )
     print("MLE beta[:4] %s" % " ".join("%.3f" % v for v in mle[:4]))
     print("\n%-6s %-12s %10s %18s %14s" % ("linker", "feeding", "median ms", "spread (min-max)", "queue/Minibatch"))
