@@ -22,11 +22,21 @@ import weakref
 from collections import OrderedDict
 from typing import ClassVar, Tuple
 
+import numpy as np
+
+try:
+    import theano  # noqa: F401
+except ImportError as exc:  # a PyTensor-only install (PyMC 5): say what each front end needs
+    raise ImportError(
+        "theano_queue.Queue's dequeue()/enqueue() build Theano graphs and need Theano 1.0.5: "
+        "pip install 'theano_queue[theano]'; with PyTensor (PyMC 5) use theano_queue.pytensor.Queue"
+    ) from exc
 from theano import tensor
 from theano.compile import optdb
 from theano.compile.sharedvalue import SharedVariable
 from theano.gof import Apply, COp, Optimizer, toolbox
 from theano.gof.type import generic
+from theano.gradient import DisconnectedType
 from theano.tensor import TensorType, as_tensor_variable, lscalar
 from theano.tensor.opt import Assert
 
@@ -183,7 +193,19 @@ class Dequeue(QueueCOp):
     c_file = "dequeue.c"
 
     def make_node(self, token):
-        return Apply(self, [token], self.output_types())
+        node = Apply(self, [token], self.output_types())
+        if theano.config.compute_test_value != "off":
+            self.set_test_values(node)
+        return node
+
+    def set_test_values(self, node):
+        """Zeros of each component's full shape as the outputs' test values (PyMC3 builds its model with them).
+
+        Theano would otherwise compute them by running the Op, which takes an
+        element from the queue (or waits for one) while the graph is built.
+        """
+        for out, component in zip(node.outputs, self.components):
+            out.tag.test_value = np.zeros([int(n) for n in component.shape], component.dtype)
 
     def perform(self, node, inputs, outputs, params=None):
         if getattr(node.tag, "tq_caller", None) not in (None, threading.get_ident()):
@@ -202,6 +224,15 @@ class Dequeue(QueueCOp):
 
     def c_init_code_struct(self, node, name, sub):
         return "tq_caller_%(n)s = 0; tq_waiting_%(n)s = 0; tq_warned_%(n)s = 0;" % dict(n=name)
+
+    # The outputs are data, not a function of the token: no gradient flows
+    # through the Op, and saying so lets theano.grad (PyMC3's fit with
+    # obj_n_mc > 1, say) walk past it instead of failing.
+    def connection_pattern(self, node):
+        return [[False] * len(node.outputs)]
+
+    def grad(self, inputs, output_grads):
+        return [DisconnectedType()()]
 
     def c_code(self, node, name, inputs, outputs, sub):
         return """{
