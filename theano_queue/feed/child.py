@@ -107,8 +107,10 @@ def worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner_
         fd = staging.detach()
         buffer = mmap.mmap(fd, layout.bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(fd)
+        conn.send_bytes(p.phase_reply(p.UNPICKLING))  # imported: the parent's start-up clock knows
         if dataset is None:  # pickled, it comes over the pipe (Process.start() would wait for us to read it)
             dataset = _load(conn.recv_bytes())
+        conn.send_bytes(p.phase_reply(p.OPENING))
         seed = np.random.SeedSequence([config["seed"], wid]).generate_state(2)
         random.seed(int(seed[0]))
         np.random.seed(int(seed[1]))

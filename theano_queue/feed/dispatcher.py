@@ -45,7 +45,7 @@ from .. import _engine
 from ..errors import QueueClosed, QueueError, Stopped
 from ..sampler import split_rows
 from . import protocol as p
-from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context
+from .pool import PROCESS_STATES, STOP_WAIT_S, Pool, dataset_payload, process_status, start_method_context
 from .rows import sample_failed
 from .state import Progress, iterable_state
 
@@ -57,6 +57,11 @@ _DEPTH = 2
 _FAIL_GRACE_S = 0.5
 #: With no ``Feeder(timeout=...)``, one warning once a worker has spent this long on one item.
 SLOW_SAMPLE_S = 30.0
+#: With no ``Feeder(timeout=...)``, a worker that shows no progress (no phase begun, no processor time used)
+#: for this long while it starts has failed; ``timeout`` bounds it instead when given.
+STARTUP_IDLE_S = 120.0
+#: A start-up that keeps using processor time this long (or ``timeout``, when that is longer) has failed too.
+STARTUP_LIMIT_S = 600.0
 
 
 class _Batch:
@@ -121,7 +126,7 @@ class WorkerProducer:
         self.failure = None  # (exception, first batch seq it spoils, deadline)
         self.started = self.all_ready = self.ended = None
         self.stop_event = None
-        self.winding_down = self.warned_slow = False
+        self.winding_down = self.warned_slow = self.warned_start = False
         self.reserver = None
         # Ends the reserver's wait for a free slot (it waits without limit) when the run winds down.
         self.reserver_stop = _engine.Stop(self.ring)
@@ -275,6 +280,9 @@ class WorkerProducer:
         """Feeder(timeout=...) per item, and one warning for an item slower than SLOW_SAMPLE_S."""
         now = time.monotonic()
         for w in self.workers:
+            if w.alive and w.ready_at is None:
+                self._watch_startup(w, now)
+        for w in self.workers:
             if not w.alive or not w.items or w.since is None:
                 continue
             spent = now - w.since
@@ -299,6 +307,48 @@ class WorkerProducer:
                     self._describe(next(iter(w.items.values()))),
                 )
 
+    def _watch_startup(self, w, now):
+        """A worker that starts must show progress within the start-up limit, and start within the longest."""
+        ticks, state = process_status(w.pid)
+        if ticks != w.cpu_ticks:
+            w.cpu_ticks, w.progress_at = ticks, now
+        idle_limit = self.timeout if self.timeout is not None else STARTUP_IDLE_S
+        idle, spent = now - w.progress_at, now - w.started_at
+        if idle <= idle_limit and spent <= max(STARTUP_LIMIT_S, idle_limit):
+            if self.timeout is None and spent > SLOW_SAMPLE_S and not self.warned_start:
+                self.warned_start = True
+                logger.warning(
+                    "%s: worker %d (pid %d) has been %s for %.0f s (%s); give Feeder(timeout=...) to bound it",
+                    self.feeder.name,
+                    w.id,
+                    w.pid,
+                    self._phase(w),
+                    spent,
+                    "still using processor time" if idle < 1.0 else "idle for %.0f s" % idle,
+                )
+            return
+        if idle > idle_limit:
+            why = "showed no progress for %.1f s (%s, no processor time used)" % (
+                idle,
+                PROCESS_STATES.get(state, "state %r" % state),
+            )
+            bound = "timeout=%g s" % self.timeout if self.timeout is not None else "start-up limit of %g s" % idle_limit
+        else:
+            why = "was still starting after %.0f s" % spent
+            bound = "start-up limit of %g s" % max(STARTUP_LIMIT_S, idle_limit)
+        exc = sample_failed(
+            "worker %d (pid %d) did not start within the Feeder's %s: it %s while %s"
+            % (w.id, w.pid, bound, why, self._phase(w)),
+            worker=w.id,
+        )
+        w.started_at = w.progress_at = math.inf  # one failure per worker
+        self._fail_later(exc, self.seq)
+
+    def _phase(self, w):
+        if w.phase == p.IMPORTING and self.context.get_start_method() == "fork":
+            return "starting"
+        return p.PHASES[w.phase]
+
     def _read(self, w):
         while w.alive:
             try:
@@ -310,6 +360,9 @@ class WorkerProducer:
                 return
             kind, tag, index, busy = p.REPLY.unpack_from(message)
             w.busy += busy
+            if kind == p.PHASE:
+                w.phase, w.progress_at = index, time.monotonic()
+                continue
             if kind == p.READY:
                 w.ready_at = time.perf_counter()
                 if all(x.ready_at for x in self.workers):
@@ -380,10 +433,12 @@ class WorkerProducer:
         if w.items:
             doing = " while producing %s" % self._describe(next(iter(w.items.values())))
         elif w.ready_at is None:
-            doing = (
-                " while starting (see its output above; with spawn or forkserver the main module is imported "
-                "again in the worker: guard the script's entry point with if __name__ == '__main__':)"
-            )
+            doing = " while %s" % self._phase(w)
+            if code is not None and code > 0 and w.phase == p.IMPORTING and self._phase(w) != "starting":
+                doing += (
+                    " (see its output above; with spawn or forkserver the main script is imported again in "
+                    "the worker: guard its entry point with if __name__ == '__main__':)"
+                )
         exc = sample_failed("worker %d (pid %s) %s%s" % (w.id, w.pid, how, doing), worker=w.id)
         seqs = [item.batch.seq for item in list(w.items.values()) + list(w.backlog)]
         self._fail_later(exc, min(seqs) if seqs else self.seq)

@@ -105,6 +105,32 @@ class Worker:
         self.assigned = 0  # elements of its stream handed out (iterable datasets)
         self.exhausted = False
         self.alive = True
+        # Start-up: what it does (protocol.PHASES), since when, and when it last showed progress (a phase
+        # begun, or processor time used: an import that runs long is not a hang, a stopped process is).
+        self.phase = p.IMPORTING
+        self.started_at = self.progress_at = time.monotonic()
+        self.cpu_ticks = -1
+
+
+def process_status(pid: int):
+    """(processor time in clock ticks, state letter) of a process, from /proc; (-1, "?") where unreadable."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return -1, "?"
+    return int(fields[11]) + int(fields[12]), fields[0].decode()
+
+
+#: What /proc says a process's state letter means, for messages.
+PROCESS_STATES = {
+    "R": "running",
+    "S": "sleeping (waiting for something)",
+    "D": "in uninterruptible I/O",
+    "T": "stopped (SIGSTOP or a debugger)",
+    "t": "stopped by a debugger",
+    "Z": "a zombie",
+}
 
 
 def _send_quietly(conn, payload):
