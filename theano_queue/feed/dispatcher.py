@@ -617,6 +617,8 @@ class WorkerProducer:
             "samples_per_s": samples / elapsed if elapsed > 0 else 0.0,
             "startup_s": (self.all_ready - self.started) if self.all_ready and self.started else None,
             "pids": [w.pid for w in self.workers],
+            # Bytes of the pickled dataset each worker is sent (0 with fork: it inherits it).
+            "payload_bytes": len(self.pool.payload) if isinstance(self.pool.payload, bytes) else 0,
             "start_method": self.context.get_start_method(),
         }
         if self.mode == "map":
