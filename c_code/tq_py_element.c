@@ -14,18 +14,24 @@
 
 /* Seconds a wait may last, < 0 for no limit: `fallback` for None (a call's
  * None is the ring's timeout; the ring's own None is no limit), no limit for
- * math.inf. */
-int parse_timeout(PyObject *obj, double fallback, double *out)
+ * math.inf.  A bad value is refused naming the call (`who`) and the queue. */
+int parse_timeout(PyObject *obj, double fallback, double *out, const char *who, PyObject *name)
 {
     if (obj == NULL || obj == Py_None) {
         *out = fallback;
         return 0;
     }
-    double t = PyFloat_AsDouble(obj);
-    if (t == -1.0 && PyErr_Occurred())
-        return -1;
-    if (t < 0 || t != t) {
-        PyErr_Format(PyExc_ValueError, "timeout must be None or a number >= 0, got %R", obj);
+    double t = -1.0;
+    if (!PyBool_Check(obj) && PyNumber_Check(obj)) {
+        t = PyFloat_AsDouble(obj);
+        if (t == -1.0 && PyErr_Occurred())
+            PyErr_Clear(); /* refused below, with the names */
+    }
+    if (!(t >= 0)) {
+        PyErr_Format(PyBool_Check(obj) || !PyNumber_Check(obj) ? PyExc_TypeError : PyExc_ValueError,
+                     "%s: queue '%U': timeout must be None or a number of seconds >= 0 (math.inf: no limit), "
+                     "got %R",
+                     who, name, obj);
         return -1;
     }
     *out = t == Py_HUGE_VAL ? -1.0 : t;

@@ -10,6 +10,7 @@ Imports no Theano.
 """
 
 import logging
+import numbers
 import weakref
 from typing import Optional
 
@@ -29,6 +30,8 @@ def set_stall_warning(seconds: Optional[float]) -> Optional[float]:
     >>> tq.set_stall_warning(previous)
     5.0
     """
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, numbers.Real)):
+        raise TypeError("set_stall_warning: expected seconds (a number >= 0) or None (never), got %r" % (seconds,))
     return _engine.set_stall_warning(seconds)
 
 

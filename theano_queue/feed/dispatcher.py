@@ -290,7 +290,7 @@ class WorkerProducer:
                 item = next(iter(w.items.values()))
                 exc = sample_failed(
                     "worker %d (pid %d) did not finish %s within the Feeder's timeout=%g s"
-                    % (w.id, w.pid, self._describe(item), self.timeout),
+                    % (w.id, w.pid, self._describe(item, self.pool.current[w.id]), self.timeout),
                     worker=w.id,
                 )
                 w.since = None
@@ -443,16 +443,26 @@ class WorkerProducer:
         seqs = [item.batch.seq for item in list(w.items.values()) + list(w.backlog)]
         self._fail_later(exc, min(seqs) if seqs else self.seq)
 
-    def _describe(self, item):
+    def _describe(self, item, current=None):
+        """The samples of ``item`` in words; ``current``, the one its worker is on, first when it is one of them."""
         if self.mode == "map":
             _, _, _, row0, rows = p.MAP_ITEM.unpack_from(item.message)
             indices = np.frombuffer(item.message, np.int64, rows, p.MAP_ITEM.size)
-            return "sample%s %s of batch %d of epoch %d" % (
-                "s" if rows > 1 else "",
-                indices.tolist() if rows <= 8 else "%s..." % indices[:8].tolist(),
+            where = "batch %d of epoch %d" % (
                 item.batch.key % self.sampler.batches_per_epoch,
                 self.sampler.epoch_of(item.batch.key),
             )
+            listed = indices.tolist() if rows <= 8 else "[%s, ... %d]" % (str(indices[:3].tolist())[1:-1], indices[-1])
+            if current is not None and current in indices:
+                done = int(np.flatnonzero(indices == current)[0])
+                return "sample %d (%d of its %d sample(s) %s of %s done before it)" % (
+                    current,
+                    done,
+                    rows,
+                    listed,
+                    where,
+                )
+            return "sample%s %s of %s" % ("s" if rows > 1 else "", listed, where)
         return "element %d of its stream" % item.batch.key[1]
 
     # ---- batches and items -------------------------------------------------------------------

@@ -24,12 +24,17 @@ def _count(value: Any, what: str, where: str, none_ok: bool = False) -> Optional
     return int(value)
 
 
-def check_timeout(timeout: Any, workers: int, where: str) -> Optional[float]:
+def check_timeout(timeout: Any, workers: int, where: str, device: Any = False) -> Optional[float]:
     """``Feeder(timeout=...)``: seconds a worker may spend on one item (None: no limit)."""
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) or not timeout > 0:
         raise ValueError("%s: timeout must be a number of seconds > 0 or None, got %r" % (where, timeout))
+    if device:  # device=True refuses workers too: advise nothing it refuses
+        raise ValueError(
+            "%s: timeout bounds what a worker process spends on one sample; with device=True the GPU gathers "
+            "the rows and there are no workers: leave timeout out" % where
+        )
     if not workers:
         raise ValueError(
             "%s: timeout bounds the time a worker process spends on one sample; with workers=0 the "
@@ -68,7 +73,7 @@ def make_producer(
         )
     workers = _count(workers, "workers", where)
     epochs = _count(epochs, "epochs", where, none_ok=True)
-    timeout = check_timeout(timeout, workers, where)
+    timeout = check_timeout(timeout, workers, where, device)
     if fill is not None:
         if (
             workers

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 import warnings
 import weakref
@@ -165,6 +167,15 @@ class Feeder:
             dataset = source
         if (dataset is None) == (fill is None):
             raise TypeError("Feeder(%s): give either a source iterable or a fill function" % queue.name)
+        if (
+            isinstance(stop_timeout, bool)
+            or not isinstance(stop_timeout, numbers.Real)
+            or not 0 <= stop_timeout < math.inf
+        ):
+            raise ValueError(
+                "Feeder(%s): stop_timeout must be a number of seconds >= 0 (how long leaving the with block "
+                "waits for the thread), got %r" % (queue.name, stop_timeout)
+            )
         self.queue = queue
         self.source = self.dataset = dataset
         self.epochs = epochs

@@ -160,6 +160,8 @@ class Pool:
         self.workers: List[Worker] = []
         self.owner = os.getpid()
         self.stopped = False
+        # The sample each worker is on (shared memory it writes, -1 for none): a timeout names the one that hangs.
+        self.current = context.RawArray("q", [-1] * n)
 
     def start(self, ring, queue_layout, mode: str, config: dict, skips: Optional[list]) -> List[Worker]:
         fd = ring.staging_fd()
@@ -186,6 +188,7 @@ class Pool:
                             config,
                             os.getpid(),
                             parent,
+                            self.current,
                         ),
                     )
                     process.start()
