@@ -13,7 +13,7 @@ from .dispatcher import WorkerProducer
 from .held import HeldArrayProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
 from .sources import array_sources, bucket_lengths, is_map_style
-from .state import iterable_skips
+from .state import iterable_skips, stream_lengths
 
 
 def _count(value: Any, what: str, where: str, none_ok: bool = False) -> Optional[int]:
@@ -170,7 +170,7 @@ def make_producer(
             "__iter__ starts over); a generator or iterator runs once" % (where, epochs)
         )
     try:
-        skips = iterable_skips(state, max(workers, 1))
+        skips = iterable_skips(state, max(workers, 1), stream_lengths(dataset, epochs, max(workers, 1)))
     except ValueError as exc:
         raise ValueError("%s: %s" % (where, exc)) from None
     if workers == 0:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 import threading
 import warnings
 import weakref
 from typing import Any, Callable, Literal, Optional, Tuple
 
 from .. import _engine
+from ..arguments import seconds
 from ..errors import QueueClosed, QueueError
 from ..monitor import Monitor
 from .factory import make_producer
 from .producers import IterableProducer, SourceFailed
+from .state import NotExact
 
 # Guards every queue's list of attached Feeders (queue._feeders) and its closing by them.
 _attach_lock = threading.Lock()
@@ -167,15 +167,11 @@ class Feeder:
             dataset = source
         if (dataset is None) == (fill is None):
             raise TypeError("Feeder(%s): give either a source iterable or a fill function" % queue.name)
-        if (
-            isinstance(stop_timeout, bool)
-            or not isinstance(stop_timeout, numbers.Real)
-            or not 0 <= stop_timeout < math.inf
-        ):
-            raise ValueError(
-                "Feeder(%s): stop_timeout must be a number of seconds >= 0 (how long leaving the with block "
-                "waits for the thread), got %r" % (queue.name, stop_timeout)
-            )
+        stop_timeout = seconds(
+            stop_timeout,
+            "Feeder(%s): stop_timeout" % queue.name,
+            "how long leaving the with block waits for the thread",
+        )
         self.queue = queue
         self.source = self.dataset = dataset
         self.epochs = epochs
@@ -301,7 +297,19 @@ class Feeder:
         what was produced: resuming from it produces again the elements that
         were queued but not taken, and nothing that was taken.
         """
-        return self._producer.state_dict()
+        others = sorted(self._run.shared_with)
+        try:
+            if others:
+                raise NotExact(
+                    "%s also fed queue %r during this run, and the queue counts what its consumers took, not "
+                    "whose it was" % (" and ".join(others), self.queue.name)
+                )
+            return self._producer.state_dict()
+        except NotExact as exc:
+            raise NotExact(
+                "%s.state_dict(): cannot be exact: %s; resuming from it would skip or repeat elements. Give "
+                "each Feeder whose position you save a queue of its own" % (self.name, exc)
+            ) from None
 
     def stats(self) -> dict:
         """How busy the producers are, as a dict.
@@ -371,6 +379,7 @@ class _Run:
         self.exception: Optional[BaseException] = None
         self.generation = None
         self.failed = False
+        self.shared_with: set = set()  # names of the other Feeders attached to the queue during the run
 
     def current(self) -> bool:
         return self.generation == self.port.generation
@@ -379,6 +388,9 @@ class _Run:
         self.feeder_ref = weakref.ref(feeder)
         self.generation = self.port.generation
         with _attach_lock:
+            for other in feeder.queue._feeders:
+                other._run.shared_with.add(self.name)
+                self.shared_with.add(other.name)
             feeder.queue._feeders.append(feeder)
 
     def detach(self) -> list:
