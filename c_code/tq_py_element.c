@@ -62,15 +62,16 @@ double set_stall_after(double seconds)
 }
 
 /* Tells the Ring's on_stall hook (theano_queue/stall.py's, set by the Queue)
- * that a consumer has waited `waited` seconds.  A hook that raises is
- * reported as unraisable: a warning must not end the wait. */
-static void report_stall(RingObject *self, double waited)
+ * that a consumer (or, with `producer`, a put) has waited `waited` seconds.
+ * A hook that raises is reported as unraisable: a warning must not end the
+ * wait. */
+static void report_stall(RingObject *self, double waited, int producer)
 {
     if (!self->on_stall)
         return;
     PyObject *hook = self->on_stall, *result;
     Py_INCREF(hook);
-    result = PyObject_CallFunction(hook, "d", waited);
+    result = PyObject_CallFunction(hook, "dO", waited, producer ? Py_True : Py_False);
     if (result)
         Py_DECREF(result);
     else
@@ -145,7 +146,9 @@ static int sliced_wait(RingObject *self, int producer, double timeout_s, const i
     tq_code code = TQ_OK;
     int reserved = 0;
     double start = tq_now(), deadline = timeout_s < 0 ? -1.0 : start + timeout_s;
-    double report_at = !producer && stall_after_s >= 0 ? start + stall_after_s : -1.0;
+    /* A consumer's long wait is reported, and so is a put without a stop flag:
+     * the user's own (a Feeder's puts, which have one, wait for the model). */
+    double report_at = (!producer || !stop) && stall_after_s >= 0 ? start + stall_after_s : -1.0;
     *done = 0;
     while (*done < count) {
         double slice_end = tq_now() + WAIT_SLICE_S;
@@ -180,7 +183,7 @@ static int sliced_wait(RingObject *self, int producer, double timeout_s, const i
         }
         if (report_at >= 0 && now >= report_at) {
             report_at = -1.0;
-            report_stall(self, now - start);
+            report_stall(self, now - start, producer);
         }
     }
     return 0;

@@ -449,7 +449,9 @@ static int Ring_set_on_stall(RingObject *self, PyObject *value, void *unused)
 
 static PyGetSetDef Ring_getset[] = {
     {"on_stall", (getter)Ring_get_on_stall, (setter)Ring_set_on_stall,
-     "None, or a callable given the seconds a consumer has waited, once a wait passes set_stall_warning's time.", NULL},
+     "None, or a callable given the seconds waited and whether it is a put (True) or a consumer's wait (False), "
+     "once a wait passes set_stall_warning's time.",
+     NULL},
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
     {"copy_stream", (getter)Ring_get_copy_stream, NULL,

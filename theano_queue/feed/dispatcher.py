@@ -124,7 +124,7 @@ class WorkerProducer:
         self.seq = self.tags = self.samples = 0
         self.more = True  # batches left to hand out
         self.failure = None  # (exception, first batch seq it spoils, deadline)
-        self.started = self.all_ready = self.ended = None
+        self.started = self.all_ready = self.ended = self.last_commit = None
         self.stop_event = None
         self.winding_down = self.warned_slow = self.warned_start = False
         self.reserver = None
@@ -571,6 +571,7 @@ class WorkerProducer:
         self.order.popleft()
         self.ring.commit(batch.slot, rows)
         self.feeder.produced += 1
+        self.last_commit = time.monotonic()
 
     # ---- failures ------------------------------------------------------------------------------
 
@@ -608,6 +609,36 @@ class WorkerProducer:
             if self.mode == "map":
                 return self.sampler.state_dict(self.consumed)
             return iterable_state(self.consumed_counts)
+
+    def activity(self) -> str:
+        """Where the workers are: starting (how many ready, what the others do) or producing (the last put)."""
+        now = time.monotonic()
+        ready = sum(1 for w in self.workers if w.ready_at is not None)
+        if len(self.workers) < self.n or ready < self.n:
+            starting = [
+                "worker %d %s for %.0f s" % (w.id, self._phase(w), now - w.started_at)
+                for w in self.workers
+                if w.alive and w.ready_at is None
+            ]
+            return "workers starting, %d of %d ready%s" % (
+                ready,
+                self.n,
+                " (%s)" % ", ".join(starting) if starting else "",
+            )
+        last = "the last %.1f s ago" % (now - self.last_commit) if self.last_commit is not None else "none yet"
+        busy = [
+            "worker %d on %s for %.0f s"
+            % (w.id, self._describe(next(iter(w.items.values())), self.pool.current[w.id]), now - w.since)
+            for w in self.workers
+            if w.alive and w.items and w.since is not None
+        ]
+        return "%d of %d workers ready, %d element(s) put (%s)%s" % (
+            ready,
+            self.n,
+            self.feeder.produced,
+            last,
+            "; " + ", ".join(busy) if busy else "",
+        )
 
     def stats(self) -> dict:
         now = self.ended or time.perf_counter()

@@ -311,6 +311,20 @@ class Feeder:
                 "each Feeder whose position you save a queue of its own" % (self.name, exc)
             ) from None
 
+    def activity(self) -> str:
+        """What this Feeder is doing, in words (the stall warnings quote it)."""
+        if self._thread is None:
+            return "not started"
+        if not self.running:
+            return "ended (%d element(s) put)%s" % (self.produced, ", failed" if self.exception else "")
+        describe = getattr(self._producer, "activity", None)
+        if describe is not None:
+            try:
+                return describe()
+            except (RuntimeError, StopIteration):  # its thread changed what it read: the next call will do
+                pass
+        return "its thread produces (%d element(s) put so far)" % self.produced
+
     def stats(self) -> dict:
         """How busy the producers are, as a dict.
 

@@ -23,7 +23,7 @@ REPLY = struct.Struct("<Bqqd")  # kind, tag, index (pid for READY, the phase for
 # spawn or forkserver, imports the main script again); the worker says PHASE when it enters the others.
 IMPORTING, UNPICKLING, OPENING = 0, 1, 2
 PHASES = {
-    IMPORTING: "importing (the main script and theano_queue, which spawn and forkserver import again)",
+    IMPORTING: "importing the main script (spawn and forkserver run it again)",
     UNPICKLING: "unpickling the dataset",
     OPENING: "opening the dataset",
 }
