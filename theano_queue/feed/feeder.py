@@ -234,7 +234,8 @@ class Feeder:
             # Without this, the epoch would be empty and nothing would say why.
             raise QueueClosed(
                 "%s: queue '%s' is closed (the last epoch ended it); call q.reopen() before starting "
-                "the next epoch's Feeder" % (self.name, self.queue.name)
+                "the next epoch's Feeder. If another Feeder of this same epoch closed it when it ran out, "
+                "give every Feeder but the last one started close_when_done=False" % (self.name, self.queue.name)
             )
         self._producer.start()
         self._run.attach(self)
