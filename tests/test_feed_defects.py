@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from timing import scaled
 from worker_datasets import ROWS, SPEC, Tagged
 
 import theano_queue as tq
@@ -169,7 +170,9 @@ MAIN_DATASET = textwrap.dedent("""
 
 
 def test_a_dataset_class_defined_in_python_dash_c_runs_in_spawned_workers():
-    out = subprocess.run([sys.executable, "-c", MAIN_DATASET], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", MAIN_DATASET], cwd=ROOT, capture_output=True, text=True, timeout=scaled(180)
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(sum(range(12)))]
 

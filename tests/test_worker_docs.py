@@ -8,11 +8,11 @@ import sys
 
 import numpy as np
 import pytest
+from timing import scaled
 
 import theano_queue as tq
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCALE = float(os.environ.get("TQ_TEST_TIME_SCALE", "1"))
 
 
 def test_the_tutorial_shows_the_whole_worker_script_with_the_model_under_the_guard():
@@ -32,12 +32,12 @@ def test_the_tutorial_worker_example_delivers_its_first_batch_within_five_second
         [sys.executable, os.path.join(ROOT, "examples", "train_workers.py"), "--epochs", "1"],
         capture_output=True,
         text=True,
-        timeout=300 * SCALE,
+        timeout=scaled(300),
         env=env,
     )
     assert done.returncode == 0, done.stderr
     first = float(re.search(r"first batch after ([0-9.]+) s", done.stdout).group(1))
-    assert first < 5.0 * SCALE, "the first batch took %.1f s: do the workers compile the model?" % first
+    assert first < scaled(5.0), "the first batch took %.1f s: do the workers compile the model?" % first
 
 
 def batches(n, base):

@@ -8,13 +8,14 @@ import textwrap
 
 import numpy as np
 import pytest
+from timing import scaled
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
 MiB = 1 << 20
 
 
-def python(args, stdin=None, timeout=120):
+def python(args, stdin=None, timeout=scaled(120)):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS, os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run(
         [sys.executable, *args], input=stdin, capture_output=True, text=True, timeout=timeout, env=env, cwd=TESTS
