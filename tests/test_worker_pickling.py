@@ -121,3 +121,21 @@ def test_a_function_s_local_class_still_goes_by_value():
     )
     assert code == 0, err
     assert out.strip() == str([float(i) for i in range(8)])
+
+
+def test_a_memmap_the_dataset_holds_travels_as_its_file(data_file):
+    import pickle
+
+    from worker_datasets import Tagged
+
+    from theano_queue.feed import payload
+
+    dataset = Tagged(16)
+    dataset.rows = np.load(data_file, mmap_mode="r")
+    sent = payload.dumps(dataset, main_by_reference=True)
+    assert len(sent) < 4096, "the map was copied: %d bytes" % len(sent)
+    back = pickle.loads(sent)
+    assert isinstance(back.rows, np.memmap) and back.rows.shape == dataset.rows.shape
+    assert np.array_equal(back.rows[-3:], dataset.rows[-3:])
+    view = dataset.rows[10:20]  # a view is not the whole map: it goes by value, as numpy pickles it
+    assert np.array_equal(pickle.loads(payload.dumps(view, True)), view)

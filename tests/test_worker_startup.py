@@ -41,6 +41,7 @@ def test_a_stopped_worker_fails_within_the_timeout_naming_its_state():
             time.sleep(0.005)
             pids = feeder.stats()["pids"]
         os.kill(pids[1], signal.SIGSTOP)  # while it still starts: spawn takes longer than this
+        stopped = time.monotonic()
         try:
             with pytest.raises(tq.FeederError, match=r"worker 1 \(pid %d\) did not start" % pids[1]) as info:
                 while True:  # worker 0 may deliver batches meanwhile: the Feeder fails all the same
@@ -48,6 +49,7 @@ def test_a_stopped_worker_fails_within_the_timeout_naming_its_state():
         finally:
             os.kill(pids[1], signal.SIGCONT)
     assert "stopped (SIGSTOP" in str(info.value)
+    assert time.monotonic() - stopped < scaled(5.0)
     assert wait_gone(pids, 2) == []
 
 
