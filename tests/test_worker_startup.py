@@ -73,3 +73,21 @@ def test_a_worker_killed_while_starting_says_killed_by_which_signal():
     message = str(exc)
     assert "worker 0 (pid %d) was killed by SIGKILL while importing" % pids[0] in message
     assert "__main__" not in message, "a kill is not a missing guard"
+
+
+def test_without_a_timeout_a_long_start_up_warns_then_fails_at_the_default_limit(monkeypatch, caplog):
+    """The defaults, shortened: a warning once the start-up passes SLOW_SAMPLE_S, a failure at STARTUP_IDLE_S."""
+    import logging
+
+    from theano_queue.feed import watch
+
+    monkeypatch.setattr(watch, "SLOW_SAMPLE_S", 0.5)
+    monkeypatch.setattr(watch, "STARTUP_IDLE_S", 2.0)
+    q = tq.Queue(SPEC, capacity=2, target="cpu", timeout=30)
+    with caplog.at_level(logging.WARNING, logger="theano_queue"):
+        with tq.Feeder(q, HangsWhenUnpickled(64), workers=1):
+            exc, took = first_failure(q, 20)
+    warned = [r.getMessage() for r in caplog.records if "has been" in r.getMessage()]
+    assert len(warned) == 1 and "worker 0" in warned[0] and "give Feeder(timeout=...)" in warned[0]
+    assert "did not start within the Feeder's start-up limit of 2 s" in str(exc)
+    assert "unpickling the dataset" in str(exc)

@@ -68,7 +68,12 @@ class Feeder:
     never initialise CUDA; they are started with ``start_method`` ("spawn" by
     default, safe with a CUDA context and threads in this process;
     "forkserver", "fork" or a multiprocessing context where wanted), so the
-    dataset must pickle unless it is "fork".  A batch is cut into row ranges
+    dataset must pickle unless it is "fork": it is pickled here, by
+    reference wherever the workers can import it (a class at the top level
+    of the script or a module; the worker's module globals are its own), by
+    value only otherwise, and a part that does not pickle is named.  Spawn
+    and forkserver workers import the main script again: keep the model
+    under ``if __name__ == "__main__":``.  A batch is cut into row ranges
     shared among the workers.  Elements come out in batch order whatever the
     workers' timing; ``ordered=False`` lets whichever batch is done first go
     first.
@@ -84,7 +89,8 @@ class Feeder:
     :meth:`state_dict` says where the consumer is; ``Feeder(..., state=saved)``
     continues with the element after the last one the graph took before the
     save (elements queued but not taken are produced again).  The Feeder must
-    be its queue's only producer for this count to hold.
+    be its queue's only producer for this count to hold: otherwise
+    :meth:`state_dict` raises ``NotExact`` (a RuntimeError) saying why.
 
     Or, to skip the copy into the queue, give ``fill``: a function called with
     writable arrays (one per component, full shape) that are the next slot
@@ -103,9 +109,13 @@ class Feeder:
     With workers, ``timeout`` bounds the seconds a worker may spend on what
     it was handed (its rows of one batch, or one element of an iterable), as
     ``DataLoader(timeout=)`` bounds a batch: past it the consumer gets a
-    :class:`FeederError` naming the worker, its pid and the samples.  Without
-    it, one warning on the ``theano_queue`` logger says when a worker has
-    been on its samples for over 30 s.
+    :class:`FeederError` naming the worker, its pid and the sample it is on.
+    Without it, one warning on the ``theano_queue`` logger says when a worker
+    has been on its samples for over 30 s.  A worker that starts is bounded
+    too: one that shows no progress (no start-up phase begun, no processor
+    time used) for ``timeout`` seconds (120 without it) fails the Feeder with
+    a :class:`FeederError` naming the worker, its pid and what it was doing
+    (importing the script, unpickling or opening the dataset).
 
     Leaving the ``with`` block (normally or by an exception) stops the thread,
     waits for it (``stop_timeout`` seconds at most) and, with
