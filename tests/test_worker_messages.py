@@ -65,3 +65,45 @@ def test_stop_timeout_is_checked(bad):
     q = tq.Queue([("x", "float32", (4,))], capacity=2, target="cpu")
     with pytest.raises(ValueError, match=r"Feeder\(.*\): stop_timeout must be a number of seconds >= 0"):
         tq.Feeder(q, [np.zeros(4, "float32")], stop_timeout=bad)
+
+
+class _Samples:
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return (np.full(4, i, "float32"),)
+
+
+BAD = ["x", 2.5, True, -1, math.nan, math.inf, (1, 2), [0.5], {"a": 1}, b"\x00"]
+ARGUMENTS = ["workers", "seed", "shard", "epochs", "stop_timeout", "timeout", "bucket_window", "start_method", "state"]
+
+
+@pytest.mark.parametrize("argument", ARGUMENTS)
+@pytest.mark.parametrize("dataset", ["map", "iterable", "arrays"])
+def test_every_bad_feeder_argument_is_refused_naming_the_feeder(argument, dataset):
+    """A small fuzz: whatever a bad value does, a refusal names the Feeder (no raw Python message)."""
+    sources = {
+        "map": _Samples(),
+        "iterable": [np.zeros((8, 4), "float32")] * 2,
+        "arrays": (np.zeros((16, 4), "float32"),),
+    }
+    for value in BAD:
+        q = tq.Queue([("x", "float32", (8, 4))], capacity=2, target="cpu")
+        try:
+            feeder = tq.Feeder(q, sources[dataset], **{argument: value})
+        except (TypeError, ValueError) as exc:
+            assert str(exc).startswith("Feeder(%s)" % q.name), (argument, value, str(exc))
+        else:
+            feeder.close()
+
+
+@pytest.mark.parametrize("value", ["x", True, -1, math.nan, (1, 2), [0.5], {"a": 1}, b"\x00"])
+def test_every_bad_queue_timeout_is_refused_naming_the_queue(value):
+    for call in (
+        lambda: tq.Queue([("x", "float32", (4,))], timeout=value),
+        lambda: tq.Queue([("x", "float32", (4,))], target="cpu").get(timeout=value),
+        lambda: tq.Queue([("x", "float32", (4,))], target="cpu").put(np.zeros(4, "float32"), timeout=value),
+    ):
+        with pytest.raises((TypeError, ValueError), match="^Queue"):
+            call()

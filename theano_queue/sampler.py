@@ -62,6 +62,15 @@ class Cursor:
         return "Cursor(%d, %s)" % (self.low, sorted(self.above))
 
 
+def shard_pair(shard):
+    """``shard`` as ``(rank, world)`` (any pair of ints: a tuple, a list, an array); ValueError otherwise."""
+    try:
+        rank, world = shard
+    except (TypeError, ValueError):
+        raise ValueError("shard must be (rank, world), got %r" % (shard,)) from None
+    return rank, world
+
+
 def _int(value, what, low):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError("%s must be an int >= %d, got %r" % (what, low, value))
@@ -111,10 +120,7 @@ class Sampler:
         self.length = _int(length, "the dataset's length", 0)
         self.batch_size = _int(batch_size, "batch_size", 1)
         self.seed = _int(seed, "seed", 0)
-        try:
-            rank, world = shard
-        except (TypeError, ValueError):
-            raise ValueError("shard must be (rank, world), got %r" % (shard,)) from None
+        rank, world = shard_pair(shard)
         self.world = _int(world, "shard's world size", 1)
         self.rank = _int(rank, "shard's rank", 0)
         if self.rank >= self.world:

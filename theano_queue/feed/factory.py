@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..sampler import Sampler
+from ..sampler import Sampler, shard_pair
 from .arrays import ArrayProducer
 from .dispatcher import WorkerProducer
 from .held import HeldArrayProducer
@@ -22,6 +22,13 @@ def _count(value: Any, what: str, where: str, none_ok: bool = False) -> Optional
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError("%s: %s must be an int >= 0%s, got %r" % (where, what, " or None" if none_ok else "", value))
     return int(value)
+
+
+def _shard(shard: Any, where: str) -> tuple:
+    try:
+        return tuple(shard_pair(shard))
+    except ValueError as exc:
+        raise ValueError("%s: %s" % (where, exc)) from None
 
 
 def check_timeout(timeout: Any, workers: int, where: str, device: Any = False) -> Optional[float]:
@@ -79,7 +86,7 @@ def make_producer(
             workers
             or shuffle
             or state is not None
-            or tuple(shard) != (0, 1)
+            or _shard(shard, where) != (0, 1)
             or drop_last
             or epochs != 1
             or bucket_by is not None
@@ -154,7 +161,7 @@ def make_producer(
             "%s: bucket_by groups the samples of a map-style dataset (or an array dataset) into "
             "batches; an iterable yields whole batches already" % where
         )
-    if shuffle or tuple(shard) != (0, 1) or drop_last:
+    if shuffle or _shard(shard, where) != (0, 1) or drop_last:
         raise ValueError(
             "%s: shuffle, shard and drop_last choose the samples of a map-style dataset (__len__ and "
             "__getitem__ giving one sample); an iterable yields whole batches in its own order: split "
