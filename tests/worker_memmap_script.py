@@ -33,8 +33,10 @@ def memory_kib(pid):
 
 if __name__ == "__main__":
     q = tq.Queue([("x", DATA.dtype.name, (16,) + DATA.shape[1:])], capacity=2, target="cpu", timeout=60)
-    with tq.Feeder(q, Rows(), workers=1, start_method=sys.argv[2]) as feeder:
-        for _ in range(feeder.batches_per_epoch - 1):  # every row read: the map's pages count in both
+    # Two epochs, the RSS read after the first: every row read (the map's pages count in both start methods),
+    # and the worker still has work, so it is running.
+    with tq.Feeder(q, Rows(), workers=1, start_method=sys.argv[2], epochs=2) as feeder:
+        for _ in range(feeder.batches_per_epoch + 1):
             q.get()
         stats = feeder.stats()
         print(json.dumps(dict(payload_bytes=stats["payload_bytes"], **memory_kib(stats["pids"][0]))))
