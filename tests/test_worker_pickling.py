@@ -141,3 +141,30 @@ def test_a_memmap_the_dataset_holds_travels_as_its_file(data_file):
     assert np.array_equal(back.rows[-3:], dataset.rows[-3:])
     view = dataset.rows[10:20]  # a view is not the whole map: it goes by value, as numpy pickles it
     assert np.array_equal(pickle.loads(payload.dumps(view, True)), view)
+
+
+GUARDED = """
+import numpy as np
+import theano_queue as tq
+
+if __name__ == "__main__":
+
+    class Rows:  # under the guard: a worker's import of this script never defines it
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            return (np.full(4, i, "float32"),)
+
+    q = tq.Queue([("x", "float32", (8, 4))], capacity=2, target="cpu", timeout=60)
+    with tq.Feeder(q, Rows(), workers=1):
+        print(q.get()[0][:, 0].tolist())
+"""
+
+
+def test_a_class_defined_under_the_main_guard_still_reaches_the_workers(tmp_path):
+    script = tmp_path / "guarded.py"
+    script.write_text(GUARDED)
+    code, out, err = python([str(script)])
+    assert code == 0, err
+    assert out.strip() == str([float(i) for i in range(8)])

@@ -4,7 +4,9 @@ Plain pickle names a class or function by its module and name, and the
 worker imports it: a few bytes, and module globals (a memory map, a lock, a
 connection) stay the worker's own.  Spawn and forkserver run the main script
 again in each worker (as ``__mp_main__``, which they make ``__main__``), so
-what a script defines at its top level is found there too.  Only what no
+what a script defines at its top level is found there too (but for what it
+defines under ``if __name__ == "__main__":``, which the worker skips: that
+goes by value).  Only what no
 worker can import (``python -c``, a notebook, a class defined in a function)
 is sent by value with cloudpickle, and with it the globals it uses.
 
@@ -15,6 +17,9 @@ file instead of receiving a copy of it.
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import io
 import os
 import pickle
@@ -59,13 +64,50 @@ def refuse_unimportable_main(start_method: str, where: str) -> None:
 
 
 def _resolves(obj: Any) -> bool:
-    """Whether ``obj`` (a class or function of ``__main__``) is found under its own qualified name there."""
+    """Whether ``obj`` (a class or function of ``__main__``) is found under its own qualified name there, and
+    will be in a worker: not defined under ``if __name__ == "__main__":``, which the worker's import skips."""
     found: Any = sys.modules.get("__main__")
     for part in getattr(obj, "__qualname__", "<locals>").split("."):
         if part == "<locals>":
             return False
         found = getattr(found, part, None)
-    return found is obj
+    return found is obj and not _under_guard(obj)
+
+
+@functools.lru_cache(maxsize=4)
+def _guarded_lines(path: str) -> Tuple[Tuple[int, int], ...]:
+    """Line ranges of the top-level ``if`` blocks of the script at ``path`` that test ``__name__``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return ()
+    return tuple(
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in tree.body
+        if isinstance(node, ast.If) and any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(node.test))
+    )
+
+
+def _first_line(obj: Any) -> Optional[int]:
+    """Where a function, or a class (through its first function, else its source), is defined."""
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        return code.co_firstlineno
+    for value in vars(obj).values():
+        value = getattr(value, "__func__", value)
+        if isinstance(value, types.FunctionType):
+            return value.__code__.co_firstlineno
+    try:
+        return inspect.getsourcelines(obj)[1]
+    except (OSError, TypeError):
+        return None
+
+
+def _under_guard(obj: Any) -> bool:
+    path = main_script_path()
+    line = _first_line(obj) if path else None
+    return line is not None and any(start <= line <= end for start, end in _guarded_lines(path))
 
 
 def _reopen_memmap(filename, dtype, mode, offset, shape, order):
