@@ -168,3 +168,34 @@ def test_a_class_defined_under_the_main_guard_still_reaches_the_workers(tmp_path
     code, out, err = python([str(script)])
     assert code == 0, err
     assert out.strip() == str([float(i) for i in range(8)])
+
+
+SET_UNDER_THE_GUARD = """
+import numpy as np
+import theano_queue as tq
+
+TABLE = None  # set under the guard: a worker's import of this script leaves it None
+
+
+class Rows:
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return (TABLE[i],)
+
+
+if __name__ == "__main__":
+    TABLE = np.arange(64, dtype="float32").reshape(16, 4)
+    q = tq.Queue([("x", "float32", (8, 4))], capacity=2, target="cpu", timeout=60)
+    with tq.Feeder(q, Rows(), workers=1):
+        print(q.get()[0][:, 0].tolist())
+"""
+
+
+def test_a_class_reading_a_global_the_guard_sets_goes_with_the_parent_s_value(tmp_path):
+    script = tmp_path / "set_under_guard.py"
+    script.write_text(SET_UNDER_THE_GUARD)
+    code, out, err = python([str(script)])
+    assert code == 0, err
+    assert out.strip() == str([float(4 * i) for i in range(8)])

@@ -25,7 +25,7 @@ import os
 import pickle
 import sys
 import types
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any, FrozenSet, Iterator, List, Optional, Tuple
 
 import cloudpickle
 import numpy as np
@@ -71,22 +71,53 @@ def _resolves(obj: Any) -> bool:
         if part == "<locals>":
             return False
         found = getattr(found, part, None)
-    return found is obj and not _under_guard(obj)
+    return found is obj and not _under_guard(obj) and not _uses_guarded_globals(obj)
 
 
 @functools.lru_cache(maxsize=4)
-def _guarded_lines(path: str) -> Tuple[Tuple[int, int], ...]:
-    """Line ranges of the top-level ``if`` blocks of the script at ``path`` that test ``__name__``."""
+def _guards(path: str) -> Tuple[Tuple[Tuple[int, int], ...], FrozenSet[str]]:
+    """The top-level ``if`` blocks of the script at ``path`` that test ``__name__``: their line ranges, and
+    the module globals they bind (a worker's import of the script leaves those unbound, or as first set)."""
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return ()
-    return tuple(
-        (node.lineno, node.end_lineno or node.lineno)
+        return (), frozenset()
+    blocks = [
+        node
         for node in tree.body
         if isinstance(node, ast.If) and any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(node.test))
-    )
+    ]
+    names = set()
+    for block in blocks:
+        for node in ast.walk(block):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Global):
+                names.update(node.names)
+    return tuple((b.lineno, b.end_lineno or b.lineno) for b in blocks), frozenset(names)
+
+
+def _guarded_lines(path: str) -> Tuple[Tuple[int, int], ...]:
+    return _guards(path)[0]
+
+
+def _functions(obj: Any) -> List[types.FunctionType]:
+    """A function itself, or a class's functions (its own, not its bases')."""
+    if isinstance(obj, types.FunctionType):
+        return [obj]
+    found = [getattr(v, "__func__", v) for v in vars(obj).values()]
+    return [f for f in found if isinstance(f, types.FunctionType)]
+
+
+def _uses_guarded_globals(obj: Any) -> bool:
+    """Whether ``obj``'s code reads a global the script binds under its guard: the worker's would differ, so
+    it goes by value, with the parent's values (a dataset that needs them holds them, in effect)."""
+    path = main_script_path()
+    names = _guards(path)[1] if path else frozenset()
+    return bool(names) and any(names.intersection(f.__code__.co_names) for f in _functions(obj))
 
 
 def _first_line(obj: Any) -> Optional[int]:
@@ -106,7 +137,9 @@ def _first_line(obj: Any) -> Optional[int]:
 
 def _under_guard(obj: Any) -> bool:
     path = main_script_path()
-    line = _first_line(obj) if path else None
+    if path is None:
+        return False
+    line = _first_line(obj)
     return line is not None and any(start <= line <= end for start, end in _guarded_lines(path))
 
 
