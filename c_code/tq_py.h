@@ -98,7 +98,7 @@ double set_stall_after(double seconds);
 int set_gil_hand_over(int on);
 /* Seconds a wait may last, < 0 for no limit, from a Python timeout (None:
  * `fallback`); 0, or -1 with an exception. */
-int parse_timeout(PyObject *obj, double fallback, double *out);
+int parse_timeout(PyObject *obj, double fallback, double *out, const char *who, PyObject *name);
 /* Reserves a slot for a producer or a consumer, waiting up to timeout_s
  * seconds (< 0: no limit) with the GIL released, and waking for Ctrl-C.
  * 0, or -1 with an exception.  stop: NULL or a Stop's flag. */

@@ -14,18 +14,24 @@
 
 /* Seconds a wait may last, < 0 for no limit: `fallback` for None (a call's
  * None is the ring's timeout; the ring's own None is no limit), no limit for
- * math.inf. */
-int parse_timeout(PyObject *obj, double fallback, double *out)
+ * math.inf.  A bad value is refused naming the call (`who`) and the queue. */
+int parse_timeout(PyObject *obj, double fallback, double *out, const char *who, PyObject *name)
 {
     if (obj == NULL || obj == Py_None) {
         *out = fallback;
         return 0;
     }
-    double t = PyFloat_AsDouble(obj);
-    if (t == -1.0 && PyErr_Occurred())
-        return -1;
-    if (t < 0 || t != t) {
-        PyErr_Format(PyExc_ValueError, "timeout must be None or a number >= 0, got %R", obj);
+    double t = -1.0;
+    if (!PyBool_Check(obj) && PyNumber_Check(obj)) {
+        t = PyFloat_AsDouble(obj);
+        if (t == -1.0 && PyErr_Occurred())
+            PyErr_Clear(); /* refused below, with the names */
+    }
+    if (!(t >= 0)) {
+        PyErr_Format(PyBool_Check(obj) || !PyNumber_Check(obj) ? PyExc_TypeError : PyExc_ValueError,
+                     "%s: queue '%U': timeout must be None or a number of seconds >= 0 (math.inf: no limit), "
+                     "got %R",
+                     who, name, obj);
         return -1;
     }
     *out = t == Py_HUGE_VAL ? -1.0 : t;
@@ -56,15 +62,16 @@ double set_stall_after(double seconds)
 }
 
 /* Tells the Ring's on_stall hook (theano_queue/stall.py's, set by the Queue)
- * that a consumer has waited `waited` seconds.  A hook that raises is
- * reported as unraisable: a warning must not end the wait. */
-static void report_stall(RingObject *self, double waited)
+ * that a consumer (or, with `producer`, a put) has waited `waited` seconds.
+ * A hook that raises is reported as unraisable: a warning must not end the
+ * wait. */
+static void report_stall(RingObject *self, double waited, int producer)
 {
     if (!self->on_stall)
         return;
     PyObject *hook = self->on_stall, *result;
     Py_INCREF(hook);
-    result = PyObject_CallFunction(hook, "d", waited);
+    result = PyObject_CallFunction(hook, "dO", waited, producer ? Py_True : Py_False);
     if (result)
         Py_DECREF(result);
     else
@@ -139,7 +146,9 @@ static int sliced_wait(RingObject *self, int producer, double timeout_s, const i
     tq_code code = TQ_OK;
     int reserved = 0;
     double start = tq_now(), deadline = timeout_s < 0 ? -1.0 : start + timeout_s;
-    double report_at = !producer && stall_after_s >= 0 ? start + stall_after_s : -1.0;
+    /* A consumer's long wait is reported, and so is a put without a stop flag:
+     * the user's own (a Feeder's puts, which have one, wait for the model). */
+    double report_at = (!producer || !stop) && stall_after_s >= 0 ? start + stall_after_s : -1.0;
     *done = 0;
     while (*done < count) {
         double slice_end = tq_now() + WAIT_SLICE_S;
@@ -174,7 +183,7 @@ static int sliced_wait(RingObject *self, int producer, double timeout_s, const i
         }
         if (report_at >= 0 && now >= report_at) {
             report_at = -1.0;
-            report_stall(self, now - start);
+            report_stall(self, now - start, producer);
         }
     }
     return 0;

@@ -34,6 +34,10 @@ static PyObject *set_copy_threads(PyObject *module, PyObject *arg)
     (void)module;
     tq_error err;
     tq_code code;
+    if (PyBool_Check(arg) || !PyIndex_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "set_copy_threads: expected an int number of threads >= 1, got %R", arg);
+        return NULL;
+    }
     long threads = PyLong_AsLong(arg);
     if (threads == -1 && PyErr_Occurred())
         return NULL;

@@ -61,7 +61,7 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "UOi|OOO", kwlist, &name, &components, &capacity, &timeout,
                                      &gpu_context, &cu_context))
         return -1;
-    if (parse_timeout(timeout, -1.0, &self->timeout))
+    if (parse_timeout(timeout, -1.0, &self->timeout, "Queue", name))
         return -1;
     self->pid = getpid();
     self->forks = fork_count;
@@ -142,7 +142,7 @@ static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
     double t;
     if (ring_usable(self, "Queue.put") ||
         !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &arrays, &timeout, &stop) ||
-        parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.put", stop, &flag))
+        parse_timeout(timeout, self->timeout, &t, "Queue.put", self->name) || stop_flag(self, "Queue.put", stop, &flag))
         return NULL;
     Py_ssize_t size = put_element(self, "Queue.put", arrays, t, flag);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
@@ -157,7 +157,7 @@ static PyObject *Ring_put_device(RingObject *self, PyObject *args, PyObject *kwd
     double t;
     if (ring_usable(self, "Queue.put") ||
         !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &sources, &timeout, &stop) ||
-        parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.put", stop, &flag))
+        parse_timeout(timeout, self->timeout, &t, "Queue.put", self->name) || stop_flag(self, "Queue.put", stop, &flag))
         return NULL;
     Py_ssize_t size = put_device_element(self, "Queue.put", sources, t, flag);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
@@ -171,7 +171,7 @@ static PyObject *Ring_take_device(RingObject *self, PyObject *args, PyObject *kw
     double t;
     if (ring_usable(self, "Queue.get") ||
         !PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &dsts, &stream, &timeout) ||
-        parse_timeout(timeout, self->timeout, &t))
+        parse_timeout(timeout, self->timeout, &t, "Queue.get", self->name))
         return NULL;
     void *s = PyLong_AsVoidPtr(stream);
     if (!s && PyErr_Occurred())
@@ -213,7 +213,7 @@ static PyObject *next_element(RingObject *self, PyObject *args, PyObject *kwds, 
     PyObject *timeout = Py_None;
     double t;
     if (ring_usable(self, who) || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
-        parse_timeout(timeout, self->timeout, &t))
+        parse_timeout(timeout, self->timeout, &t, who, self->name))
         return NULL;
     return lend ? take_element(self, who, t) : get_element(self, who, t);
 }
@@ -340,7 +340,7 @@ static int Ring_set_timeout(RingObject *self, PyObject *value, void *unused)
         PyErr_SetString(PyExc_AttributeError, "the timeout cannot be deleted; set it to None for no limit");
         return -1;
     }
-    return parse_timeout(value, -1.0, &self->timeout);
+    return parse_timeout(value, -1.0, &self->timeout, "Queue.timeout", self->name);
 }
 
 /* ---- timeline (tq_trace.h) ------------------------------------------------------------ */
@@ -469,7 +469,9 @@ static int Ring_set_on_stall(RingObject *self, PyObject *value, void *unused)
 
 static PyGetSetDef Ring_getset[] = {
     {"on_stall", (getter)Ring_get_on_stall, (setter)Ring_set_on_stall,
-     "None, or a callable given the seconds a consumer has waited, once a wait passes set_stall_warning's time.", NULL},
+     "None, or a callable given the seconds waited and whether it is a put (True) or a consumer's wait (False), "
+     "once a wait passes set_stall_warning's time.",
+     NULL},
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
     {"copy_stream", (getter)Ring_get_copy_stream, NULL,

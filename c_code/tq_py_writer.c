@@ -44,7 +44,8 @@ PyObject *Ring_reserve(RingObject *self, PyObject *args, PyObject *kwds)
     tq_error err;
     tq_code code;
     if (ring_usable(self, "Queue.writer") || !PyArg_ParseTupleAndKeywords(args, kwds, "|OO", kwlist, &timeout, &stop) ||
-        parse_timeout(timeout, self->timeout, &t) || stop_flag(self, "Queue.writer", stop, &flag))
+        parse_timeout(timeout, self->timeout, &t, "Queue.writer", self->name) ||
+        stop_flag(self, "Queue.writer", stop, &flag))
         return NULL;
     if (wait_for_slot(self, 1, t, flag, "Queue.writer", &slot))
         return NULL;

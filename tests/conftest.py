@@ -1,12 +1,59 @@
 """Test set-up: float32 as Theano's default float (before Theano is imported;
-the venv supplies blas.ldflags), and the ``gpu`` marker, skipped unless
-Theano runs on a CUDA device."""
+the venv supplies blas.ldflags), the suite's own Theano compile directory,
+timeouts scaled to the machine's load, and the ``gpu`` marker, skipped unless
+Theano runs on a CUDA device.
+
+* **Compile directory.**  Theano's compile lock lives in its compile
+  directory; shared with other Theano processes on the machine (another
+  checkout's suite, a training run), one of them may remove the lock file
+  under another (``FileNotFoundError``).  Unless ``THEANO_FLAGS`` names a
+  ``base_compiledir``, the suite uses ``build/theano-compiledir`` of this
+  checkout (kept between runs: compiled code is reused).
+* **Time scale.**  ``TQ_TEST_TIME_SCALE`` (a factor >= 1) stretches every
+  subprocess timeout, pytest-timeout's per-test limit and the few bounds in
+  seconds the tests assert (:mod:`timing`).  Unset, it is the load average
+  per core when the run starts, at least 1: a run on a machine shared with
+  others waits longer instead of failing.  Subprocesses inherit it.
+"""
 
 import os
 
-os.environ.setdefault("THEANO_FLAGS", "floatX=float32")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _theano_flags(flags: str) -> str:
+    names = {f.split("=", 1)[0].strip() for f in flags.split(",") if f.strip()}
+    if "base_compiledir" not in names and "compiledir" not in names:
+        flags = ",".join(f for f in (flags, "base_compiledir=" + os.path.join(ROOT, "build", "theano-compiledir")) if f)
+    return flags
+
+
+def _load_scale() -> float:
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        per_core = 1.0
+    return round(max(1.0, per_core), 1)
+
+
+os.environ["THEANO_FLAGS"] = _theano_flags(os.environ.get("THEANO_FLAGS", "floatX=float32"))
+os.environ.setdefault("TQ_TEST_TIME_SCALE", str(_load_scale()))
 
 import pytest  # noqa: E402
+from timing import SCALE  # noqa: E402
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """pytest-timeout's limit (setup.cfg's, unless given on the command line or PYTEST_TIMEOUT) times the scale."""
+    if getattr(config.option, "timeout", None) is None and "PYTEST_TIMEOUT" not in os.environ:
+        try:
+            ini = config.getini("timeout")
+        except ValueError:  # pytest-timeout is not installed
+            ini = None
+        if ini:
+            config.option.timeout = float(ini) * SCALE
+
 
 # The PyTensor suite runs in its own venv with its own config (make test-pytensor).
 collect_ignore = ["pytensor"]

@@ -11,6 +11,7 @@ import time
 import zlib
 
 import numpy as np
+from timing import scaled
 
 import theano_queue as tq
 
@@ -57,7 +58,7 @@ def two_producers_exactly_once(q, take, per_producer):
 
 
 # Far beyond any wait the tests promise: only a process that never stops reaches it.
-HANG_GUARD_S = 120
+HANG_GUARD_S = scaled(120)
 
 
 def seconds_to_stop_on_ctrl_c(script, env, group=False):

@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import numpy as np
+from timing import scaled
 
 # README.rst's "Use" section, cut down to what runs on its own.
 NEWCOMER_SCRIPT = textwrap.dedent(
@@ -51,7 +52,7 @@ def run_as_a_newcomer(tmp_path, script_text=NEWCOMER_SCRIPT, **env_changes):
     script = tmp_path / "mine.py"
     script.write_text(script_text)
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(300)
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.split()

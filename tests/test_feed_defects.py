@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from timing import scaled
 from worker_datasets import ROWS, SPEC, Tagged
 
 import theano_queue as tq
@@ -109,9 +110,9 @@ def test_a_sample_slower_than_the_timeout_is_a_feeder_error_naming_the_worker():
 
 
 def test_a_slow_sample_is_logged_once_without_a_timeout(monkeypatch, caplog):
-    from theano_queue.feed import dispatcher
+    from theano_queue.feed import watch
 
-    monkeypatch.setattr(dispatcher, "SLOW_SAMPLE_S", 0.5)
+    monkeypatch.setattr(watch, "SLOW_SAMPLE_S", 0.5)
     q = tq.Queue(SPEC, capacity=2, target="cpu")
     with caplog.at_level(logging.WARNING, logger="theano_queue"):
         with tq.Feeder(q, Tagged(16, slow={0, 9}, slow_s=1.5), workers=1):
@@ -169,7 +170,9 @@ MAIN_DATASET = textwrap.dedent("""
 
 
 def test_a_dataset_class_defined_in_python_dash_c_runs_in_spawned_workers():
-    out = subprocess.run([sys.executable, "-c", MAIN_DATASET], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", MAIN_DATASET], cwd=ROOT, capture_output=True, text=True, timeout=scaled(180)
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(sum(range(12)))]
 

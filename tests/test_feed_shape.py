@@ -7,6 +7,8 @@ import pkgutil
 import subprocess
 import sys
 
+from timing import scaled
+
 import theano_queue
 
 PACKAGE = os.path.dirname(theano_queue.__file__)
@@ -120,7 +122,7 @@ def test_feeding_imports_no_theano():
         "import theano_queue.feed, theano_queue.queue, theano_queue.sampler, theano_queue.feed.child; "
         "print([m for m in set(sys.modules) - before if m == 'theano' or m.startswith('theano.')])"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+from timing import scaled
+
 # The parent makes the copy pool exist (a put of 4 MiB, 4 copy threads) before
 # it forks: that is the state in which a child's large copy used to hang.
 PARENT = textwrap.dedent(
@@ -46,7 +48,7 @@ PARENT = textwrap.dedent(
 )
 
 
-def run(script, timeout=60):
+def run(script, timeout=scaled(60)):
     done = subprocess.run(
         [sys.executable, "-c", PARENT + textwrap.dedent(script)],
         capture_output=True,

@@ -65,18 +65,48 @@ def test_an_element_in_time_is_no_stall(stall_after, caplog):
     assert x.tolist() == [1, 1] and not stall_records(caplog)
 
 
-def test_waiting_producers_and_disabled_warnings_stay_silent(stall_after, caplog):
+def test_a_blocked_put_warns_like_a_dequeue_and_disabled_warnings_stay_silent(stall_after, caplog):
     stall_after(0.05)
-    q = tq.Queue(SPEC, capacity=1, target="cpu")
+    q = tq.Queue(SPEC, capacity=1, target="cpu", name="full")
     q.put(np.zeros(2, "float32"))
     with caplog.at_level(logging.WARNING, logger="theano_queue"):
         with pytest.raises(tq.QueueTimeout):
-            q.put(np.zeros(2, "float32"), timeout=0.4)  # a full ring: the producer waits, no dequeue stalls
+            q.put(np.zeros(2, "float32"), timeout=0.4)  # a full ring: nobody takes
+        (record,) = stall_records(caplog)
+        message = record.getMessage()
+        assert "Queue 'full': a put has waited" in message and "for a free slot" in message
+        assert "holds 1 of 1 element(s)" in message and "Take elements" in message
+        caplog.clear()
         q.get()
         stall_after(None)
         with pytest.raises(tq.QueueTimeout):
             q.get(timeout=0.4)
     assert not stall_records(caplog)
+
+
+def test_a_feeder_waiting_for_the_model_does_not_warn(stall_after, caplog):
+    stall_after(0.05)
+    q = tq.Queue(SPEC, capacity=1, target="cpu")
+    with caplog.at_level(logging.WARNING, logger="theano_queue"):
+        with tq.Feeder(q, [np.zeros(2, "float32")] * 3) as feeder:
+            time.sleep(0.4)  # its second put waits for a slot: that is backpressure, not a stall
+            assert feeder.running
+    assert not stall_records(caplog)
+
+
+def test_the_warning_says_what_each_feeder_does_and_advises_nothing_unfitting(stall_after, caplog):
+    from worker_datasets import SPEC as WORKER_SPEC
+    from worker_datasets import HangsWhenUnpickled
+
+    stall_after(0.3)
+    q = tq.Queue(WORKER_SPEC, capacity=2, target="cpu", name="starting")
+    with tq.Feeder(q, HangsWhenUnpickled(64), workers=2, name="slow start"):
+        with caplog.at_level(logging.WARNING, logger="theano_queue"), pytest.raises(tq.QueueTimeout):
+            q.get(timeout=1.0)
+    (record,) = stall_records(caplog)
+    message = record.getMessage()
+    assert "1 producer attached; slow start: workers starting, 0 of 2 ready" in message
+    assert "Start a Feeder" not in message
 
 
 def test_bad_thresholds_are_refused(stall_after):

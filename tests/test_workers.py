@@ -249,7 +249,9 @@ def test_arguments_are_checked():
         tq.Feeder(q, fill=lambda x, y: None, workers=2)
     with pytest.raises(ValueError, match="no batch axis"):
         tq.Feeder(tq.Queue([("x", "float32", ())], target="cpu"), Tagged(3))
-    with pytest.raises(ValueError, match="batch_size=8 \\(saved: 4\\)"):
+    with pytest.raises(
+        ValueError, match="batch_size: saved 4, this Feeder has 8 \\(resume it into a queue of batches of 4"
+    ):
         state = Sampler(10, 4).state_dict(Sampler(10, 4).cursor())
         tq.Feeder(q, Tagged(10), state=state)
     unpicklable = Tagged(16)

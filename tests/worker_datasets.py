@@ -169,3 +169,34 @@ class Ragged:
 
     def __getitem__(self, i):
         return ragged_sample(i)
+
+
+# ---- start-up (tests/test_worker_startup.py) --------------------------------------------------------
+
+
+def _block_forever(state):
+    time.sleep(3600)
+
+
+class HangsWhenUnpickled(Tagged):
+    """Map-style like Tagged, but a worker that unpickles it waits an hour (a lock, a server that never answers)."""
+
+    def __reduce__(self):
+        return _block_forever, (self.n,)
+
+
+def _busy_then_tagged(n, seconds):
+    """Unpickles into Tagged(n) after `seconds` of processor work (a slow import, a large index built)."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return Tagged(n)
+
+
+class SlowToUnpickle(Tagged):
+    def __init__(self, n, seconds):
+        super().__init__(n)
+        self.seconds = seconds
+
+    def __reduce__(self):
+        return _busy_then_tagged, (self.n, self.seconds)

@@ -1,4 +1,5 @@
-"""argparse types for the command's numbers: a bad value is a usage error (exit 2) naming the argument.
+"""Checks of numeric arguments: :func:`seconds` for the API's, and argparse types for the command's
+numbers, where a bad value is a usage error (exit 2) naming the argument.
 
 argparse turns the ``ArgumentTypeError`` raised here into one line,
 ``theano-queue demo: error: argument --batch-size: expected an int >= 1, got '0'``,
@@ -7,6 +8,17 @@ after the usage line.
 
 import argparse
 import math
+import numbers
+from typing import Any
+
+
+def seconds(value: Any, what: str, meaning: str) -> float:
+    """``value`` as a finite number of seconds >= 0; else ValueError naming ``what`` (the call and parameter)
+    and what it means."""
+    number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+    if not 0 <= number < math.inf:
+        raise ValueError("%s must be a number of seconds >= 0 (%s), got %r" % (what, meaning, value))
+    return number
 
 
 def int_at_least(minimum, maximum=None):

@@ -62,6 +62,15 @@ class Cursor:
         return "Cursor(%d, %s)" % (self.low, sorted(self.above))
 
 
+def shard_pair(shard):
+    """``shard`` as ``(rank, world)`` (any pair of ints: a tuple, a list, an array); ValueError otherwise."""
+    try:
+        rank, world = shard
+    except (TypeError, ValueError):
+        raise ValueError("shard must be (rank, world), got %r" % (shard,)) from None
+    return rank, world
+
+
 def _int(value, what, low):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError("%s must be an int >= %d, got %r" % (what, low, value))
@@ -111,10 +120,7 @@ class Sampler:
         self.length = _int(length, "the dataset's length", 0)
         self.batch_size = _int(batch_size, "batch_size", 1)
         self.seed = _int(seed, "seed", 0)
-        try:
-            rank, world = shard
-        except (TypeError, ValueError):
-            raise ValueError("shard must be (rank, world), got %r" % (shard,)) from None
+        rank, world = shard_pair(shard)
         self.world = _int(world, "shard's world size", 1)
         self.rank = _int(rank, "shard's rank", 0)
         if self.rank >= self.world:
@@ -243,11 +249,9 @@ class Sampler:
         """
         if state is None:
             return Cursor()
-        if not isinstance(state, dict) or state.get("kind") != "map":
-            raise ValueError(
-                "this state was not saved by a Feeder over a map-style dataset (its kind is %r): %r"
-                % (state.get("kind") if isinstance(state, dict) else None, state)
-            )
+        from .feed.state import as_state  # the feed package imports this module
+
+        state = as_state(state, "map", "a map-style or array dataset")
         if state.get("version") != STATE_VERSION:
             raise ValueError(
                 "state version %r; this theano_queue reads version %d" % (state.get("version"), STATE_VERSION)
@@ -257,13 +261,14 @@ class Sampler:
         if missing:
             raise ValueError("the state has no %s: it was not saved by Feeder.state_dict()" % ", ".join(missing))
         wrong = [
-            "%s=%r (saved: %r)" % (key, config[key], _listed(state.get(key)))
+            "\n  %s: saved %r, this Feeder has %r (%s)"
+            % (key, _listed(state.get(key)), config[key], _resume_hint(key, _listed(state.get(key))))
             for key in _CONFIG_KEYS
             if _listed(state.get(key)) != config[key]
         ]
         if wrong:
             raise ValueError(
-                "the state was saved with other settings; resuming would give other batches: " + ", ".join(wrong)
+                "the state was saved with other settings; resuming would give other batches:" + "".join(wrong)
             )
         position = _int(state["position"], "the state's position", 0)
         done = state.get("done", [])
@@ -284,8 +289,24 @@ class Sampler:
         return Cursor(position, done)
 
 
+def _resume_hint(key, saved):
+    """What would resume a state whose ``key`` was ``saved``."""
+    if key == "length":
+        return "resume it over the dataset it was saved from, of %r samples" % (saved,)
+    if key == "batch_size":
+        return "resume it into a queue of batches of %r rows" % (saved,)
+    if key == "shard" and isinstance(saved, list):
+        return "give shard=%r" % (tuple(saved),)
+    return "give %s=%r" % (key, saved)
+
+
 def _listed(value):
-    return list(value) if isinstance(value, tuple) else value
+    """A saved field as config() gives it: a tuple or array (a shard pair) as a list of Python values."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (tuple, list)):
+        return [v.item() if isinstance(v, np.generic) else v for v in value]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def split_rows(rows, parts):

@@ -1,15 +1,19 @@
-"""A dequeue that waits long says so.
+"""A dequeue, or a put, that waits long says so.
 
 With ``timeout=None`` a dequeue waits as long as it takes, and a training
 function called with no producer running would wait in silence.  Once a
 dequeue has waited :func:`set_stall_warning`'s time (30 s unless set), one
-warning goes to the ``theano_queue`` logger per wait, naming the queue, how
-many Feeders are attached to it and what its ring holds.  The engine decides
+warning goes to the ``theano_queue`` logger per wait, naming the queue, the
+Feeders attached to it and what each is doing (its workers starting, how
+many are ready, its last element), and what its ring holds.  A ``q.put``
+that waits as long for a free slot warns the same way (a Feeder's own puts
+do not: waiting for the model is their normal state).  The engine decides
 when (``c_code/tq_py_element.c``, the one wait loop); this module says what.
 Imports no Theano.
 """
 
 import logging
+import numbers
 import weakref
 from typing import Optional
 
@@ -29,27 +33,40 @@ def set_stall_warning(seconds: Optional[float]) -> Optional[float]:
     >>> tq.set_stall_warning(previous)
     5.0
     """
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, numbers.Real)):
+        raise TypeError("set_stall_warning: expected seconds (a number >= 0) or None (never), got %r" % (seconds,))
     return _engine.set_stall_warning(seconds)
 
 
-def describe(queue, waited: float) -> str:
-    """The warning's text for ``queue`` whose dequeue has waited ``waited`` seconds."""
+def describe(queue, waited: float, waiting: str = "a dequeue") -> str:
+    """The warning's text for ``queue`` where ``waiting`` (a dequeue, or a put) has waited ``waited`` seconds."""
     stats = queue._ring.stats()
-    producers = len(getattr(queue, "_feeders", ()))
+    feeders = list(getattr(queue, "_feeders", ()))
+    producers = len(feeders)
+    doing = ["; %s: %s" % (f.name, f.activity()) for f in feeders if hasattr(f, "activity")]
+    if waiting != "a dequeue":
+        advice = "Take elements (is the training loop running?), or give the put a timeout to fail instead."
+    elif producers:
+        advice = "Give the queue a timeout to fail instead of waiting."
+    else:
+        advice = "Start a Feeder or put elements, or give the queue a timeout to fail instead of waiting."
     return (
-        "Queue %r: a dequeue has waited %.1f s for an element; %d producer%s attached; the ring holds %d of %d "
-        "element(s) and is %s (%d put, %d taken so far). Start a Feeder or put elements, or give the queue a "
-        "timeout to fail instead of waiting."
+        "Queue %r: %s has waited %.1f s for %s; %d producer%s attached%s; the ring holds %d of %d "
+        "element(s) and is %s (%d put, %d taken so far). %s"
         % (
             queue.name,
+            waiting,
             waited,
+            "an element" if waiting == "a dequeue" else "a free slot",
             producers,
             "" if producers == 1 else "s",
+            "".join(doing),
             stats["size"],
             stats["capacity"],
             stats["state"],
             stats["enqueued"],
             stats["dequeued"],
+            advice,
         )
     )
 
@@ -58,10 +75,10 @@ def watch(queue) -> None:
     """Have ``queue``'s ring report its stalled dequeues (the queue is held weakly: the ring does not keep it)."""
     ref = weakref.ref(queue)
 
-    def on_stall(waited: float) -> None:
+    def on_stall(waited: float, put: bool = False) -> None:
         alive = ref()
         if alive is not None:
-            logger.warning(describe(alive, waited))
+            logger.warning(describe(alive, waited, "a put" if put else "a dequeue"))
 
     queue._ring.on_stall = on_stall
 

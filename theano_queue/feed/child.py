@@ -95,7 +95,28 @@ def _load(payload):
     return pickle.loads(payload)
 
 
-def worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner_pid, parent_pid):
+class _Noting:
+    """The dataset as the row writer sees it: each sample's index is noted in shared memory before it is read,
+    so that the parent's timeout can name the sample that hangs."""
+
+    def __init__(self, dataset, current, wid):
+        self.dataset, self.current, self.wid = dataset, current, wid
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        self.current[self.wid] = index
+        return self.dataset[index]
+
+
+class _NotingInto(_Noting):
+    def read_into(self, index, row):
+        self.current[self.wid] = index
+        return self.dataset.read_into(index, row)
+
+
+def worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner_pid, parent_pid, current):
     """The body of a worker process: map the staging, then serve work items until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -107,13 +128,16 @@ def worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner_
         fd = staging.detach()
         buffer = mmap.mmap(fd, layout.bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         os.close(fd)
+        conn.send_bytes(p.phase_reply(p.UNPICKLING))  # imported: the parent's start-up clock knows
         if dataset is None:  # pickled, it comes over the pipe (Process.start() would wait for us to read it)
             dataset = _load(conn.recv_bytes())
+        conn.send_bytes(p.phase_reply(p.OPENING))
         seed = np.random.SeedSequence([config["seed"], wid]).generate_state(2)
         random.seed(int(seed[0]))
         np.random.seed(int(seed[1]))
         if mode == "map":
-            writer = RowWriter(layout.queue_layout, dataset, config["queue"])
+            noting = _NotingInto if hasattr(dataset, "read_into") else _Noting
+            writer = RowWriter(layout.queue_layout, noting(dataset, current, wid), config["queue"])
         else:
             timer = _Timer()
             elements = stream(dataset, config["epochs"], config["skip"][wid], timer)

@@ -17,7 +17,7 @@ The parent runs two threads of its own:
   busy workers, and commits a slot when all its rows are written.  It waits
   on the workers' pipes and their process sentinels at once, so a worker
   that dies is noticed at once, and it watches how long each worker has been
-  on its item (``Feeder(timeout=...)``; one warning past :data:`SLOW_SAMPLE_S`).
+  on its item and on its start-up (``Feeder(timeout=...)``; :mod:`.watch`).
 
 Order: slots are reserved in batch order, and with ``ordered=True`` a slot is
 committed only after every earlier one.  With ``ordered=False`` a finished
@@ -48,6 +48,7 @@ from . import protocol as p
 from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context
 from .rows import sample_failed
 from .state import Progress, iterable_state
+from .watch import WorkerWatch
 
 logger = logging.getLogger("theano_queue")
 
@@ -55,8 +56,6 @@ logger = logging.getLogger("theano_queue")
 _DEPTH = 2
 # After a failure, earlier batches still in the workers' hands get this long to arrive.
 _FAIL_GRACE_S = 0.5
-#: With no ``Feeder(timeout=...)``, one warning once a worker has spent this long on one item.
-SLOW_SAMPLE_S = 30.0
 
 
 class _Batch:
@@ -75,7 +74,7 @@ class _Item:
         self.tag, self.batch, self.message = tag, batch, message
 
 
-class WorkerProducer:
+class WorkerProducer(WorkerWatch):
     """Feeds a queue from ``workers`` processes; the Feeder's thread runs :meth:`run`.
 
     ``mode`` is "map" (a map-style dataset; ``sampler`` and ``cursor`` say
@@ -119,9 +118,9 @@ class WorkerProducer:
         self.seq = self.tags = self.samples = 0
         self.more = True  # batches left to hand out
         self.failure = None  # (exception, first batch seq it spoils, deadline)
-        self.started = self.all_ready = self.ended = None
+        self.started = self.all_ready = self.ended = self.last_commit = None
         self.stop_event = None
-        self.winding_down = self.warned_slow = False
+        self.winding_down = self.warned_slow = self.warned_start = False
         self.reserver = None
         # Ends the reserver's wait for a free slot (it waits without limit) when the run winds down.
         self.reserver_stop = _engine.Stop(self.ring)
@@ -271,34 +270,6 @@ class WorkerProducer:
             if not self.more and not self.order and not self.todo:
                 return True  # slots the reserver still takes are given back on the way out
 
-    def _watch_time(self):
-        """Feeder(timeout=...) per item, and one warning for an item slower than SLOW_SAMPLE_S."""
-        now = time.monotonic()
-        for w in self.workers:
-            if not w.alive or not w.items or w.since is None:
-                continue
-            spent = now - w.since
-            if self.timeout is not None and spent > self.timeout:
-                item = next(iter(w.items.values()))
-                exc = sample_failed(
-                    "worker %d (pid %d) did not finish %s within the Feeder's timeout=%g s"
-                    % (w.id, w.pid, self._describe(item), self.timeout),
-                    worker=w.id,
-                )
-                w.since = None
-                self._fail_later(exc, item.batch.seq)
-            elif self.timeout is None and spent > SLOW_SAMPLE_S and not self.warned_slow:
-                self.warned_slow = True
-                logger.warning(
-                    "%s: worker %d (pid %d) has taken over %g s on %s; give Feeder(timeout=...) to make "
-                    "a hung sample an error",
-                    self.feeder.name,
-                    w.id,
-                    w.pid,
-                    SLOW_SAMPLE_S,
-                    self._describe(next(iter(w.items.values()))),
-                )
-
     def _read(self, w):
         while w.alive:
             try:
@@ -310,6 +281,9 @@ class WorkerProducer:
                 return
             kind, tag, index, busy = p.REPLY.unpack_from(message)
             w.busy += busy
+            if kind == p.PHASE:
+                w.phase, w.progress_at = index, time.monotonic()
+                continue
             if kind == p.READY:
                 w.ready_at = time.perf_counter()
                 if all(x.ready_at for x in self.workers):
@@ -380,25 +354,15 @@ class WorkerProducer:
         if w.items:
             doing = " while producing %s" % self._describe(next(iter(w.items.values())))
         elif w.ready_at is None:
-            doing = (
-                " while starting (see its output above; with spawn or forkserver the main module is imported "
-                "again in the worker: guard the script's entry point with if __name__ == '__main__':)"
-            )
+            doing = " while %s" % self._phase(w)
+            if code is not None and code > 0 and w.phase == p.IMPORTING and self._phase(w) != "starting":
+                doing += (
+                    " (see its output above; with spawn or forkserver the main script is imported again in "
+                    "the worker: guard its entry point with if __name__ == '__main__':)"
+                )
         exc = sample_failed("worker %d (pid %s) %s%s" % (w.id, w.pid, how, doing), worker=w.id)
         seqs = [item.batch.seq for item in list(w.items.values()) + list(w.backlog)]
         self._fail_later(exc, min(seqs) if seqs else self.seq)
-
-    def _describe(self, item):
-        if self.mode == "map":
-            _, _, _, row0, rows = p.MAP_ITEM.unpack_from(item.message)
-            indices = np.frombuffer(item.message, np.int64, rows, p.MAP_ITEM.size)
-            return "sample%s %s of batch %d of epoch %d" % (
-                "s" if rows > 1 else "",
-                indices.tolist() if rows <= 8 else "%s..." % indices[:8].tolist(),
-                item.batch.key % self.sampler.batches_per_epoch,
-                self.sampler.epoch_of(item.batch.key),
-            )
-        return "element %d of its stream" % item.batch.key[1]
 
     # ---- batches and items -------------------------------------------------------------------
 
@@ -506,6 +470,7 @@ class WorkerProducer:
         self.order.popleft()
         self.ring.commit(batch.slot, rows)
         self.feeder.produced += 1
+        self.last_commit = time.monotonic()
 
     # ---- failures ------------------------------------------------------------------------------
 
@@ -562,6 +527,8 @@ class WorkerProducer:
             "samples_per_s": samples / elapsed if elapsed > 0 else 0.0,
             "startup_s": (self.all_ready - self.started) if self.all_ready and self.started else None,
             "pids": [w.pid for w in self.workers],
+            # Bytes of the pickled dataset each worker is sent (0 with fork: it inherits it).
+            "payload_bytes": len(self.pool.payload) if isinstance(self.pool.payload, bytes) else 0,
             "start_method": self.context.get_start_method(),
         }
         if self.mode == "map":

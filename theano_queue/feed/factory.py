@@ -7,13 +7,13 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..sampler import Sampler
+from ..sampler import Sampler, shard_pair
 from .arrays import ArrayProducer
 from .dispatcher import WorkerProducer
 from .held import HeldArrayProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
 from .sources import array_sources, bucket_lengths, is_map_style
-from .state import iterable_skips
+from .state import iterable_skips, stream_lengths
 
 
 def _count(value: Any, what: str, where: str, none_ok: bool = False) -> Optional[int]:
@@ -24,12 +24,24 @@ def _count(value: Any, what: str, where: str, none_ok: bool = False) -> Optional
     return int(value)
 
 
-def check_timeout(timeout: Any, workers: int, where: str) -> Optional[float]:
+def _shard(shard: Any, where: str) -> tuple:
+    try:
+        return tuple(shard_pair(shard))
+    except ValueError as exc:
+        raise ValueError("%s: %s" % (where, exc)) from None
+
+
+def check_timeout(timeout: Any, workers: int, where: str, device: Any = False) -> Optional[float]:
     """``Feeder(timeout=...)``: seconds a worker may spend on one item (None: no limit)."""
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.integer, np.floating)) or not timeout > 0:
         raise ValueError("%s: timeout must be a number of seconds > 0 or None, got %r" % (where, timeout))
+    if device:  # device=True refuses workers too: advise nothing it refuses
+        raise ValueError(
+            "%s: timeout bounds what a worker process spends on one sample; with device=True the GPU gathers "
+            "the rows and there are no workers: leave timeout out" % where
+        )
     if not workers:
         raise ValueError(
             "%s: timeout bounds the time a worker process spends on one sample; with workers=0 the "
@@ -68,13 +80,13 @@ def make_producer(
         )
     workers = _count(workers, "workers", where)
     epochs = _count(epochs, "epochs", where, none_ok=True)
-    timeout = check_timeout(timeout, workers, where)
+    timeout = check_timeout(timeout, workers, where, device)
     if fill is not None:
         if (
             workers
             or shuffle
             or state is not None
-            or tuple(shard) != (0, 1)
+            or _shard(shard, where) != (0, 1)
             or drop_last
             or epochs != 1
             or bucket_by is not None
@@ -149,7 +161,7 @@ def make_producer(
             "%s: bucket_by groups the samples of a map-style dataset (or an array dataset) into "
             "batches; an iterable yields whole batches already" % where
         )
-    if shuffle or tuple(shard) != (0, 1) or drop_last:
+    if shuffle or _shard(shard, where) != (0, 1) or drop_last:
         raise ValueError(
             "%s: shuffle, shard and drop_last choose the samples of a map-style dataset (__len__ and "
             "__getitem__ giving one sample); an iterable yields whole batches in its own order: split "
@@ -165,7 +177,7 @@ def make_producer(
             "__iter__ starts over); a generator or iterator runs once" % (where, epochs)
         )
     try:
-        skips = iterable_skips(state, max(workers, 1))
+        skips = iterable_skips(state, max(workers, 1), stream_lengths(dataset, epochs, max(workers, 1)))
     except ValueError as exc:
         raise ValueError("%s: %s" % (where, exc)) from None
     if workers == 0:

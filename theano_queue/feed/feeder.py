@@ -8,10 +8,12 @@ import weakref
 from typing import Any, Callable, Literal, Optional, Tuple
 
 from .. import _engine
+from ..arguments import seconds
 from ..errors import QueueClosed, QueueError
 from ..monitor import Monitor
 from .factory import make_producer
 from .producers import IterableProducer, SourceFailed
+from .state import NotExact
 
 # Guards every queue's list of attached Feeders (queue._feeders) and its closing by them.
 _attach_lock = threading.Lock()
@@ -66,7 +68,12 @@ class Feeder:
     never initialise CUDA; they are started with ``start_method`` ("spawn" by
     default, safe with a CUDA context and threads in this process;
     "forkserver", "fork" or a multiprocessing context where wanted), so the
-    dataset must pickle unless it is "fork".  A batch is cut into row ranges
+    dataset must pickle unless it is "fork": it is pickled here, by
+    reference wherever the workers can import it (a class at the top level
+    of the script or a module; the worker's module globals are its own), by
+    value only otherwise, and a part that does not pickle is named.  Spawn
+    and forkserver workers import the main script again: keep the model
+    under ``if __name__ == "__main__":``.  A batch is cut into row ranges
     shared among the workers.  Elements come out in batch order whatever the
     workers' timing; ``ordered=False`` lets whichever batch is done first go
     first.
@@ -82,7 +89,8 @@ class Feeder:
     :meth:`state_dict` says where the consumer is; ``Feeder(..., state=saved)``
     continues with the element after the last one the graph took before the
     save (elements queued but not taken are produced again).  The Feeder must
-    be its queue's only producer for this count to hold.
+    be its queue's only producer for this count to hold: otherwise
+    :meth:`state_dict` raises ``NotExact`` (a RuntimeError) saying why.
 
     Or, to skip the copy into the queue, give ``fill``: a function called with
     writable arrays (one per component, full shape) that are the next slot
@@ -101,9 +109,13 @@ class Feeder:
     With workers, ``timeout`` bounds the seconds a worker may spend on what
     it was handed (its rows of one batch, or one element of an iterable), as
     ``DataLoader(timeout=)`` bounds a batch: past it the consumer gets a
-    :class:`FeederError` naming the worker, its pid and the samples.  Without
-    it, one warning on the ``theano_queue`` logger says when a worker has
-    been on its samples for over 30 s.
+    :class:`FeederError` naming the worker, its pid and the sample it is on.
+    Without it, one warning on the ``theano_queue`` logger says when a worker
+    has been on its samples for over 30 s.  A worker that starts is bounded
+    too: one that shows no progress (no start-up phase begun, no processor
+    time used) for ``timeout`` seconds (120 without it) fails the Feeder with
+    a :class:`FeederError` naming the worker, its pid and what it was doing
+    (importing the script, unpickling or opening the dataset).
 
     Leaving the ``with`` block (normally or by an exception) stops the thread,
     waits for it (``stop_timeout`` seconds at most) and, with
@@ -165,6 +177,11 @@ class Feeder:
             dataset = source
         if (dataset is None) == (fill is None):
             raise TypeError("Feeder(%s): give either a source iterable or a fill function" % queue.name)
+        stop_timeout = seconds(
+            stop_timeout,
+            "Feeder(%s): stop_timeout" % queue.name,
+            "how long leaving the with block waits for the thread",
+        )
         self.queue = queue
         self.source = self.dataset = dataset
         self.epochs = epochs
@@ -227,7 +244,8 @@ class Feeder:
             # Without this, the epoch would be empty and nothing would say why.
             raise QueueClosed(
                 "%s: queue '%s' is closed (the last epoch ended it); call q.reopen() before starting "
-                "the next epoch's Feeder" % (self.name, self.queue.name)
+                "the next epoch's Feeder. If another Feeder of this same epoch closed it when it ran out, "
+                "give every Feeder but the last one started close_when_done=False" % (self.name, self.queue.name)
             )
         self._producer.start()
         self._run.attach(self)
@@ -290,7 +308,33 @@ class Feeder:
         what was produced: resuming from it produces again the elements that
         were queued but not taken, and nothing that was taken.
         """
-        return self._producer.state_dict()
+        others = sorted(self._run.shared_with)
+        try:
+            if others:
+                raise NotExact(
+                    "%s also fed queue %r during this run, and the queue counts what its consumers took, not "
+                    "whose it was" % (" and ".join(others), self.queue.name)
+                )
+            return self._producer.state_dict()
+        except NotExact as exc:
+            raise NotExact(
+                "%s.state_dict(): cannot be exact: %s; resuming from it would skip or repeat elements. Give "
+                "each Feeder whose position you save a queue of its own" % (self.name, exc)
+            ) from None
+
+    def activity(self) -> str:
+        """What this Feeder is doing, in words (the stall warnings quote it)."""
+        if self._thread is None:
+            return "not started"
+        if not self.running:
+            return "ended (%d element(s) put)%s" % (self.produced, ", failed" if self.exception else "")
+        describe = getattr(self._producer, "activity", None)
+        if describe is not None:
+            try:
+                return describe()
+            except (RuntimeError, StopIteration):  # its thread changed what it read: the next call will do
+                pass
+        return "its thread produces (%d element(s) put so far)" % self.produced
 
     def stats(self) -> dict:
         """How busy the producers are, as a dict.
@@ -360,6 +404,7 @@ class _Run:
         self.exception: Optional[BaseException] = None
         self.generation = None
         self.failed = False
+        self.shared_with: set = set()  # names of the other Feeders attached to the queue during the run
 
     def current(self) -> bool:
         return self.generation == self.port.generation
@@ -368,6 +413,9 @@ class _Run:
         self.feeder_ref = weakref.ref(feeder)
         self.generation = self.port.generation
         with _attach_lock:
+            for other in feeder.queue._feeders:
+                other._run.shared_with.add(self.name)
+                self.shared_with.add(other.name)
             feeder.queue._feeders.append(feeder)
 
     def detach(self) -> list:

@@ -4,10 +4,9 @@ Workers are started with ``spawn`` unless told otherwise (``fork``,
 ``forkserver``, or a multiprocessing context), with ``THEANO_FLAGS`` forcing
 ``device=cpu`` and ``CUDA_VISIBLE_DEVICES`` empty: they never initialise
 CUDA, even when the main module imports Theano on a GPU.  What they run
-(the dataset or iterable, and what it refers to) is sent with cloudpickle,
-so that classes defined in ``__main__``, a notebook or a function travel by
-value.  :meth:`Pool.stop` asks them to leave, then SIGTERM, then SIGKILL,
-and releases every descriptor (pipes and process sentinels) at once.
+(the dataset or iterable) is pickled by reference wherever they can import
+it, by value (cloudpickle) where not: :mod:`.payload`.  :meth:`Pool.stop`
+asks them to leave, then SIGTERM, then SIGKILL, and releases every descriptor (pipes and process sentinels) at once.
 """
 
 from __future__ import annotations
@@ -16,14 +15,12 @@ import atexit
 import collections
 import multiprocessing
 import os
-import pickle
 import threading
 import time
 import weakref
 from typing import Any, Deque, Dict, List, Optional
 
-import cloudpickle
-
+from . import payload
 from . import protocol as p
 from .child import StagingLayout, worker_main
 
@@ -70,22 +67,26 @@ def start_method_context(start_method: Any):
 def dataset_payload(dataset: Any, context, where: str) -> Any:
     """What a worker is given: the dataset itself for fork, else pickled once (an error now, not in a worker).
 
-    Pickled with cloudpickle (classes and functions the workers could not
-    import are sent by value), and sent over the worker's pipe once the
-    process runs, not among the Process arguments: spawn's
-    ``Process.start()`` waits until the child has read its arguments, and a
-    large dataset, a busy machine or a main module without its ``if __name__
-    == "__main__":`` guard would hold the feeder there, deaf to stop()."""
-    if context.get_start_method() == "fork":
+    Pickled by reference wherever the workers can import it (:mod:`.payload`),
+    and sent over the worker's pipe once the process runs, not among the
+    Process arguments: spawn's ``Process.start()`` waits until the child has
+    read its arguments, and a large dataset, a busy machine or a main module
+    without its ``if __name__ == "__main__":`` guard would hold the feeder
+    there, deaf to stop()."""
+    method = context.get_start_method()
+    if method == "fork":
         return dataset
+    payload.refuse_unimportable_main(method, where)
+    by_reference = payload.main_imports_in_workers()
     try:
-        return cloudpickle.dumps(dataset, protocol=pickle.HIGHEST_PROTOCOL)
+        return payload.dumps(dataset, by_reference)
     except Exception as exc:
+        part = payload.culprit(dataset, by_reference)
         raise TypeError(
-            "%s: workers need a picklable dataset (start_method=%r sends it to them with cloudpickle); "
-            "%s: %s. Leave that out of the dataset (open it in the worker, e.g. on first use), or use "
-            "start_method='fork' where the parent has no CUDA context or threads"
-            % (where, context.get_start_method(), type(exc).__name__, exc)
+            "%s: workers need a picklable dataset (start_method=%r sends it to them); %s%s: %s. Leave that "
+            "out of the dataset (open it in the worker, e.g. on first use), or use start_method='fork' where "
+            "the parent has no CUDA context or threads"
+            % (where, method, "cannot pickle %s: " % part if part else "", type(exc).__name__, exc)
         ) from exc
 
 
@@ -105,6 +106,32 @@ class Worker:
         self.assigned = 0  # elements of its stream handed out (iterable datasets)
         self.exhausted = False
         self.alive = True
+        # Start-up: what it does (protocol.PHASES), since when, and when it last showed progress (a phase
+        # begun, or processor time used: an import that runs long is not a hang, a stopped process is).
+        self.phase = p.IMPORTING
+        self.started_at = self.progress_at = time.monotonic()
+        self.cpu_ticks = -1
+
+
+def process_status(pid: int):
+    """(processor time in clock ticks, state letter) of a process, from /proc; (-1, "?") where unreadable."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return -1, "?"
+    return int(fields[11]) + int(fields[12]), fields[0].decode()
+
+
+#: What /proc says a process's state letter means, for messages.
+PROCESS_STATES = {
+    "R": "running",
+    "S": "sleeping (waiting for something)",
+    "D": "in uninterruptible I/O",
+    "T": "stopped (SIGSTOP or a debugger)",
+    "t": "stopped by a debugger",
+    "Z": "a zombie",
+}
 
 
 def _send_quietly(conn, payload):
@@ -133,6 +160,8 @@ class Pool:
         self.workers: List[Worker] = []
         self.owner = os.getpid()
         self.stopped = False
+        # The sample each worker is on (shared memory it writes, -1 for none): a timeout names the one that hangs.
+        self.current = context.RawArray("q", [-1] * n)
 
     def start(self, ring, queue_layout, mode: str, config: dict, skips: Optional[list]) -> List[Worker]:
         fd = ring.staging_fd()
@@ -159,6 +188,7 @@ class Pool:
                             config,
                             os.getpid(),
                             parent,
+                            self.current,
                         ),
                     )
                     process.start()

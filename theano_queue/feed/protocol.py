@@ -16,8 +16,17 @@ from multiprocessing import reduction
 MAP, ITER, STOP = 1, 2, 3
 MAP_ITEM = struct.Struct("<Bqqqq")  # kind, tag, slot offset, first row, rows; then int64 indices
 ITER_ITEM = struct.Struct("<Bqq")  # kind, tag, slot offset
-READY, DONE, END, ERROR = 1, 2, 3, 4
-REPLY = struct.Struct("<Bqqd")  # kind, tag, index (pid for READY), busy seconds; then the payload
+READY, DONE, END, ERROR, PHASE = 1, 2, 3, 4, 5
+REPLY = struct.Struct("<Bqqd")  # kind, tag, index (pid for READY, the phase for PHASE), busy seconds; then the payload
+
+# A worker's start-up, in order: the parent knows the first (the process runs the interpreter and, under
+# spawn or forkserver, imports the main script again); the worker says PHASE when it enters the others.
+IMPORTING, UNPICKLING, OPENING = 0, 1, 2
+PHASES = {
+    IMPORTING: "importing the main script (spawn and forkserver run it again)",
+    UNPICKLING: "unpickling the dataset",
+    OPENING: "opening the dataset",
+}
 
 
 class SharedFd:
@@ -35,6 +44,10 @@ class SharedFd:
 
 def _rebuild_fd(dup):
     return SharedFd(dup.detach())
+
+
+def phase_reply(phase: int) -> bytes:
+    return REPLY.pack(PHASE, 0, phase, 0.0)
 
 
 def error_reply(tag: int, index: int, exc: BaseException) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import collections.abc
 import threading
 from typing import Any, Deque, List, Optional
 
@@ -15,19 +16,40 @@ def iterable_state(consumed) -> dict:
     return {"version": STATE_VERSION, "kind": "iterable", "consumed": [int(c) for c in consumed]}
 
 
-def iterable_skips(state: Optional[dict], streams: int) -> List[int]:
+def as_state(state: Any, kind: str, where_saved: str) -> dict:
+    """A saved state as a dict (any Mapping is one), refused naming its kind when it is not ``kind``'s."""
+    if not isinstance(state, collections.abc.Mapping) or state.get("kind") != kind:
+        raise ValueError(
+            "this state was not saved by a Feeder over %s (%s); expected the dict Feeder.state_dict() gave"
+            % (
+                where_saved,
+                "its kind is %r" % state.get("kind")
+                if isinstance(state, collections.abc.Mapping)
+                else "it is a %s, not a mapping" % type(state).__name__,
+            )
+        )
+    return dict(state)
+
+
+def stream_lengths(dataset: Any, epochs: Optional[int], streams: int) -> Optional[List[int]]:
+    """Elements each worker stream gives over the run, where that is known before it runs (a list or tuple of
+    batches, a known number of epochs: sources.stream deals them out in turn); else None."""
+    if epochs is None or not isinstance(dataset, (list, tuple)):
+        return None
+    return [len(range(me, epochs * len(dataset), streams)) for me in range(streams)]
+
+
+def iterable_skips(state: Any, streams: int, lengths: Optional[List[int]] = None) -> List[int]:
     """Per-stream counts of elements already consumed, from a saved state (zeros for None); ValueError naming
-    the field that is wrong."""
+    the field that is wrong (one line each: what is wrong, and what would be right)."""
     if state is None:
         return [0] * streams
-    if not isinstance(state, dict) or state.get("kind") != "iterable":
-        raise ValueError(
-            "this state was not saved by a Feeder over an iterable (its kind is %r): %r"
-            % (state.get("kind") if isinstance(state, dict) else None, state)
-        )
+    state = as_state(state, "iterable", "an iterable")
     if state.get("version") != STATE_VERSION:
         raise ValueError("state version %r; this theano_queue reads version %d" % (state.get("version"), STATE_VERSION))
     consumed = state.get("consumed")
+    if isinstance(consumed, np.ndarray):
+        consumed = consumed.tolist()
     if not isinstance(consumed, (list, tuple)) or not all(
         not isinstance(c, bool) and isinstance(c, (int, np.integer)) and c >= 0 for c in consumed
     ):
@@ -40,7 +62,37 @@ def iterable_skips(state: Optional[dict], streams: int) -> List[int]:
             "iterable's streams depend on tq.worker_info(), resume with the same number of workers"
             % (len(consumed), streams)
         )
+    if lengths is not None:
+        wrong = [
+            "\n  stream %d: consumed=%d, but this run gives it %d element(s): at most %d" % (me, c, n, n)
+            for me, (c, n) in enumerate(zip(consumed, lengths))
+            if c > n
+        ]
+        if wrong:
+            raise ValueError(
+                "the state's consumed lies past this run's end: it was saved from another dataset or more "
+                "epochs, and resuming would give an empty run:" + "".join(wrong)
+            )
     return [int(c) for c in consumed]
+
+
+class _Log(collections.deque):
+    """The log of committed keys, counting every key ever logged (taken ones included)."""
+
+    total = 0
+
+    def append(self, key):
+        self.total += 1
+        super().append(key)
+
+    def extend(self, keys):
+        keys = list(keys)
+        self.total += len(keys)
+        super().extend(keys)
+
+
+class NotExact(RuntimeError):
+    """state_dict() cannot say exactly where the consumer is (Feeder.state_dict names why)."""
 
 
 class Progress:
@@ -55,19 +107,28 @@ class Progress:
     def __init__(self, ring: Any):
         self.ring = ring
         self.lock = threading.Lock()
-        self.log: Deque[Any] = collections.deque()
-        self.base = None
+        self.log: Deque[Any] = _Log()
+        self.base = self.enqueued_base = None
         self.taken = 0
 
     def start(self) -> None:
         stats = self.ring.stats()
         self.base = stats["dequeued"] + stats["size"]
+        self.enqueued_base = stats["enqueued"]
 
     def consumed_keys(self) -> list:
         """Keys of elements taken since the last call (under the lock)."""
         if self.base is None:
             return []
-        taken = self.ring.stats()["dequeued"] - self.base
+        stats = self.ring.stats()
+        # Keys are logged before their commit, so more puts than keys means someone else put too.
+        foreign = stats["enqueued"] - self.enqueued_base - self.log.total
+        if foreign > 0:
+            raise NotExact(
+                "%d element(s) put into the queue during this run came from elsewhere (q.put, or another "
+                "producer), and the queue counts what its consumers took, not whose it was" % foreign
+            )
+        taken = stats["dequeued"] - self.base
         keys = []
         while self.taken < taken and self.log:
             keys.append(self.log.popleft())
