@@ -188,7 +188,7 @@ static PyObject *Ring_lend_device(RingObject *self, PyObject *args, PyObject *kw
     double t;
     if (ring_usable(self, "Queue.get") ||
         !PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &dsts, &stream, &timeout) ||
-        parse_timeout(timeout, self->timeout, &t))
+        parse_timeout(timeout, self->timeout, &t, "Queue.get", self->name))
         return NULL;
     void *s = PyLong_AsVoidPtr(stream);
     if (!s && PyErr_Occurred())
