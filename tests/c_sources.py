@@ -12,5 +12,5 @@ def engine_sources(*groups):
         for line in f:
             if line.strip() and not line.startswith("#"):
                 group, names = line.split(":", 1)
-                listed[group.strip()] = ["c_code/" + name for name in names.split()]
+                listed[group.strip()] = ["c_code/" + path for path in names.split()]
     return [path for group in groups for path in listed[group]]

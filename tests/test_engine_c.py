@@ -1,6 +1,7 @@
 """The engine's own C tests, without Python, built with gcc and run under ThreadSanitizer, AddressSanitizer +
 UndefinedBehaviorSanitizer, and plainly: tests/c/test_ring.c (the ring and the copy pool, with a backend that
-fails on demand, tests/c/test_backend.c) and tests/c/test_pack.c (variable-length rows packed, c_code/tq_pack.c)."""
+fails on demand, tests/c/test_backend.c) and tests/c/test_pack.c (variable-length rows packed,
+c_code/engine/tq_pack.c)."""
 
 import os
 import shutil
@@ -14,7 +15,16 @@ PROGRAMS = {
     "pack": ["tests/c/test_pack.c"],
 }
 BUILDS = {"plain": ["-O2"], "thread": ["-O1", "-fsanitize=thread"], "address": ["-O1", "-fsanitize=address,undefined"]}
-FLAGS = ["-std=gnu11", "-g", "-Wall", "-Werror", "-Ic_code", "-Itests/c"]
+FLAGS = [
+    "-std=gnu11",
+    "-g",
+    "-Wall",
+    "-Werror",
+    "-Ic_code/engine",
+    "-Ic_code/python",
+    "-Ic_code/generated",
+    "-Itests/c",
+]
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

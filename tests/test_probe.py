@@ -9,6 +9,7 @@ import pytest
 from fake_cuda import NOTHING_HELD, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
 
 from theano_queue import _engine, probe
+from theano_queue.paths import c_code_dir
 
 MiB = 1 << 20
 
@@ -83,10 +84,8 @@ def test_real_gpu_bandwidth_and_theano_context():
 
 
 def engine_driver_list():
-    """{field: (symbol, number of parameters)} of the engine's driver binding (c_code/tq_cuda_driver.h)."""
-    with open(
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "c_code", "tq_cuda_driver.h")
-    ) as f:
+    """{field: (symbol, number of parameters)} of the engine's driver binding (c_code/engine/tq_cuda_driver.h)."""
+    with open(os.path.join(c_code_dir(), "engine", "tq_cuda_driver.h")) as f:
         text = f.read().replace("\\\n", " ")
     bound, at = {}, 0
     while True:

@@ -1,4 +1,4 @@
-"""The slot layout is the engine's own (c_code/tq_ring.h, TQ_ALIGN): Python sizes rings with the engine's
+"""The slot layout is the engine's own (c_code/engine/tq_ring.h, TQ_ALIGN): Python sizes rings with the engine's
 export (_engine.SLOT_ALIGN, _engine.slot_bytes), never with a copy of the rule."""
 
 import numpy as np

@@ -1,5 +1,5 @@
 /* A stand-in for libcuda.so.1 with the driver functions theano_queue.probe
- * and the engine's CUDA backend (c_code/tq_cuda*.c) call, on host memory, so
+ * and the engine's CUDA backend (c_code/engine/tq_cuda*.c) call, on host memory, so
  * that the probe, the CLI's GPU paths, the backend's device puts and its device
  * gather run (and their resource handling is checked) on a machine without a
  * GPU.  Built as libcuda.so.1 by tests/fake_cuda.py (and tests/test_gather_fake.py)
@@ -14,7 +14,7 @@
  * second registration of any byte, and a device-to-host copy into a buffer
  * that starts in registered memory and ends past it (or into memory
  * registered read-only).  A module offers the kernel its image names
- * (c_code/tq_strided_ptx.h's or tq_gather_rows_ptx.h's); cuLaunchKernel runs
+ * (c_code/generated/tq_strided_ptx.h's or tq_gather_rows_ptx.h's); cuLaunchKernel runs
  * it on the host.
  *
  *   FAKE_CUDA_DEVICES=n     devices (default 1; 0 makes cuInit fail with
