@@ -7,7 +7,7 @@ this module imports anywhere; without a driver its GPU functions raise
 same library, named by the same variable, with a binding of their own
 (``c_code/engine/tq_cuda_driver.h``); every driver function both call is bound to the
 same versioned symbol with the same number of parameters, which
-``tests/test_probe.py`` checks against the engine's list.  Nothing here imports
+``tests/standin/test_probe.py`` checks against the engine's list.  Nothing here imports
 Theano unless a Theano context name is given.
 
 **Contexts.**  Every GPU measurement runs in the *primary context* of its

@@ -4,7 +4,7 @@
  * gcc alone.  The list of functions is written once (TQ_CUDA_FUNCTIONS): the
  * table of pointers and the dlsym list are generated from it, and
  * theano_queue/probe.py's ctypes binding is checked against it
- * (tests/test_probe.py).  Private to the backend's files.
+ * (tests/standin/test_probe.py).  Private to the backend's files.
  */
 #ifndef TQ_CUDA_DRIVER_H
 #define TQ_CUDA_DRIVER_H

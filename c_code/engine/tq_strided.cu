@@ -1,7 +1,7 @@
 /* tq_strided.cu: the one kernel of the CUDA backend, for device-array puts
  * whose layout a memcpy cannot read (any strides, negative ones included).
  * Not compiled when the package builds: scripts/gen_ptx.sh turns it
- * into PTX text (c_code/tq_strided_ptx.h) that the backend loads with
+ * into PTX text (c_code/generated/tq_strided_ptx.h) that the backend loads with
  * cuModuleLoadData, so gcc alone builds the package.
  *
  * Thread i copies the i-th unit (in C order) of a strided source into a
