@@ -33,11 +33,6 @@ def is_map_style(dataset: Any) -> bool:
     return hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")
 
 
-def rows_contiguous(array: np.ndarray) -> bool:
-    """True when every row (``array[i]``) is one C-contiguous run of bytes, whatever the stride between rows."""
-    return array.ndim < 2 or len(array) == 0 or array[0].flags.c_contiguous
-
-
 def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
     """The arrays of an array dataset in component order, checked; None when ``dataset`` is not one.
 
