@@ -75,7 +75,6 @@ def make_sources(case, n, rng, tmpdir):
 def measure(case, quick):
     """ms per step of a light consumer fed by an array Feeder, peak memory while feeding, who gathered."""
     import theano
-    import theano.tensor as T
 
     import theano_queue as tq
 
