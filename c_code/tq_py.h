@@ -55,6 +55,7 @@ typedef struct {
     double timeout;     /* default for gets, < 0 for none */
     PyObject *failure;  /* the exception handed to fail(), or NULL */
     PyObject *on_stall; /* called with the seconds a consumer has waited, or NULL */
+    PyObject *cast;     /* the queue's schema: cast(c, value) -> array of c's exact dtype, or NULL */
     PyObject *weakrefs;
     /* The GIL between a producer's thread and the consumer's (tq_py_element.c): how long producers waited
      * to take it back after their puts (with the GIL held), how many took it back, and how many wait now

@@ -246,31 +246,35 @@ int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_int
 }
 
 /* A C-contiguous array of component c's dtype that fits its slot, or NULL
- * with a TypeError/ValueError naming the component, what it expects and what
- * came.  An array of another dtype is converted when numpy casts it safely
- * (int16 into int32), and refused otherwise (float64 into float32). */
+ * with an exception naming the component, what it expects and what came.
+ * An array of the exact dtype is the fast path; anything else is the
+ * schema's to turn into one or to refuse (Ring.cast, theano_queue/schema.py:
+ * the one rule, one wording), and is refused when the ring has none. */
 static PyArrayObject *checked_component(RingObject *self, const char *who, int c, PyObject *obj)
 {
     PyArray_Descr *want = self->descrs[c];
     PyArrayObject *arr;
-    if (PyArray_Check(obj)) {
-        PyArray_Descr *have = PyArray_DESCR((PyArrayObject *)obj);
-        if (!PyArray_CanCastTypeTo(have, want, NPY_SAFE_CASTING)) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s: queue '%U', component '%s': expected dtype %S, got %S, which does not cast safely to it",
-                         who, self->name, component_name(self, c), (PyObject *)want, (PyObject *)have);
-            return NULL;
-        }
+    if (PyArray_Check(obj) && PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)obj), want)) {
         Py_INCREF(obj);
         arr = (PyArrayObject *)obj;
-    } else {
-        /* Python numbers and lists take the component's dtype. */
-        Py_INCREF(want);
-        arr = (PyArrayObject *)PyArray_FromAny(obj, want, 0, 0, NPY_ARRAY_CARRAY, NULL);
-        if (!arr)
+    } else if (self->cast) {
+        PyObject *cast = PyObject_CallFunction(self->cast, "iO", c, obj);
+        if (!cast)
             return NULL;
+        if (!PyArray_Check(cast) || !PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)cast), want)) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: queue '%U', component '%s': the schema's cast gave %R, not an array of %S", who,
+                         self->name, component_name(self, c), cast, (PyObject *)want);
+            Py_DECREF(cast);
+            return NULL;
+        }
+        arr = (PyArrayObject *)cast;
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected an array of dtype %S, got %R", who,
+                     self->name, component_name(self, c), (PyObject *)want,
+                     PyArray_Check(obj) ? (PyObject *)PyArray_DESCR((PyArrayObject *)obj) : obj);
+        return NULL;
     }
-    /* The shape first: a cast copies, and bad input should cost nothing. */
     if (check_dims(self, who, c, PyArray_NDIM(arr), PyArray_DIMS(arr))) {
         Py_DECREF(arr);
         return NULL;

@@ -129,6 +129,7 @@ static void Ring_dealloc(RingObject *self)
     Py_XDECREF(self->name);
     Py_XDECREF(self->failure);
     Py_XDECREF(self->on_stall);
+    Py_XDECREF(self->cast);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -451,7 +452,29 @@ static int Ring_set_on_stall(RingObject *self, PyObject *value, void *unused)
     return 0;
 }
 
+static PyObject *Ring_get_cast(RingObject *self, void *unused)
+{
+    (void)unused;
+    return Py_NewRef(self->cast ? self->cast : Py_None);
+}
+
+static int Ring_set_cast(RingObject *self, PyObject *value, void *unused)
+{
+    (void)unused;
+    if (value && value != Py_None && !PyCallable_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "Ring.cast: expected a callable or None, got %R", value);
+        return -1;
+    }
+    Py_XINCREF(value == Py_None ? NULL : value);
+    Py_XSETREF(self->cast, value == Py_None ? NULL : value);
+    return 0;
+}
+
 static PyGetSetDef Ring_getset[] = {
+    {"cast", (getter)Ring_get_cast, (setter)Ring_set_cast,
+     "None, or the queue's schema: cast(c, value) -> an array of component c's exact dtype, or raises why not; "
+     "put calls it for every value that is not one already (None: such values are refused).",
+     NULL},
     {"on_stall", (getter)Ring_get_on_stall, (setter)Ring_set_on_stall,
      "None, or a callable given the seconds a consumer has waited, once a wait passes set_stall_warning's time.", NULL},
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},

@@ -32,8 +32,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .spec import as_component_value
-from .variable import Padded, Variable, holds_no_numbers, rows_contiguous  # noqa: F401  (Padded: imported from here too)
+from . import schema
+from .variable import Padded, Variable, rows_contiguous  # noqa: F401  (Padded: imported from here too)
 
 
 class Layout:
@@ -201,15 +201,8 @@ def shape_bound(shape):
 
 def fixed_writer(component, value, queue_name):
     """A fixed component's value checked as put checks it; returns ``write(views) -> [rows]``."""
-    where = "Queue %r, component %r" % (queue_name, component.name)
-    if isinstance(value, np.ndarray):
-        if value.dtype != component.dtype and not np.can_cast(value.dtype, component.dtype, "safe"):
-            raise TypeError(
-                "%s: expected dtype %s, got %s, which does not cast safely to it"
-                % (where, component.dtype, value.dtype)
-            )
-    else:
-        value = as_component_value(component, value, queue_name)
+    where = schema.where(queue_name, component)
+    value = schema.component_value(component, value, queue_name)
     shape, want = value.shape, component.shape
     if len(shape) != len(want) or (want and (shape[0] > want[0] or shape[1:] != want[1:])):
         raise ValueError("%s: expected shape %s, got %s" % (where, shape_bound(want), shape))
