@@ -30,8 +30,6 @@ samples), unpacking a taken element (``get``) and the graph's reshape
 
 from collections.abc import Mapping
 
-import numpy as np
-
 from . import schema
 from .variable import Padded, Variable, rows_contiguous  # noqa: F401  (Padded: imported from here too)
 

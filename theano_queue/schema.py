@@ -63,9 +63,13 @@ def python_value(component, value: Any, queue_name: str, want: np.dtype) -> np.n
     try:
         given = np.asarray(value)
     except (ValueError, TypeError) as exc:
-        raise TypeError("%s: cannot read %s as an array: %s" % (where(queue_name, component), type(value).__name__, exc))
+        raise TypeError(
+            "%s: cannot read %s as an array: %s" % (where(queue_name, component), type(value).__name__, exc)
+        ) from None
     if given.dtype.kind not in "biufc":
-        raise TypeError("%s: expected numbers of dtype %s, got %s values" % (where(queue_name, component), want, given.dtype))
+        raise TypeError(
+            "%s: expected numbers of dtype %s, got %s values" % (where(queue_name, component), want, given.dtype)
+        )
     if np.can_cast(given.dtype, want, "safe"):
         return given.astype(want)
     with np.errstate(all="ignore"):

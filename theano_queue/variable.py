@@ -7,8 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _engine
-from . import schema
+from . import _engine, schema
 from .spec import Component
 
 # Rows of at least this many bytes are packed one by one (used bytes only), shorter ones all at once.
