@@ -235,13 +235,17 @@ int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_int
     char want_s[256], got_s[256];
     format_shape(want_s, sizeof want_s, want_ndim, want, 1);
     format_shape(got_s, sizeof got_s, ndim, dims, 0);
+    /* Worded as theano_queue/schema.py's shape_error words a batch's. */
+    PyObject *prefix = PyUnicode_FromFormat("%s: queue '%U'", who, self->name);
+    if (!prefix)
+        return -1;
     if (ndim != want_ndim)
-        PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s", who,
-                     self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
+        PyErr_Format(PyExc_ValueError, "%U, component '%s': expected %d dimensions, shape %s; got %d, shape %s", prefix,
+                     component_name(self, c), want_ndim, want_s, ndim, got_s);
     else
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected shape %s, got %s", who, self->name,
-                     component_name(self, c), want_s, got_s);
+        PyErr_Format(PyExc_ValueError, "%U, component '%s': expected shape %s, got %s", prefix, component_name(self, c),
+                     want_s, got_s);
+    Py_DECREF(prefix);
     return -1;
 }
 

@@ -258,7 +258,7 @@ BAD_INPUTS = [
         "too few components",
         lambda: (np.zeros((4, 3), "float32"),),
         ValueError,
-        r"expected 2 components \(x, y\), got 1",
+        r"expected 2 components \(x, y\), got a bare array of shape \(4, 3\)",  # as a Feeder says it
     ),
     (
         "too many components",

@@ -199,11 +199,10 @@ def shape_bound(shape):
 
 def fixed_writer(component, value, queue_name):
     """A fixed component's value checked as put checks it; returns ``write(views) -> [rows]``."""
-    where = schema.where(queue_name, component)
     value = schema.component_value(component, value, queue_name)
     shape, want = value.shape, component.shape
     if len(shape) != len(want) or (want and (shape[0] > want[0] or shape[1:] != want[1:])):
-        raise ValueError("%s: expected shape %s, got %s" % (where, shape_bound(want), shape))
+        raise schema.shape_error(queue_name, component, shape, shape_bound(want))
 
     def write(views):
         view = views[0]

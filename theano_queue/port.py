@@ -54,7 +54,10 @@ class Port:
                 return _device.put_fixed(
                     self._ring, self.components, element, readers, self.name, timeout, stop, stream
                 )
-        values = element_in_order(self.components, element_of(element), self.name)
+        element = element_of(element)
+        if type(element) is tuple and len(element) == 1 and len(self.components) > 1:
+            element = element[0]  # q.put(x) on a queue of more: element_in_order says "a bare array", as for a Feeder
+        values = element_in_order(self.components, element, self.name)
         # Asked once per value: how a device put reads it (None for host data).
         readers = [_device.reader_of(v.data if isinstance(v, Padded) else v) for v in values]
         if any(readers):

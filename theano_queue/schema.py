@@ -40,6 +40,18 @@ def unsafe_dtype(queue_name: str, component, dtype) -> TypeError:
     )
 
 
+def shape_error(queue_name: str, component, shape, bound: str) -> ValueError:
+    """A batch of the wrong shape (``bound``: the component's, e.g. ``(<=4, 3)``), worded as the engine's put
+    words it (c_code/tq_py_element.c, check_dims): whichever producer gave it, the batch is put."""
+    at = "Queue.put: queue %r, component %r" % (queue_name, component.name)
+    if len(shape) != len(component.shape):
+        return ValueError(
+            "%s: expected %d dimensions, shape %s; got %d, shape %s"
+            % (at, len(component.shape), bound, len(shape), tuple(shape))
+        )
+    return ValueError("%s: expected shape %s, got %s" % (at, bound, tuple(shape)))
+
+
 def component_value(component, value: Any, queue_name: str) -> np.ndarray:
     """``value`` as an array the component takes (its own dtype kept where it casts safely); TypeError otherwise.
 
