@@ -14,6 +14,8 @@ The rule:
 * an array of another dtype is taken when numpy casts it safely
   (``np.can_cast(..., "safe")``: uint8 into int32, float16 into float32),
   and refused otherwise (int64 into int32, float64 into float32);
+* a device array must have the component's own dtype (:func:`device_dtype`:
+  device memory is copied as it is);
 * Python numbers and lists are taken when the cast keeps their values, as
   numpy's value-based rule has it: integers within the dtype's range,
   floats into a floating dtype without overflow, never a float into an
@@ -103,6 +105,16 @@ def python_value(component, value: Any, queue_name: str, want: np.dtype) -> np.n
 def holds_no_numbers(value) -> bool:
     """True for [], [[]], ...: a row of length 0 written as a Python list (numpy would call it float64)."""
     return isinstance(value, (list, tuple)) and all(holds_no_numbers(v) for v in value)
+
+
+def device_dtype(component, dtype, queue_name: str) -> None:
+    """A device array's dtype, which must be the component's own: device memory is copied as it is (a cast
+    would need the GPU); TypeError otherwise, worded as the engine's device put words it."""
+    if dtype != component.dtype:
+        raise TypeError(
+            "Queue.put: queue %r, component %r: expected dtype %s, got a device array of %s (device arrays are "
+            "not converted: cast it on the GPU)" % (queue_name, component.name, np.dtype(component.dtype), dtype)
+        )
 
 
 class Schema:
