@@ -25,7 +25,7 @@ import pytest
 
 import theano_queue as tq
 from theano_queue import schema
-from theano_queue.feed import held
+from theano_queue.feed import factory, held
 from theano_queue.target import Target
 
 ROWS, SAMPLES = 4, 8
@@ -298,3 +298,22 @@ def test_a_fill_functions_rows_are_checked():
             drain(q)
     assert "do not fit the components" in str(root(err.value))
     still_usable(q)
+
+
+@pytest.mark.parametrize("source, runner", sorted(factory.REFUSED))
+def test_a_refused_source_and_runner_pair_says_why(source, runner):
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    arrays = (np.zeros((SAMPLES, 3), "float32"), np.zeros(SAMPLES, "int32"))
+    given = {
+        "fill": ((), {"fill": lambda x, y: ROWS}),
+        "arrays": ((arrays,), {}),
+        "held arrays": ((arrays,), {"device": True}),
+    }
+    args, kwargs = given[source]
+    assert runner == "workers"  # the only runner a source can be refused: the others are each source's own
+    with pytest.raises(TypeError) as err:
+        tq.Feeder(q, *args, workers=2, **kwargs)
+    assert str(err.value) == "Feeder(%s): %s" % (q.name, factory.REFUSED[source, runner])
+    if source != "held arrays":  # its own runner is allowed (a held dataset's needs a GPU: tests/test_held.py)
+        with tq.Feeder(q, *args, **kwargs):
+            pass

@@ -38,6 +38,32 @@ def check_timeout(timeout: Any, workers: int, where: str) -> Optional[float]:
     return float(timeout)
 
 
+#: Who runs a source when no workers are asked for.
+OWN_RUNNER = {"fill": "thread", "iterable": "thread", "map": "thread", "arrays": "copy pool", "held arrays": "gpu"}
+
+#: The source x runner pairs a Feeder refuses, each with its reason; every other pair of a source and
+#: "workers" or its own runner is allowed.  Sources: a fill function, an iterable of batches, a map-style
+#: dataset, an array dataset, one held in GPU memory (device=True).  Runners: the Feeder's thread, worker
+#: processes, the engine's copy pool (native threads), the GPU.
+REFUSED = {
+    ("fill", "workers"): "a fill function runs in the feeder's thread alone; workers, shuffle, shard, drop_last, "
+    "epochs, bucket_by, device and state need a dataset",
+    ("arrays", "workers"): "an array dataset is gathered by native threads in this process (the copy pool, "
+    "theano_queue._engine.set_copy_threads); worker processes would only copy the same rows again: leave workers=0",
+    ("held arrays", "workers"): "with device=True the GPU gathers the rows from its own copy of the arrays; worker "
+    "processes would have nothing to do: leave workers=0",
+}
+
+
+def runner(source: str, workers: int, where: str) -> str:
+    """Who runs ``source`` ("workers" when asked for, else its own runner); TypeError with the table's reason."""
+    chosen = "workers" if workers else OWN_RUNNER[source]
+    reason = REFUSED.get((source, chosen))
+    if reason:
+        raise TypeError("%s: %s" % (where, reason))
+    return chosen
+
+
 def make_producer(
     feeder,
     queue,
@@ -70,9 +96,9 @@ def make_producer(
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where)
     if fill is not None:
+        runner("fill", workers, where)
         if (
-            workers
-            or shuffle
+            shuffle
             or state is not None
             or tuple(shard) != (0, 1)
             or drop_last
@@ -80,10 +106,7 @@ def make_producer(
             or bucket_by is not None
             or device
         ):
-            raise TypeError(
-                "%s: a fill function runs in the feeder's thread alone; workers, shuffle, shard, "
-                "drop_last, epochs, bucket_by, device and state need a dataset" % where
-            )
+            raise TypeError("%s: %s" % (where, REFUSED["fill", "workers"]))  # the same arguments are a dataset's
         return FillProducer(feeder, queue, fill)
     layout = queue._layout
     arrays = array_sources(dataset, queue.components, queue.name)
@@ -109,19 +132,8 @@ def make_producer(
             queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
         )
         if arrays is not None:
-            if workers and device:
-                raise TypeError(
-                    "%s: with device=True the GPU gathers the rows from its own copy of the arrays; worker "
-                    "processes would have nothing to do: leave workers=0" % where
-                )
-            if device:
+            if runner("held arrays" if device else "arrays", workers, where) == "gpu":
                 return HeldArrayProducer(feeder, queue, arrays, sampler, cursor)
-            if workers:
-                raise TypeError(
-                    "%s: an array dataset is gathered by native threads in this process (the copy pool, "
-                    "theano_queue._engine.set_copy_threads); worker processes would only copy the same "
-                    "rows again: leave workers=0" % where
-                )
             return ArrayProducer(feeder, queue, arrays, sampler, cursor)
         if layout.varying and hasattr(dataset, "read_into"):
             raise TypeError(
