@@ -80,13 +80,13 @@ class ArrayProducer(InlineMapProducer):
     #: Batches per engine call at most: bounds how stale ``produced`` is between calls.
     RUN = 256
 
-    def __init__(self, feeder, queue, arrays, sampler, cursor):
-        super().__init__(feeder, queue, None, sampler, cursor)  # its state, stats and start; not its writer
+    def __init__(self, feeder, port, arrays, sampler, cursor):
+        super().__init__(feeder, port, None, sampler, cursor)  # its state, stats and start; not its writer
         self.arrays = arrays
-        self.where = "Feeder(%s)" % queue.name
+        self.where = "Feeder(%s)" % port.name
         self.mechanism = requested_gather(self.where)
-        self.casts = casts(arrays, queue.components)
-        self.paths = gather_paths(queue._ring, arrays, queue.components)
+        self.casts = casts(arrays, port.components)
+        self.paths = gather_paths(port._ring, arrays, port.components)
         self.native = None not in self.paths
         #: Who gathers the rows while it runs: one word for every component, or a list of one per component.
         self.gather: Union[str, List[str]] = "host" if self.native else "numpy"
@@ -100,12 +100,12 @@ class ArrayProducer(InlineMapProducer):
         too large to page-lock, memory that cannot be), one log line says so
         and why, and the rows are gathered on the host.
         """
-        if not self.queue._target.on_gpu or self.mechanism == "host":
+        if not self.port._target.on_gpu or self.mechanism == "host":
             return "host"
         if any(path != "rows" for path in self.paths):
             return "host"  # the GPU copies plain bytes only: walked or cast rows are the host's
         try:
-            return self.queue._ring.gather_on_device(self.arrays, self.mechanism)
+            return self.port._ring.gather_on_device(self.arrays, self.mechanism)
         except (QueueError, MemoryError) as exc:  # CudaError is a QueueError
             logger.warning("%s: the rows are gathered on the host, not by the GPU: %s", self.where, exc)
             return "host"
@@ -114,12 +114,12 @@ class ArrayProducer(InlineMapProducer):
         """The words of ``stats()["gather"]`` from the mechanism the engine used ("auto" chooses per component)."""
         if used != "batch" or self.mechanism != "auto":
             return [used] * len(self.arrays)
-        return ["batch" if row_bytes(c) >= DEVICE_MIN_ROW_BYTES else "host" for c in self.queue.components]
+        return ["batch" if row_bytes(c) >= DEVICE_MIN_ROW_BYTES else "host" for c in self.port.components]
 
     def stats(self) -> dict:
         stats = super().stats()
         words = [self.gather] * len(self.arrays) if isinstance(self.gather, str) else self.gather
-        stats["gather"] = {c.name: word for c, word in zip(self.queue.components, words)}
+        stats["gather"] = {c.name: word for c, word in zip(self.port.components, words)}
         return stats
 
     def runs(self):
@@ -152,10 +152,10 @@ class ArrayProducer(InlineMapProducer):
 
     def gather_on_host(self) -> None:
         """Undoes :meth:`gather_on_device`: waits for the gathers in flight, unpins."""
-        self.queue._ring.gather_on_host()
+        self.port._ring.gather_on_host()
 
     def put_runs(self, stop) -> bool:
-        sampler, ring = self.sampler, self.queue._ring
+        sampler, ring = self.sampler, self.port._ring
         per_epoch = sampler.batches_per_epoch
         for position, count in self.runs():
             epoch, first = divmod(position, per_epoch)
@@ -180,7 +180,7 @@ class ArrayProducer(InlineMapProducer):
         for position in self.sampler.pending(self.start_cursor):
             indices = self.sampler.batch(position)
             try:
-                with self.queue.writer(math.inf, stop) as slot:
+                with self.port.writer(math.inf, stop) as slot:
                     began = time.perf_counter()
                     for array, view in zip(self.arrays, slot.arrays):
                         rows = view[: len(indices)]

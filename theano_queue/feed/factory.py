@@ -66,7 +66,7 @@ def runner(source: str, workers: int, where: str) -> str:
 
 def make_producer(
     feeder,
-    queue,
+    port,
     dataset: Any,
     *,
     workers: Any,
@@ -86,7 +86,7 @@ def make_producer(
 ) -> Producer:
     """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset
     (gathered on the host, or held in GPU memory with ``device``)."""
-    where = "Feeder(%s)" % queue.name
+    where = "Feeder(%s)" % port.name
     if not isinstance(device, (bool, np.bool_)):
         raise TypeError(
             "%s: device must be True (hold the array dataset in GPU memory and gather it there) or False, got %r"
@@ -107,9 +107,9 @@ def make_producer(
             or device
         ):
             raise TypeError("%s: %s" % (where, REFUSED["fill", "workers"]))  # the same arguments are a dataset's
-        return FillProducer(feeder, queue, fill)
-    layout = queue._layout
-    arrays = array_sources(dataset, queue.components, queue.name)
+        return FillProducer(feeder, port, fill)
+    layout = port._layout
+    arrays = array_sources(dataset, port.components, port.name)
     if arrays is not None and layout.varying:
         raise TypeError(
             "%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
@@ -129,12 +129,12 @@ def make_producer(
         )
     if arrays is not None or is_map_style(dataset):
         sampler, cursor = _sampler(
-            queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
+            port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
         )
         if arrays is not None:
             if runner("held arrays" if device else "arrays", workers, where) == "gpu":
-                return HeldArrayProducer(feeder, queue, arrays, sampler, cursor)
-            return ArrayProducer(feeder, queue, arrays, sampler, cursor)
+                return HeldArrayProducer(feeder, port, arrays, sampler, cursor)
+            return ArrayProducer(feeder, port, arrays, sampler, cursor)
         if layout.varying and hasattr(dataset, "read_into"):
             raise TypeError(
                 "%s: read_into(i, row) writes into rows of fixed shape; with variable-length "
@@ -142,10 +142,10 @@ def make_producer(
                 % (where, ", ".join(map(repr, layout.variable_names())))
             )
         if workers == 0:
-            return InlineMapProducer(feeder, queue, dataset, sampler, cursor)
+            return InlineMapProducer(feeder, port, dataset, sampler, cursor)
         return WorkerProducer(
             feeder,
-            queue,
+            port,
             dataset,
             workers,
             "map",
@@ -181,10 +181,10 @@ def make_producer(
     except ValueError as exc:
         raise ValueError("%s: %s" % (where, exc)) from None
     if workers == 0:
-        return IterableProducer(feeder, queue, dataset, epochs, skips[0])
+        return IterableProducer(feeder, port, dataset, epochs, skips[0])
     return WorkerProducer(
         feeder,
-        queue,
+        port,
         dataset,
         workers,
         "iter",
@@ -197,20 +197,20 @@ def make_producer(
     )
 
 
-def _sampler(queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where):
+def _sampler(port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where):
     """The Sampler of a map-style or array dataset, and the cursor ``state`` resumes from."""
-    flat = [c.name for c in queue.components if not c.shape]
+    flat = [c.name for c in port.components if not c.shape]
     if flat:
         raise ValueError(
             "%s: a map-style dataset gives one sample per row, but component(s) %s have no batch "
             "axis" % (where, ", ".join(map(repr, flat)))
         )
-    sizes = {c.shape[0] for c in queue.components}
+    sizes = {c.shape[0] for c in port.components}
     if len(sizes) != 1:
         raise ValueError(
             "%s: a map-style dataset fills every component with the same number of rows; the "
             "components' leading axes differ: %s"
-            % (where, ", ".join("%s: %d" % (c.name, c.shape[0]) for c in queue.components))
+            % (where, ", ".join("%s: %d" % (c.name, c.shape[0]) for c in port.components))
         )
     try:
         sampler = Sampler(
