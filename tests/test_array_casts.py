@@ -4,11 +4,12 @@ strided, reversed and 0-stride views.  Each batch is exactly numpy's ``source[ro
 ``stats()["gather"]`` says the engine gathered every component ("host"), and a Fortran memmap is gathered
 without a copy of the whole array."""
 
+import time
 import tracemalloc
 
 import numpy as np
 import pytest
-from helpers import drain
+from helpers import drain, holding_the_gil
 
 import theano_queue as tq
 from theano_queue.feed import arrays
@@ -21,8 +22,8 @@ def images(n=N, dtype="float32"):
     return (np.arange(n * 2 * 3) % 251 - 100).astype(dtype).reshape(n, 2, 3)
 
 
-def image_queue(x_dtype="float32", y_dtype="int32", batch=BATCH):
-    return tq.Queue([("x", x_dtype, (batch, 2, 3)), ("y", y_dtype, (batch,))], capacity=3, target="cpu")
+def image_queue(x_dtype="float32", y_dtype="int32", batch=BATCH, capacity=3):
+    return tq.Queue([("x", x_dtype, (batch, 2, 3)), ("y", y_dtype, (batch,))], capacity=capacity, target="cpu")
 
 
 def feed(q, source, **kw):
@@ -105,6 +106,28 @@ def test_the_engine_says_which_rows_it_walks():
     got, stats = feed(cq, (contiguous, z[::-1]))
     check_exact(got, contiguous, z[::-1], cq)
     assert stats["gather"] == {"x": "numpy", "z": "numpy"}
+
+
+def test_cast_and_fortran_rows_refill_the_queue_while_the_training_thread_holds_the_gil():
+    # The walked, cast rows are gathered by the engine without the GIL, like plain ones: a Python path per
+    # batch would wait for the training thread, which holds the GIL through a step.
+    capacity = 16
+    q = image_queue(capacity=capacity)
+    x, y = np.asfortranarray(images(n=4096)), (np.arange(4096) % 200).astype("uint8")
+    with tq.Feeder(q, (x, y), epochs=None, close_when_done=False) as feeder:
+        deadline = time.monotonic() + 10
+        while q.size() < capacity and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.02)  # the feeder now waits for room
+
+        def take_all_then_hold():
+            for _ in range(capacity):
+                q.get()
+            return holding_the_gil(0.3, q.size)
+
+        assert take_all_then_hold() == capacity
+        assert feeder.stats()["gather"] == {"x": "host", "y": "host"}
+    q.close(cancel_pending=True)
 
 
 def test_put_rows_casts_only_what_the_schema_allows():
