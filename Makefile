@@ -14,6 +14,12 @@ PT_VENV     ?= .venv-pytensor
 PT_PY       := $(PT_VENV)/bin/python
 PT_STAMP    := $(PT_VENV)/.installed
 PT_PACKAGE  := $(PT_VENV)/.theano_queue
+# The PyMC venv: PyMC 5.28.5 with the PyTensor it pins (2.38.x), so that the
+# PyTensor suite runs on both PyTensor lines; its package the same way.
+PM_VENV     ?= .venv-pymc
+PM_PY       := $(PM_VENV)/bin/python
+PM_STAMP    := $(PM_VENV)/.installed
+PM_PACKAGE  := $(PM_VENV)/.theano_queue
 PACKAGE_SRC := $(wildcard theano_queue/*.py theano_queue/*/*.py c_code/*.c c_code/*.h c_code/sources.txt) setup.py
 # The venv's own Theano defaults (scripts/install-deps.sh) make THEANO_FLAGS optional.
 
@@ -22,28 +28,33 @@ PACKAGE_SRC := $(wildcard theano_queue/*.py theano_queue/*/*.py c_code/*.c c_cod
 C_STYLED    := $(filter-out c_code/%_ptx.h,$(wildcard c_code/*.c c_code/*.h c_code/*.cu tests/c/*.c tests/c/*.h))
 CLANG_FORMAT ?= clang-format
 
-.PHONY: test test-pytensor lint format demo bench doc deps pytensor-deps clean
+.PHONY: test test-pytensor test-pymc lint format demo bench doc deps pytensor-deps pymc-deps clean
 # Style and types: ruff (ruff.toml), clang-format (.clang-format), mypy (setup.cfg, theano_queue/_engine.pyi).
 LINT = $(PY) -m ruff check . && $(PY) -m ruff format --check . && $(CLANG_FORMAT) --dry-run -Werror $(C_STYLED) \
        && $(PY) -m mypy --cache-dir build/mypy
-# The PyTensor suite (tests/pytensor, its own pytest.ini), in .venv-pytensor;
+# The PyTensor suite (tests/pytensor, its own pytest.ini), run by one venv's
+# python ($(1)): .venv-pytensor's (PyTensor 3.0) and .venv-pymc's (2.38);
 # PYTENSOR_TESTS=tests/pytensor/test_ops.py runs one file.
 PYTENSOR_TESTS ?= tests/pytensor
-PYTENSOR_PYTEST = PYTHONSAFEPATH=1 $(PT_PY) -m pytest -c tests/pytensor/pytest.ini $(PYTEST_ARGS) $(PYTENSOR_TESTS)
+pytensor_pytest = PYTHONSAFEPATH=1 $(1) -m pytest -c tests/pytensor/pytest.ini $(PYTEST_ARGS) $(PYTENSOR_TESTS)
 
 # Every step runs whatever the ones before it say (a failed test must not hide a
 # broken doc or the other suite); the target still fails when any of them did.
-test: $(EXT) $(PT_PACKAGE)
+test: $(EXT) $(PT_PACKAGE) $(PM_PACKAGE)
 	@status=0; \
 	$(LINT) || status=1; \
 	$(PY) -m pytest $(PYTEST_ARGS) || status=1; \
 	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest || status=1; \
 	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html || status=1; \
-	$(PYTENSOR_PYTEST) || status=1; \
+	$(call pytensor_pytest,$(PT_PY)) || status=1; \
+	$(call pytensor_pytest,$(PM_PY)) || status=1; \
 	exit $$status
 
 test-pytensor: $(PT_PACKAGE)
-	$(PYTENSOR_PYTEST)
+	$(call pytensor_pytest,$(PT_PY))
+
+test-pymc: $(PM_PACKAGE)
+	$(call pytensor_pytest,$(PM_PY))
 
 lint: $(STAMP)
 	$(LINT)
@@ -78,13 +89,28 @@ $(PT_STAMP): scripts/install-pytensor.sh
 	bash scripts/install-pytensor.sh $(PT_VENV)
 	touch $@
 
-# The package as a wheel built by the PyTensor venv (engine against numpy 2),
-# in build/pytensor/ so that no object file is shared with the in-place build.
+pymc-deps: $(PM_STAMP)
+
+$(PM_STAMP): scripts/install-pymc.sh scripts/install-pytensor.sh
+	bash scripts/install-pymc.sh $(PM_VENV)
+	touch $@
+
+# The package as a wheel built by a numpy-2 venv ($(1): its python) in
+# build/$(2)/, so that no object file is shared with the in-place build (numpy
+# 1.23.5) or with the other venv's.
+define install_wheel
+	rm -rf build/$(2) && mkdir -p build/$(2)
+	$(1) -W ignore setup.py -q egg_info --egg-base build/$(2) build --build-base build/$(2) \
+	  bdist_wheel --bdist-dir build/$(2)/bdist --dist-dir build/$(2)/dist
+	$(1) -m pip install -q --no-deps --force-reinstall build/$(2)/dist/theano_queue-*.whl
+endef
+
 $(PT_PACKAGE): $(PT_STAMP) $(PACKAGE_SRC)
-	rm -rf build/pytensor && mkdir -p build/pytensor
-	$(PT_PY) -W ignore setup.py -q egg_info --egg-base build/pytensor build --build-base build/pytensor \
-	  bdist_wheel --bdist-dir build/pytensor/bdist --dist-dir build/pytensor/dist
-	$(PT_PY) -m pip install -q --no-deps --force-reinstall build/pytensor/dist/theano_queue-*.whl
+	$(call install_wheel,$(PT_PY),pytensor)
+	touch $@
+
+$(PM_PACKAGE): $(PM_STAMP) $(PACKAGE_SRC)
+	$(call install_wheel,$(PM_PY),pymc)
 	touch $@
 
 # The engine extension, rebuilt when its sources change.
@@ -93,4 +119,4 @@ $(EXT): $(STAMP) $(ENGINE_SRC)
 	mkdir -p build && touch $@
 
 clean:
-	rm -rf build theano_queue/_engine*.so doc/_build $(PT_PACKAGE)
+	rm -rf build theano_queue/_engine*.so doc/_build $(PT_PACKAGE) $(PM_PACKAGE)

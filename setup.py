@@ -1,10 +1,12 @@
 """Build and install theano_queue.
 
 The engine is plain C (c_code/): it builds with gcc alone; CUDA is loaded at
-run time when a queue targets a GPU.  Build the extension in place with
-``python setup.py build_ext --inplace`` or install with
-``pip install --no-build-isolation -e .`` (the extension must be compiled
-against the numpy that Theano runs with, numpy 1.23.5).
+run time when a queue targets a GPU.  ``pip install .`` builds it against
+numpy 2's headers (pyproject.toml), which serves numpy 1.x too; the Theano
+venv builds it in place with ``python setup.py build_ext --inplace`` against
+its numpy 1.23.5.  The graph library is an extra: ``theano_queue[theano]``
+(Theano 1.0.5, numpy 1.23) or ``theano_queue[pytensor]`` (PyTensor 2.38.x, as
+PyMC 5.28 pins it, or 3.0.x), so that neither is forced on the other's users.
 """
 
 import os
@@ -57,8 +59,13 @@ setup(
     packages=find_packages(include=["theano_queue", "theano_queue.*"]),
     package_data={"theano_queue": ["_engine.pyi"]},  # the extension's types
     python_requires=">=3.9",
-    install_requires=["numpy>=1.23,<1.24", "theano==1.0.5", "tqdm>=4.60", "cloudpickle>=2"],
+    # The core (engine, feeders, monitor) runs under either graph library.
+    install_requires=["numpy>=1.23", "tqdm>=4.60", "cloudpickle>=2"],
     extras_require={
+        # Theano 1.0.5 needs numpy < 1.24; Debian's pygpu (GPU queues) needs >= 1.23.
+        "theano": ["theano==1.0.5", "numpy>=1.23,<1.24"],
+        # PyMC 5.28 pins PyTensor 2.38.x; 3.0.x is the last series on Python 3.11.
+        "pytensor": ["pytensor>=2.38,<3.1"],
         # ruff is pinned: its formatting is `make lint`'s standard (ruff.toml); mypy checks the package's types.
         "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", "ruff==0.17.6", "mypy>=2.4,<3", *RAY],
         "demo": ["scikit-learn>=1.2"],

@@ -241,6 +241,8 @@ def small_steps(b):
 
 # ---- 20: the user's own generator (bench/generator_step.py) ----------------------------------
 
+HEADLINE_20 = ("fed / given", "prefilled / resident", "held / resident", "array / resident", "fed / resident")
+
 
 @scenario(
     20,
@@ -257,23 +259,30 @@ def generator_steps(b):
         us = {row["part"]: row["median us"] for row in r["rows"]}
         row = {"step": "%.1f ms" % r["target ms"], "hidden": r["hidden"]}
         row.update(("%s us" % part, us[part]) for part in generator_step.PARTS)
+        spread = {row["part"]: row["spread"] for row in r["rows"]}
+        row.update(("%s spread" % part, spread[part]) for part in generator_step.PARTS)  # slowest / fastest round
         row.update(r["ratios"])
         fed = r["fed feeder"]
         if fed.get("gil_waits"):
             row["fed GIL wait us/element"] = 1e6 * fed["gil_wait_s"] / fed["gil_waits"]
         rows.append(row)
-    # The issue's two figures: the Feeder never slower than the loop it replaces, and a step from a pre-filled
-    # ring within 1.05 x resident (what the consumer's own per-step cost adds).
-    worst_given = max(r["ratios"]["fed / given"] for r in results)
-    worst_prefilled = max(r["ratios"]["prefilled / resident"] for r in results)
+    # The issues' figures: the Feeder never slower than the loop it replaces; a step from a pre-filled ring and
+    # from a dataset held in GPU memory within 1.05 x resident (what the consumer's own per-step cost adds); the
+    # generator's Feeder and the array dataset within 1.15 x resident at the smallest step (issue 28).
+    worst = {ratio: max(r["ratios"][ratio] for r in results) for ratio in ("fed / given", "prefilled / resident")}
+    worst["held / resident"] = max(r["ratios"]["held / resident"] for r in results)
+    smallest = results[0]["ratios"]
     return {
         "rows": rows,
-        "target": "fed / given <= 1 and prefilled / resident <= 1.05 at every step size",
-        "met": worst_given <= 1.0 and worst_prefilled <= 1.05,
-        "headline": "fed / given: %s; prefilled / resident: %s; fed / prefilled: %s"
-        % tuple(
-            ", ".join("%.3f" % r["ratios"][ratio] for r in results)
-            for ratio in ("fed / given", "prefilled / resident", "fed / prefilled")
+        "target": "fed / given <= 1, prefilled / resident and held / resident <= 1.05 at every step size; "
+        "fed / resident and array / resident <= 1.15 at the smallest",
+        "met": worst["fed / given"] <= 1.0
+        and worst["prefilled / resident"] <= 1.05
+        and worst["held / resident"] <= 1.05
+        and smallest["fed / resident"] <= 1.15
+        and smallest["array / resident"] <= 1.15,
+        "headline": "; ".join(
+            "%s: %s" % (ratio, ", ".join("%.3f" % r["ratios"][ratio] for r in results)) for ratio in HEADLINE_20
         ),
     }
 

@@ -3,6 +3,7 @@
     python -m bench.step_profile                                  # 256x784 and 64x3072, hidden 1024
     python -m bench.step_profile --shapes 256x784 --hidden 64     # a small step on a small CPU
     python -m bench.step_profile --json out.json                  # the figures, for bench/run.py too
+    python -m bench.step_profile --dequeue --shapes 500x784       # the dequeue's host time: lending vs copying
 
 One 3-layer MLP training step (float32, loss read back every step), measured
 side by side in interleaved rounds (the best of the rounds is reported: the
@@ -318,8 +319,101 @@ def table(result):
     return "\n".join(lines)
 
 
+# ---- the dequeue's own host time, lending against copying (issue 28) ------------------------------
+
+
+def dequeue_host_us(shape, calls=500, rounds=5, run=48):
+    """Host microseconds per call of a function that only dequeues (its outputs the batch, never read back),
+    from a ring filled beforehand, with the engine lending the slot's block and with it copying the block,
+    side by side in interleaved rounds (medians, and the spread: slowest round over fastest)."""
+    batch, cols = shape
+    spec = [("x", "float32", (batch, cols)), ("y", "int32", (batch,))]
+    q = tq.Queue(spec, capacity=run + 3, name="dequeue")
+    # The batch itself as the outputs (GPU arrays, nothing read back): the call's host time alone.
+    f = theano.function([], [v.transfer(None) for v in q.dequeue()])
+    x = np.random.default_rng(0).standard_normal((batch, cols)).astype("float32")
+    y = np.arange(batch, dtype="int32")
+    times = {"lend": [], "copy": []}
+    for _ in range(rounds):
+        for mode in times:
+            was = _engine.set_device_lending(mode == "lend")
+            try:
+                total, done = 0.0, 0
+                while done < calls:
+                    n = min(run, calls - done)
+                    for _ in range(n + 3):
+                        q.put(x, y)
+                    time.sleep(0.02)  # the copies have landed: the calls wait for nothing
+                    total += n * time_steps(f, n, warmup=3)
+                    done += n
+                times[mode].append(1e6 * total / calls)
+            finally:
+                _engine.set_device_lending(was)
+    stats = q.stats()
+    return {
+        "shape": "%dx%d" % shape,
+        **{"%s us" % m: statistics.median(v) for m, v in times.items()},
+        **{"%s spread" % m: max(v) / min(v) for m, v in times.items()},
+        "lent": stats["lent"],
+        "dequeued": stats["dequeued"],
+    }
+
+
+def held_feeder_us(shape, count=200, samples=50000):
+    """Per batch of a dataset held in GPU memory (``device=True``): the Feeder filling a queue with room for
+    all, no consumer (wall time and its thread's processor time), against the array dataset gathered on the
+    host."""
+    batch, cols = shape
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((max(samples, 2 * batch), cols)).astype("float32")
+    labels = rng.integers(0, 10, len(data)).astype("int32")
+    spec = [("x", "float32", (batch, cols)), ("y", "int32", (batch,))]
+    out = {"shape": "%dx%d" % shape}
+    for device in (True, False):
+        q = tq.Queue(spec, capacity=count, name="producer")
+        for timed in (False, True):
+            feeder = tq.Feeder(
+                q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False, device=device
+            )
+            with feeder:
+                # From the first batch on: the held dataset's copy to the device (at the start) is not per batch.
+                while q.size() < 1 and feeder.running:
+                    time.sleep(0.0001)
+                began, first, cpu = time.perf_counter(), q.size(), feeder.stats().get("thread_cpu_s", 0.0)
+                while q.size() < count and feeder.running:
+                    time.sleep(0.0002)
+                elapsed = (time.perf_counter() - began) / max(1, q.size() - first)
+                cpu = (feeder.stats().get("thread_cpu_s", float("nan")) - cpu) / max(1, q.size() - first)
+            q.close(cancel_pending=True)
+            q.reopen()
+        kind = "held" if device else "array"
+        out["%s us/batch" % kind] = 1e6 * elapsed
+        out["%s thread cpu us/batch" % kind] = 1e6 * cpu
+        del q
+    return out
+
+
+def dequeue_main(args):
+    shapes = [parse_shape(s) for s in args.shapes.split(",")]
+    result = {
+        "dequeue": [dequeue_host_us(s, rounds=args.rounds) for s in shapes],
+        "feeder": [held_feeder_us(s) for s in shapes],
+    }
+    for row in result["dequeue"] + result["feeder"]:
+        print("  ".join("%s %s" % (k, "%.2f" % v if isinstance(v, float) else v) for k, v in row.items()))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": platform.node(), **result}, f, indent=1)
+    return result
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--dequeue",
+        action="store_true",
+        help="only the dequeue's host time per call (lending against copying) and a held Feeder's per batch",
+    )
     parser.add_argument("--shapes", default="256x784,64x3072", help="batch x features, comma-separated")
     parser.add_argument("--hidden", type=int, default=1024, help="the MLP's hidden width")
     parser.add_argument("--steps", type=int, default=300, help="steps per part and round")
@@ -334,6 +428,8 @@ def main(argv=None):
     parser.add_argument("--copy-threads", type=int, help="the engine's copy pool (default: one per core, 16 at most)")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
+    if args.dequeue:
+        return dequeue_main(args)
     if args.copy_threads:
         _engine.set_copy_threads(args.copy_threads)
     results = []

@@ -3,27 +3,62 @@
 /*
  * GpuDequeue: takes the next element of a GPU queue into the node's outputs.
  *
- * The host waits only until the element's copy has been issued (the engine
- * does that with the GIL released); the GPU ordering is done with events:
- * Theano's stream waits for the slot's *filled* event, copies the slot into
- * the outputs, and records the slot's *consumed* event.  Outputs from the
- * previous call are reused when their shape still fits.
+ * The host waits only until the element is there to be taken (the engine
+ * waits with the GIL released); the GPU ordering is done with events.  Where
+ * one of the ring's spare blocks is free, the slot's device block is lent to
+ * the graph: Theano's stream waits for the slot's *filled* event and the
+ * outputs are views of the block, whose base (a Lease) gives it back when the
+ * last of them is gone, ordered on Theano's stream before the block's next
+ * writer.  Otherwise the slot is copied into the outputs on Theano's stream,
+ * which then records the slot's *consumed* event.
+ *
+ * A lent output is never written into: the graph, or a caller that kept it,
+ * may still read it.  The previous call's lent outputs are dropped, not
+ * reused; copied outputs are reused when their shape still fits.
  */
 
-static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObject ***outputs, const int *typecodes,
-                               int n_outputs, PyGpuContextObject *ctx)
+/* Views of the lent block for each output (the Lease their base); -1 with an
+ * exception when one cannot be made.  Theano's stream already waits for the
+ * element.  cuda_make_buf's buffers are not libgpuarray's: freeing the last
+ * view frees the wrapper, never the block. */
+static int tq_gpu_wrap_lent(PyObject *ring, int slot, PyObject *lease, const uint64_t *addrs,
+                            PyGpuArrayObject ***outputs, const int *typecodes, int n_outputs, PyGpuContextObject *ctx)
+{
+    for (int c = 0; c < n_outputs; c++) {
+        intptr_t dims[NPY_MAXDIMS]; /* element_shape fills at most NPY_MAXDIMS */
+        size_t sizes[NPY_MAXDIMS];
+        ssize_t strides[NPY_MAXDIMS];
+        int ndim = tq_api->element_shape(ring, slot, c, dims);
+        size_t bytes = gpuarray_get_elsize(typecodes[c]);
+        for (int d = ndim - 1; d >= 0; d--) {
+            sizes[d] = (size_t)dims[d];
+            strides[d] = (ssize_t)bytes;
+            bytes *= sizes[d];
+        }
+        gpudata *block = cuda_make_buf(ctx->ctx, (CUdeviceptr)addrs[c], bytes);
+        if (!block) {
+            PyErr_SetString(PyExc_MemoryError, "GpuDequeue: libgpuarray could not wrap a lent device block");
+            return -1;
+        }
+        PyGpuArrayObject *view =
+            pygpu_fromgpudata(block, 0, typecodes[c], (unsigned int)ndim, sizes, strides, ctx, 1, lease, Py_None);
+        if (view)
+            cuda_record(block, GPUARRAY_CUDA_WAIT_WRITE); /* for streams that order on the buffer */
+        gpudata_release(block);                           /* the view holds it now */
+        if (!view)
+            return -1;
+        Py_XSETREF(*outputs[c], view);
+    }
+    return 0;
+}
+
+/* Copies the element into the outputs on Theano's stream. */
+static int tq_gpu_copy_out(const char *who, PyObject *ring, int slot, PyGpuArrayObject ***outputs, const int *typecodes,
+                           int n_outputs, PyGpuContextObject *ctx)
 {
     uint64_t dsts[TQ_MAX_COMPONENTS]; /* resolve refuses n_outputs other than the queue's, at most this */
-    int slot, rc = 0;
-    PyObject *ring = tq_api->resolve(token, who, n_outputs, 1);
-    if (!ring)
-        return -1;
-    if (tq_api->get_begin(ring, who, &slot) < 0) {
-        Py_DECREF(ring);
-        return -1;
-    }
-    for (int c = 0; c < n_outputs && rc == 0; c++) {
-        intptr_t dims[NPY_MAXDIMS]; /* element_shape fills at most NPY_MAXDIMS */
+    for (int c = 0; c < n_outputs; c++) {
+        intptr_t dims[NPY_MAXDIMS];
         size_t sizes[NPY_MAXDIMS];
         int ndim = tq_api->element_shape(ring, slot, c, dims);
         for (int d = 0; d < ndim; d++)
@@ -31,19 +66,44 @@ static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObjec
         if (*outputs[c] && !GpuArray_IS_C_CONTIGUOUS(&(*outputs[c])->ga))
             Py_CLEAR(*outputs[c]);
         if (theano_prep_output(outputs[c], ndim, sizes, typecodes[c], GA_C_ORDER, ctx) != 0)
-            rc = -1;
-        else
-            dsts[c] = (uint64_t)(uintptr_t)PyGpuArray_DEV_DATA(*outputs[c]);
+            return -1;
+        dsts[c] = (uint64_t)(uintptr_t)PyGpuArray_DEV_DATA(*outputs[c]);
     }
-    if (rc == 0) {
-        cuda_enter(ctx->ctx);
-        for (int c = 0; c < n_outputs; c++)
-            cuda_wait((*outputs[c])->ga.data, GPUARRAY_CUDA_WAIT_WRITE);
-        rc = tq_api->gpu_take(ring, who, slot, cuda_get_stream(ctx->ctx), dsts);
-        for (int c = 0; c < n_outputs; c++)
-            cuda_record((*outputs[c])->ga.data, GPUARRAY_CUDA_WAIT_WRITE);
-        cuda_exit(ctx->ctx);
+    for (int c = 0; c < n_outputs; c++)
+        cuda_wait((*outputs[c])->ga.data, GPUARRAY_CUDA_WAIT_WRITE);
+    int rc = tq_api->gpu_take(ring, who, slot, cuda_get_stream(ctx->ctx), dsts);
+    for (int c = 0; c < n_outputs; c++)
+        cuda_record((*outputs[c])->ga.data, GPUARRAY_CUDA_WAIT_WRITE);
+    return rc;
+}
+
+static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObject ***outputs, const int *typecodes,
+                               int n_outputs, PyGpuContextObject *ctx)
+{
+    uint64_t addrs[TQ_MAX_COMPONENTS];
+    PyObject *lease = NULL;
+    int slot, rc;
+    PyObject *ring = tq_api->resolve(token, who, n_outputs, 1);
+    if (!ring)
+        return -1;
+    if (tq_api->get_begin(ring, who, &slot) < 0) {
+        Py_DECREF(ring);
+        return -1;
     }
+    /* Theano hands back what this node output last time.  A lent view is
+     * dropped, never written into: its block goes back to the ring once
+     * nobody else holds it, and is then free to lend again. */
+    for (int c = 0; c < n_outputs; c++)
+        if (*outputs[c] && tq_api->is_lease((*outputs[c])->base))
+            Py_CLEAR(*outputs[c]);
+    cuda_enter(ctx->ctx);
+    rc = tq_api->gpu_lend(ring, who, slot, cuda_get_stream(ctx->ctx), (PyObject *)ctx, &lease, addrs);
+    if (rc == 1)
+        rc = tq_gpu_wrap_lent(ring, slot, lease, addrs, outputs, typecodes, n_outputs, ctx);
+    else if (rc == 0)
+        rc = tq_gpu_copy_out(who, ring, slot, outputs, typecodes, n_outputs, ctx);
+    cuda_exit(ctx->ctx);
+    Py_XDECREF(lease); /* the views hold it */
     tq_api->get_end(ring, slot);
     Py_DECREF(ring);
     return rc;

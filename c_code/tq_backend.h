@@ -136,13 +136,17 @@ struct tq_backend {
      * the data last published for `slot` has arrived.  Only traces use it
      * (tq_trace.h, FILLED). */
     tq_code (*on_arrival)(tq_backend *self, int slot, void (*fn)(void *), void *arg, tq_error *err);
-    /* Optional (host memory only).  Lends the data of a READING slot to its
-     * consumer: the slot takes a free spare block as its staging, and the
-     * block that holds the element is the consumer's at *data until
-     * give_back(*lease).  TQ_TIMEOUT when every spare is lent: the consumer
-     * copies instead.  The slot can then be released at once: producers never
-     * wait for what a consumer holds. */
-    tq_code (*lend)(tq_backend *self, int slot, int *lease, void **data, tq_error *err);
+    /* Optional.  Lends the data of a READING slot to its consumer: the slot
+     * takes a free spare block as its own, and the block that holds the
+     * element is the consumer's at *data (host memory, or a device address
+     * for a device backend) until give_back(*lease).  TQ_TIMEOUT when every
+     * spare is lent: the consumer copies instead.  The slot can then be
+     * released at once: producers never wait for what a consumer holds.
+     * A device backend needs the consumer's stream (a CUstream; NULL is
+     * refused with TQ_ESTATE): it waits for the slot's data on the GPU, and
+     * give_back orders the block's next writer after what was queued on it
+     * by then.  A host backend ignores it. */
+    tq_code (*lend)(tq_backend *self, int slot, void *stream, int *lease, void **data, tq_error *err);
     void (*give_back)(tq_backend *self, int lease);
 
     /* Optional (device backends that gather an array dataset's rows

@@ -14,7 +14,7 @@
 
 #include "tq_base.h" /* the engine's limits: TQ_MAX_COMPONENTS */
 
-#define TQ_CAPI_VERSION 4
+#define TQ_CAPI_VERSION 5
 
 typedef struct {
     int version;
@@ -64,6 +64,18 @@ typedef struct {
      * stream and publishes it.  The size after the put, or -1 (slot dropped). */
     Py_ssize_t (*gpu_put)(PyObject *ring, const char *who, int slot, void *stream, const uint64_t *srcs,
                           const int64_t *rows);
+    /* Lends a reserved element's device block instead of copying it: stream
+     * waits for the element on the GPU, addrs[c] is where component c lies,
+     * and *lease a new Lease that keeps the block from producers until it is
+     * freed (make it the base of every array over the block); its give-back
+     * orders the block's next writer after what stream holds by then (keep,
+     * the stream's owner, is held until that).  1 when lent, 0 when no spare
+     * block is free (copy with gpu_take instead), -1 with CudaError.  The
+     * slot is still to be handed back with get_end. */
+    int (*gpu_lend)(PyObject *ring, const char *who, int slot, void *stream, PyObject *keep, PyObject **lease,
+                    uint64_t *addrs);
+    /* 1 when obj is a Lease (an array whose base it is must never be written into). */
+    int (*is_lease)(PyObject *obj);
 } tq_capi_t;
 
 #ifndef TQ_CAPI_PROVIDER

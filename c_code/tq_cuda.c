@@ -228,6 +228,7 @@ static void cuda_destroy(tq_backend *self)
             tq_cu.StreamSynchronize(b->copy_stream);
             tq_cu.StreamDestroy(b->copy_stream);
         }
+        cuda_spares_release(b);
         if (b->staging_registered) {
             tq_cu.MemHostUnregister(b->staging.base);
             cuda_count_allocated(0, -(int64_t)b->staging.bytes);
@@ -294,6 +295,8 @@ tq_backend *tq_cuda_backend_create(void *cu_context, tq_error *err)
         .detach_rows = cuda_detach_rows,
         .gathers_rows = cuda_gathers_rows,
         .publish_rows = cuda_publish_rows,
+        .lend = cuda_lend,
+        .give_back = cuda_give_back,
     };
     if (tq_cuda_load(err) != TQ_OK)
         return NULL;

@@ -7,6 +7,7 @@
  *   tq_cuda_device.c  device arrays put from host code, the strided kernel
  *   tq_cuda_rows.c    the device gather of array datasets' rows
  *   tq_cuda_held.c    array datasets held in device memory, gathered there
+ *   tq_cuda_lend.c    a slot's device block lent to its consumer (lend)
  *   tq_cuda_kernels.c the kernels' modules (PTX), loaded at first use
  *   tq_cuda_pin.c     page-locked host memory, register_host
  *   tq_cuda_upload.c  host-to-device uploads, now or left to the consumer
@@ -63,6 +64,22 @@ typedef struct {
     tq_device_ptr where;
 } known_allocation;
 
+/* Spare device blocks of a ring, for lend: two cover a graph that holds the
+ * previous batch while it takes the next, as the host backend's spares do. */
+#define TQ_CUDA_SPARES 2
+
+typedef enum { SPARE_UNMADE = 0, SPARE_MADE, SPARE_BROKEN } spare_state;
+
+/* A spare device block and the *consumed* event that goes with it: swapped
+ * with a slot's at each lend (tq_cuda_lend.c). */
+typedef struct {
+    CUdeviceptr block;
+    CUevent consumed;
+    int state;         /* spare_state (atomic: read by claims without the claim) */
+    int lent;          /* 1 while claimed (atomic) */
+    CUstream borrower; /* the consumer's stream while lent */
+} cuda_spare;
+
 #define TQ_KNOWN_ALLOCATIONS 8 /* allocations whose facts a ring keeps */
 #define TQ_SPARE_EVENTS 8      /* events a ring keeps for ordering after producers */
 
@@ -110,6 +127,7 @@ typedef struct {
     int n_spare_events;
     known_allocation known[TQ_KNOWN_ALLOCATIONS];
     int next_known;
+    cuda_spare spares[TQ_CUDA_SPARES]; /* lend's spare blocks, made at first use */
 } cuda_backend;
 
 /* Every driver call runs with the ring's context current, in any thread. */
@@ -167,6 +185,12 @@ void cuda_held_index_free(cuda_backend *b);
  * current, gather_lock held). */
 tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
                          const int64_t *idx, int64_t rows, tq_error *err);
+
+/* ---- tq_cuda_lend.c: the backend table's lend and give_back ---- */
+tq_code cuda_lend(tq_backend *self, int slot, void *stream, int *lease, void **data, tq_error *err);
+void cuda_give_back(tq_backend *self, int lease);
+/* Frees the spare blocks once nothing reads them (ctx current, none lent). */
+void cuda_spares_release(cuda_backend *b);
 
 /* ---- tq_cuda_kernels.c ---- */
 /* The kernel, its module loaded into the ring's context at first use (ctx current). */

@@ -51,8 +51,9 @@ static tq_code host_read_to_host(tq_backend *self, int slot, const tq_extent *ex
 
 /* Only the holder of a READING slot calls lend, so the slot's entry is
  * stable; a spare is claimed atomically, so two consumers never share one. */
-static tq_code host_lend(tq_backend *self, int slot, int *lease, void **data, tq_error *err)
+static tq_code host_lend(tq_backend *self, int slot, void *stream, int *lease, void **data, tq_error *err)
 {
+    (void)stream; /* host memory: the ring's lock orders everything */
     host_backend *b = (host_backend *)self;
     for (int k = 0; k < TQ_HOST_SPARES; k++) {
         int free_ = 0;

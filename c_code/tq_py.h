@@ -147,6 +147,17 @@ PyObject *get_element(RingObject *self, const char *who, double timeout_s);
 int lend_element(RingObject *self, int slot, PyObject **views);
 /* 1 when array is one lend_element made. */
 int is_lent(PyObject *array);
+/* Lends a reserved element of a device ring to a consumer on `stream`: *lease
+ * becomes a new Lease (which holds `keep`, the stream's owner, until it is
+ * freed and the block given back), addrs[c] the device address of component
+ * c.  1 when lent, 0 when no spare is free (copy instead), -1 with an exception
+ * whose message starts with `who`. */
+int lend_device_block(RingObject *self, const char *who, int slot, void *stream, PyObject *keep, PyObject **lease,
+                      uint64_t *addrs);
+/* Whether device rings lend at all (for benchmarks that compare lending with copying); the previous setting. */
+int set_device_lending(int on);
+/* 1 when obj is a Lease. */
+int is_lease(PyObject *obj);
 /* Like get_element, but the arrays are lent when the ring can lend. */
 PyObject *take_element(RingObject *self, const char *who, double timeout_s);
 
@@ -157,7 +168,8 @@ PyObject *take_element(RingObject *self, const char *who, double timeout_s);
 Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sources, double timeout_s, const int *stop);
 /* Takes the next element into device addresses dsts (full-size buffers) on
  * a consumer's CUstream: a tuple of its rows per component, or NULL. */
-PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts, void *stream, double timeout_s);
+PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts, void *stream, double timeout_s,
+                              PyObject **lease);
 /* Module function dlpack_source. */
 PyObject *dlpack_source(PyObject *module, PyObject *capsule);
 

@@ -73,6 +73,12 @@ static int capi_gpu_take(PyObject *ring, const char *who, int slot, void *stream
     return 0;
 }
 
+static int capi_gpu_lend(PyObject *ring, const char *who, int slot, void *stream, PyObject *keep, PyObject **lease,
+                         uint64_t *addrs)
+{
+    return lend_device_block((RingObject *)ring, who, slot, stream, keep, lease, addrs);
+}
+
 static int capi_check_shape(PyObject *ring, const char *who, int c, int ndim, const intptr_t *dims)
 {
     return check_dims((RingObject *)ring, who, c, ndim, (const npy_intp *)dims);
@@ -129,6 +135,8 @@ static tq_capi_t capi = {
     /* GPU queues */
     .gpu_take = capi_gpu_take,
     .gpu_put = capi_gpu_put,
+    .gpu_lend = capi_gpu_lend,
+    .is_lease = is_lease,
 };
 
 PyObject *capi_capsule(void) { return PyCapsule_New(&capi, "theano_queue._engine._C_API", NULL); }

@@ -244,7 +244,8 @@ done:
     return result;
 }
 
-PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts, void *stream, double timeout_s)
+PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts, void *stream, double timeout_s,
+                              PyObject **lease)
 {
     uint64_t addrs[TQ_MAX_COMPONENTS];
     int slot;
@@ -277,15 +278,35 @@ PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts,
         else
             PyTuple_SET_ITEM(rows, c, r);
     }
-    /* Queued on the consumer's stream after the slot's data; the slot goes
-     * back to the producers at once, overwritten only after the copy. */
-    tq_code code = tq_ring_take_on_device(self->ring, slot, stream, addrs, &err);
+    /* Lent where a spare is free (addrs then say where the element is);
+     * else copied on the consumer's stream after the slot's data.  The slot
+     * goes back to the producers at once, overwritten only after the copy. */
+    int lent = lease && rows ? lend_device_block(self, who, slot, stream, NULL, lease, addrs) : 0;
+    tq_code code = lent ? TQ_OK : tq_ring_take_on_device(self->ring, slot, stream, addrs, &err);
+    if (lent < 0)
+        Py_CLEAR(rows);
     tq_ring_release_get(self->ring, slot);
     if (code != TQ_OK) {
         Py_XDECREF(rows);
         return raise_error(who, self, &err), NULL;
     }
-    return rows;
+    if (!lease || !rows)
+        return rows;
+    /* lend_device's answer: (rows, the Lease or None, where each component is) */
+    PyObject *where = PyTuple_New(self->n);
+    for (int c = 0; where && c < self->n; c++) {
+        PyObject *a = PyLong_FromUnsignedLongLong(addrs[c]);
+        if (!a)
+            Py_CLEAR(where);
+        else
+            PyTuple_SET_ITEM(where, c, a);
+    }
+    PyObject *out = where ? Py_BuildValue("(NON)", rows, lent ? *lease : Py_None, where) : NULL;
+    if (lent)
+        Py_CLEAR(*lease);
+    if (!where)
+        Py_DECREF(rows);
+    return out;
 }
 
 /* ---- DLPack ---------------------------------------------------------------------------- */

@@ -372,11 +372,14 @@ static PyObject *element_copy(RingObject *self, const char *who, int slot);
 /* ---- lending ------------------------------------------------------------------- */
 
 /* The base object of lent arrays: holds one lent block, and gives it back to
- * the ring when the last array over it is gone. */
+ * the ring when the last array over it is gone.  A device block's give-back
+ * records an event on its consumer's stream: `keep` (the stream's owner, a
+ * GPU context) outlives the give-back. */
 typedef struct {
     PyObject_HEAD
     RingObject *ring;
     int lease;
+    PyObject *keep;
 } LeaseObject;
 
 static void Lease_dealloc(LeaseObject *self)
@@ -385,6 +388,7 @@ static void Lease_dealloc(LeaseObject *self)
     if (self->ring && self->ring->ring && self->ring->forks == fork_count)
         tq_ring_give_back(self->ring->ring, self->lease);
     Py_XDECREF(self->ring);
+    Py_XDECREF(self->keep);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -396,21 +400,65 @@ PyTypeObject LeaseType = {
     .tp_doc = "The memory of a dequeued element lent to its consumer; given back to the queue when freed.",
 };
 
-int lend_element(RingObject *self, int slot, PyObject **views)
+/* Lends slot's block: the Lease that gives it back, and the block's address;
+ * NULL without an exception when nothing can be lent now, with one (its
+ * message starting with `who`) when the backend failed. */
+static LeaseObject *new_lease(RingObject *self, const char *who, int slot, void *stream, PyObject *keep, void **data)
 {
     tq_error err;
     int lease;
-    void *data;
-    if (tq_ring_lend(self->ring, slot, &lease, &data, &err) != TQ_OK)
-        return 0; /* nothing to lend, or a backend that cannot: the caller copies */
+    tq_code code = tq_ring_lend(self->ring, slot, stream, &lease, data, &err);
+    if (code == TQ_TIMEOUT || code == TQ_ESTATE)
+        return NULL; /* nothing to lend, or a backend that cannot: the caller copies */
+    if (code != TQ_OK) {
+        raise_error(who, self, &err); /* a device backend's driver call: the element may be lost */
+        return NULL;
+    }
     LeaseObject *owner = PyObject_New(LeaseObject, &LeaseType);
     if (!owner) {
         tq_ring_give_back(self->ring, lease);
-        return -1;
+        return NULL;
     }
     Py_INCREF(self);
     owner->ring = self;
     owner->lease = lease;
+    owner->keep = Py_XNewRef(keep);
+    return owner;
+}
+
+/* Whether device rings lend (set_device_lending; on by default). */
+static int device_lending = 1;
+
+int set_device_lending(int on)
+{
+    int was = device_lending;
+    device_lending = on;
+    return was;
+}
+
+int lend_device_block(RingObject *self, const char *who, int slot, void *stream, PyObject *keep, PyObject **lease,
+                      uint64_t *addrs)
+{
+    void *data;
+    if (!device_lending)
+        return 0;
+    LeaseObject *owner = new_lease(self, who, slot, stream, keep, &data);
+    if (!owner)
+        return PyErr_Occurred() ? -1 : 0;
+    for (int c = 0; c < self->n; c++)
+        addrs[c] = (uint64_t)(uintptr_t)data + tq_ring_component_offset(self->ring, c);
+    *lease = (PyObject *)owner;
+    return 1;
+}
+
+int is_lease(PyObject *obj) { return obj && Py_TYPE(obj) == &LeaseType; }
+
+int lend_element(RingObject *self, int slot, PyObject **views)
+{
+    void *data;
+    LeaseObject *owner = new_lease(self, "Dequeue", slot, NULL, NULL, &data);
+    if (!owner)
+        return PyErr_Occurred() ? -1 : 0;
     int c = 0;
     for (; c < self->n; c++) {
         npy_intp dims[NPY_MAXDIMS];
@@ -431,11 +479,7 @@ int lend_element(RingObject *self, int slot, PyObject **views)
     return -1;
 }
 
-int is_lent(PyObject *array)
-{
-    PyObject *base = PyArray_Check(array) ? PyArray_BASE((PyArrayObject *)array) : NULL;
-    return base && Py_TYPE(base) == &LeaseType;
-}
+int is_lent(PyObject *array) { return PyArray_Check(array) && is_lease(PyArray_BASE((PyArrayObject *)array)); }
 
 PyObject *take_element(RingObject *self, const char *who, double timeout_s)
 {

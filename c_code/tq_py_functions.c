@@ -184,7 +184,19 @@ static PyObject *gil_hand_over(PyObject *module, PyObject *arg)
     return PyBool_FromLong(set_gil_hand_over(on));
 }
 
+/* set_device_lending(on) -> the previous setting (for benchmarks that compare lending with copying). */
+static PyObject *device_lending(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(set_device_lending(on));
+}
+
 PyMethodDef engine_functions[] = {
+    {"set_device_lending", device_lending, METH_O,
+     "set_device_lending(on) -> previous: a GPU dequeue lends the slot's device block where a spare is free."},
     {"set_gil_hand_over", gil_hand_over, METH_O,
      "set_gil_hand_over(on) -> previous: a dequeue hands the GIL to a producer waiting for it after its put."},
     {"set_stall_warning", set_stall_warning, METH_O,

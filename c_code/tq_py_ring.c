@@ -177,7 +177,24 @@ static PyObject *Ring_take_device(RingObject *self, PyObject *args, PyObject *kw
     void *s = PyLong_AsVoidPtr(stream);
     if (!s && PyErr_Occurred())
         return NULL;
-    return take_device_element(self, "Queue.get", dsts, s, t);
+    return take_device_element(self, "Queue.get", dsts, s, t, NULL);
+}
+
+/* lend_device(dsts, stream, timeout=None) -> (rows, lease or None, addresses):
+ * take_device, but the element's block is lent where a spare is free. */
+static PyObject *Ring_lend_device(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"dsts", "stream", "timeout", NULL};
+    PyObject *dsts, *stream, *timeout = Py_None, *lease = NULL;
+    double t;
+    if (ring_usable(self, "Queue.get") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &dsts, &stream, &timeout) ||
+        parse_timeout(timeout, self->timeout, &t))
+        return NULL;
+    void *s = PyLong_AsVoidPtr(stream);
+    if (!s && PyErr_Occurred())
+        return NULL;
+    return take_device_element(self, "Queue.get", dsts, s, t, &lease);
 }
 
 static PyObject *Ring_get_copy_stream(RingObject *self, void *unused)
@@ -387,6 +404,9 @@ static PyMethodDef Ring_methods[] = {
      "(ptr, shape, strides or None, dtype, stream or None), copied device to device on the copy stream."},
     {"take_device", (PyCFunction)(void (*)(void))Ring_take_device, METH_VARARGS | METH_KEYWORDS,
      "take_device(dsts, stream, timeout=None) -> rows: copy the next element into device addresses on a stream."},
+    {"lend_device", (PyCFunction)(void (*)(void))Ring_lend_device, METH_VARARGS | METH_KEYWORDS,
+     "lend_device(dsts, stream, timeout=None) -> (rows, lease, addresses): the next element's device block,\n"
+     "lent until lease is freed (stream waits for it); with no spare free, copied to dsts (lease None)."},
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
     {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,

@@ -371,12 +371,12 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     pthread_cond_broadcast(&ring->space);
 }
 
-tq_code tq_ring_lend(tq_ring *ring, int slot, int *lease, void **data, tq_error *err)
+tq_code tq_ring_lend(tq_ring *ring, int slot, void *stream, int *lease, void **data, tq_error *err)
 {
     tq_backend *b = ring->backend;
     if (!b->lend)
         return tq_set_error(err, TQ_ESTATE, "its backend ('%s') lends no memory", b->name);
-    tq_code code = b->lend(b, slot, lease, data, err);
+    tq_code code = b->lend(b, slot, stream, lease, data, err);
     if (code == TQ_OK) {
         pthread_mutex_lock(&ring->lock);
         ring->stats.lent++;

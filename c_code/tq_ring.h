@@ -129,12 +129,13 @@ tq_code tq_ring_read_to_host(tq_ring *ring, int slot, int component, void *dst, 
  * consumer's stream (a CUstream), without a host wait. */
 tq_code tq_ring_take_on_device(tq_ring *ring, int slot, void *stream, const uint64_t *dsts, tq_error *err);
 void tq_ring_release_get(tq_ring *ring, int slot);
-/* Host backends: lends a reserved element's memory to the consumer instead of
- * copying it (see tq_backend.h, lend): component c lies at
- * (char *)*data + tq_ring_component_offset(c) until tq_ring_give_back(lease).
+/* Lends a reserved element's memory to the consumer instead of copying it
+ * (see tq_backend.h, lend): component c lies at (char *)*data +
+ * tq_ring_component_offset(c) (a device address on a device ring, whose
+ * consumer's `stream` waits for it there) until tq_ring_give_back(lease).
  * Release the slot as usual afterwards.  TQ_TIMEOUT when nothing is left to
  * lend and TQ_ESTATE for a backend that cannot: copy instead. */
-tq_code tq_ring_lend(tq_ring *ring, int slot, int *lease, void **data, tq_error *err);
+tq_code tq_ring_lend(tq_ring *ring, int slot, void *stream, int *lease, void **data, tq_error *err);
 void tq_ring_give_back(tq_ring *ring, int lease);
 
 /* Closing: producers get TQ_CLOSED at once; consumers drain what is READY (or,

@@ -14,9 +14,8 @@ is how a batch gets into the compiled step:
   from Python before every call (gathering the batch's rows first): what
   ``pm.Data``/``set_data`` and the streaming-VI recipes do.
 
-(No PyMC release installs with PyTensor 3.0.x, the last PyTensor for Python
-3.11: PyMC 5.28 needs PyTensor < 2.39, so ``pm.fit`` against ``pm.Minibatch``
-waits for a newer Python here.)  Run it with the installed package
+(``pm.fit`` against ``pm.Minibatch`` is examples/pymc_advi.py, on PyMC 5.28.5
+and the PyTensor 2.38 it pins: no PyMC release runs on PyTensor 3.0.)  Run it with the installed package
 (``make test-pytensor`` installs it into .venv-pytensor); from the checkout's
 root add ``-P`` (or PYTHONSAFEPATH=1) so that the installed copy is imported.
 """

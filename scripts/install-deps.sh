@@ -24,7 +24,12 @@ fi
 # Theano 1.0.5 needs numpy < 1.24; Debian's pygpu needs >= 1.23.  Pinned in
 # the same command as the rest, so no other requirement can move it.
 "$venv/bin/python" -m pip install -q numpy==1.23.5 theano==1.0.5
-"$venv/bin/python" -m pip install -q --no-build-isolation numpy==1.23.5 -e ".[test,doc]"
+"$venv/bin/python" -m pip install -q --no-build-isolation numpy==1.23.5 -e ".[test,doc,theano]"
+# Keras 2.3.1, the last Keras with a Theano backend (theano_queue.keras, examples/keras_mnist.py).  Without
+# its dependencies: pip would pull h5py (only for saving to HDF5) and could move numpy; what it imports is
+# numpy, scipy (scikit-learn's, above), six, and these two of its own, pinned to their last releases.
+"$venv/bin/python" -m pip install -q --no-deps keras==2.3.1 keras-applications==1.0.8 keras-preprocessing==1.1.2 \
+  "six>=1.12"
 
 # Theano's own BLAS probe reads numpy.distutils' build record, which numpy
 # 1.23.5's wheels lack: without blas.ldflags set, `import theano` dies.  The

@@ -46,6 +46,27 @@ def test_every_command_has_help(command):
     assert done.stdout.startswith("usage: theano-queue %s" % command)
 
 
+def undescribed_options(help_text):
+    """The options argparse's help lists with no description (on their line or the next one, indented)."""
+    lines = help_text.split("options:", 1)[1].splitlines()
+    missing = []
+    for i, line in enumerate(lines):
+        if not line.startswith("  -"):
+            continue
+        described = "  " in line.strip() or (i + 1 < len(lines) and lines[i + 1].startswith(" " * 8))
+        if not described:
+            missing.append(line.strip())
+    return missing
+
+
+@pytest.mark.parametrize("command", ["info", "probe", "demo"])
+def test_every_option_of_a_command_says_what_it_does(command):
+    done = run(command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "--" in done.stdout.split("options:", 1)[1]
+    assert undescribed_options(done.stdout) == []
+
+
 def test_usage_version_and_unknown_command():
     done = run()
     assert done.returncode == 2 and "commands:" in done.stdout

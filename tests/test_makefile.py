@@ -101,7 +101,7 @@ exit 0
 
 
 # make test's steps, in order, as the stand-in python logs them (its first argument after -m).
-TEST_STEPS = ["ruff", "ruff", "mypy", "pytest", "sphinx", "sphinx", "pytest"]
+TEST_STEPS = ["ruff", "ruff", "mypy", "pytest", "sphinx", "sphinx", "pytest", "pytest"]
 
 
 @pytest.mark.parametrize(
@@ -109,19 +109,21 @@ TEST_STEPS = ["ruff", "ruff", "mypy", "pytest", "sphinx", "sphinx", "pytest"]
     [("ruff check", 2), ("pytest -q", 2), ("-b doctest", 2), ("-b html", 2), ("pytensor", 2), ("nothing", 0)],
 )
 def test_make_test_runs_every_step_whatever_the_others_say(tmp_path, failing, status):
-    """Lint, the Theano suite, both doc builds and the PyTensor suite each run; make fails when any of them did."""
+    """Lint, the Theano suite, both doc builds and the PyTensor suite (twice) each run; make fails when any did."""
     checkout = scratch_checkout(tmp_path / "checkout")
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     log = tmp_path / "log"
-    # PT_PACKAGE= : the PyTensor venv counts as made; CLANG_FORMAT=true: the C style check passes.
-    stand_ins = ["PY=%s" % fake, "PT_PY=%s" % fake, "PT_PACKAGE=", "CLANG_FORMAT=true", "PYTEST_ARGS=-q"]
+    # PT_PACKAGE= PM_PACKAGE= : the PyTensor and PyMC venvs count as made; CLANG_FORMAT=true: the C style check passes.
+    stand_ins = ["PY=%s" % fake, "PT_PY=%s" % fake, "PM_PY=%s" % fake, "PT_PACKAGE=", "PM_PACKAGE="]
+    stand_ins += ["CLANG_FORMAT=true", "PYTEST_ARGS=-q"]
     done = make(checkout, "test", *stand_ins, env={"FAKE_LOG": str(log), "FAIL_STEP": failing}, timeout=60)
     steps = log.read_text().splitlines()
     if failing == "ruff check":  # lint stops at its first failure, the rest still runs
         assert [step.split()[1] for step in steps] == ["ruff"] + TEST_STEPS[3:], steps
     else:
         assert [step.split()[1] for step in steps] == TEST_STEPS, steps
-        assert "-b doctest" in steps[4] and "-b html" in steps[5] and "tests/pytensor" in steps[6]
+        assert "-b doctest" in steps[4] and "-b html" in steps[5]
+        assert "tests/pytensor" in steps[6] and "tests/pytensor" in steps[7]  # PyTensor 3.0, then PyMC's 2.38
     assert done.returncode == status, (done.stdout, done.stderr)

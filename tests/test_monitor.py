@@ -125,7 +125,7 @@ def test_worker_busy_share_from_feeder_stats():
     with tq.monitor(q, feeder=share, interval=0.05, file=out) as m:
         time.sleep(0.12)
         assert m.figures().workers_busy == 0.5
-    assert "workers 50% busy" in out.getvalue()
+    assert "workers busy 50%" in out.getvalue()
 
     def broken():
         raise RuntimeError("no stats today")
@@ -163,7 +163,8 @@ def test_monitor_arguments_and_states():
 
 
 def test_the_line_in_80_columns_shows_the_decisive_figures_first():
-    """What a terminal of 80 columns shows: the share the model waited and the fill, whatever is cut."""
+    """What a terminal of 80 columns shows, with workers and a known total: the share the model waited,
+    how busy the workers were (together, they decide "add workers") and the share the ring was full."""
     figures = Figures(
         seconds=9.0,
         elements=12500,
@@ -178,18 +179,24 @@ def test_the_line_in_80_columns_shows_the_decisive_figures_first():
     postfix = _postfix(figures)
     assert (
         postfix.index("model waited 4%")
+        < postfix.index("workers busy 97%")
+        < postfix.index("ring full 49%")
         < postfix.index("fill 1.8/4")
-        < postfix.index("put blocked 49%")
-        < postfix.index("workers 97% busy")
         < postfix.index("1389 el/s")
         < postfix.index("154 kB/s")
     )
+    assert "blocked" not in postfix  # the producers waiting for a slot is no fault: the input is ahead
+    decisive = "model waited 4%, workers busy 97%, ring full 49%"
     line = MonitorLine.format_meter(12500, None, 9.0, ncols=80, prefix="digits", bar_format=LINE, postfix=postfix)
-    assert "model waited 4%, fill 1.8/4, put blocked 49%" in line and len(line) <= 80, line
+    assert decisive in line and len(line) <= 80, line
     with_total = MonitorLine.format_meter(
         12500, 20000, 9.0, ncols=80, prefix="digits", bar_format=LINE_WITH_TOTAL, postfix=postfix
     )
-    assert "model waited 4%, fill 1.8/4" in with_total and len(with_total) <= 80, with_total
+    assert decisive in with_total and "62%" in with_total and len(with_total) <= 80, with_total
+    wide = MonitorLine.format_meter(
+        12500, 20000, 9.0, ncols=200, prefix="digits", bar_format=LINE_WITH_TOTAL, postfix=postfix
+    )
+    assert "|" in wide and postfix in wide, wide  # where there is room, the bar is drawn
 
 
 @pytest.mark.parametrize(
@@ -231,7 +238,7 @@ def test_workers_busy_from_the_feeders_own_stats():
     with tq.monitor(q, feeder=workers, interval=0.05, file=out) as m:
         time.sleep(0.12)
         assert m.figures().workers_busy == pytest.approx(0.6)
-    assert "workers 60% busy" in out.getvalue()
+    assert "workers busy 60%" in out.getvalue()
     per_worker_only = FakeWorkerFeeder(q, lambda: {"workers": 2, "worker_busy": [0.2, 0.4]})
     with tq.monitor(q, feeder=per_worker_only, interval=0.05, file=io.StringIO()) as m:
         assert m.figures().workers_busy == pytest.approx(0.3)

@@ -3,6 +3,9 @@
 import gc
 import os
 import textwrap
+import threading
+import time
+import warnings
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ from helpers import TAGGED, seconds_to_stop_on_ctrl_c, two_producers_exactly_onc
 from theano.compile.mode import Mode
 
 import theano_queue as tq
+from theano_queue.ops import SECOND_THREAD
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 
@@ -54,6 +58,7 @@ def test_partial_batch_changes_the_variables_length():
     assert [int(v) for v in f()] == [2, 2 * 1 + 1]
 
 
+@pytest.mark.filterwarnings("ignore::theano_queue.errors.SeveralDequeuesWarning")  # two elements a call: meant
 def test_two_dequeue_nodes_take_two_elements_in_graph_order():
     q = tq.Queue(XY, capacity=4, target="cpu")
     first, _ = q.dequeue()
@@ -323,3 +328,72 @@ def test_gpu_dequeued_variables_take_givens_of_plain_tensors():
     colour = T.tensor4("colour")
     shape = theano.function([colour], (dx * colour).shape)(np.ones((50, 3, 28, 28), "float32"))
     assert list(shape) == [50, 3, 28, 28]
+
+
+def test_x_and_y_of_two_dequeues_warn_once_that_they_are_different_batches():
+    q = tq.Queue(XY, capacity=4, target="cpu", name="pairs")
+    (x, _), (_, y) = q.dequeue(), q.dequeue()
+    with pytest.warns(
+        tq.errors.SeveralDequeuesWarning, match=r"2 elements of queue 'pairs' per call.*x, y = q.dequeue\(\)"
+    ):
+        theano.function([], [x.sum(), y.sum()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per queue
+        theano.function([], [x.mean(), y.mean()])
+        x1, y1 = q.dequeue()
+        theano.function([], [x1.sum(), y1.sum()])  # one dequeue: nothing to say
+
+
+def test_a_call_after_the_epoch_ends_says_to_reopen_on_its_first_line_alone():
+    q = tq.Queue(XY, target="cpu", name="epoch")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    q.close()
+    with pytest.raises(tq.QueueClosed) as caught:
+        f()
+    message = str(caught.value)
+    assert message.splitlines() == [message], message  # no node dump after it
+    assert message.startswith("Dequeue: queue 'epoch': closed and drained") and "q.reopen()" in message
+    assert caught.value.__suppress_context__  # printed once, not again "during handling" of Theano's copy
+
+
+def test_dequeued_variables_carry_their_static_shape_for_keras():
+    q = tq.Queue(
+        [("x", "float32", (4, 3, 2)), ("tokens", "int32", (4, tq.upto(9))), ("y", "int32", (4,))], target="cpu"
+    )
+    x, tokens, y, lengths = q.dequeue(lengths=True)
+    assert [v._keras_shape for v in (x, tokens, y, lengths)] == [(None, 3, 2), (None, None), (None,), (None,)]
+
+
+def test_a_second_thread_calling_a_function_while_it_waits_is_refused_and_nothing_is_lost():
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    x, y = q.dequeue()
+    f = theano.function([], [x * 2, y])
+    taken = []
+    waiting = threading.Thread(target=lambda: taken.append(f()))
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while q.stats()["consumer_wait_s"] == 0 and time.monotonic() < deadline:  # the thread's call waits
+        time.sleep(0.01)
+    time.sleep(0.1)
+    with pytest.raises(tq.QueueError, match="called from a second thread while a call waits.*one thread at a time"):
+        f()
+    q.put(*xy(7))
+    waiting.join(10)
+    assert float(taken[0][0][0, 0]) == 14.0 and q.stats()["dequeued"] == 1
+
+
+def test_a_function_called_from_another_thread_warns_once_what_is_safe():
+    q = tq.Queue(XY, capacity=4, target="cpu")
+    x, _ = q.dequeue()
+    f = theano.function([], x.sum())
+    for i in range(3):
+        q.put(*xy(i))
+    f()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            other = threading.Thread(target=f)
+            other.start()
+            other.join()
+    assert [str(w.message) for w in caught if "second thread" in str(w.message)] == [SECOND_THREAD]

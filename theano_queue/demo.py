@@ -87,13 +87,19 @@ def sgd_momentum(cost, params, learning_rate, momentum=0.9):
 
 def main(argv=None, prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int_at_least(1), default=30)
-    parser.add_argument("--batch-size", type=int_at_least(1), default=64)
-    parser.add_argument("--hidden", type=int_at_least(1), default=128)
-    parser.add_argument("--learning-rate", type=positive_float, default=0.05)
-    parser.add_argument("--capacity", type=int_at_least(1, MAX_CAPACITY), default=4)
-    parser.add_argument("--seed", type=int_at_least(0), default=0)
-    parser.add_argument("--progress", action="store_true", help="show the queue's monitor line and verdict")
+    option = parser.add_argument
+    option("--epochs", type=int_at_least(1), default=30, help="passes over the training digits (default 30)")
+    option("--batch-size", type=int_at_least(1), default=64, help="digits per step, the queue's batch (default 64)")
+    option("--hidden", type=int_at_least(1), default=128, help="units of the perceptron's hidden layer (default 128)")
+    option("--learning-rate", type=positive_float, default=0.05, help="SGD's step, with momentum 0.9 (default 0.05)")
+    option(
+        "--capacity",
+        type=int_at_least(1, MAX_CAPACITY),
+        default=4,
+        help="batches the queue holds ahead of the model, 1 to %d (default 4)" % MAX_CAPACITY,
+    )
+    option("--seed", type=int_at_least(0), default=0, help="seed of the weights, the split and the shuffle (default 0)")
+    option("--progress", action="store_true", help="show the queue's monitor line and verdict for every epoch")
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)

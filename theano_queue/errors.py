@@ -3,9 +3,36 @@
 import sys
 from typing import Any, Optional
 
+# What Theano (and PyTensor) append when they re-raise an Op's exception from a compiled function: a new
+# instance of its type, made with this message, while the Op's is being handled.
+GRAPH_DUMP = "\nApply node that caused the error"
+
 
 class QueueError(Exception):
-    """Base class of every error theano_queue raises on purpose."""
+    """Base class of every error theano_queue raises on purpose.
+
+    Raised by a node of a compiled function, it keeps its own message: the
+    node dump Theano appends (the Apply node, its inputs, where the graph was
+    built) says nothing the message does not, and pushed the one line that
+    names the fix off the screen.  ``graph_hint``, where a class has one, is
+    added to that line instead.
+    """
+
+    graph_hint = ""
+
+    def __init__(self, *args: object) -> None:
+        handled = sys.exc_info()[1]
+        if (
+            len(args) == 1
+            and isinstance(args[0], str)
+            and type(handled) is type(self)
+            and handled is not self
+            and args[0].startswith(str(handled) + GRAPH_DUMP)
+        ):
+            args = (str(handled) + self.graph_hint,)
+            # One error, not "during handling of the above exception" and the same message again.
+            self.__suppress_context__ = True
+        super().__init__(*args)
 
 
 class QueueClosed(QueueError):
@@ -13,6 +40,8 @@ class QueueClosed(QueueError):
 
     A training loop catches it to end an epoch.
     """
+
+    graph_hint = "; the epoch is over: catch tq.QueueClosed to end it, and q.reopen() the queue for the next one"
 
 
 class QueueTimeout(QueueError, TimeoutError):
@@ -53,6 +82,14 @@ class FeederError(QueueError):
         handled = sys.exc_info()[1]
         if isinstance(handled, FeederError) and handled is not self and handled.__cause__ is not None:
             self.__cause__ = handled.__cause__
+
+
+class SeveralDequeuesWarning(UserWarning):
+    """One compiled function takes more than one element of a queue per call (several ``q.dequeue()`` calls).
+
+    Warned once per queue, at compile time.  Where it is meant (two batches a
+    step), ``warnings.filterwarnings("ignore", category=SeveralDequeuesWarning)``.
+    """
 
 
 class CudaError(QueueError, RuntimeError):

@@ -2,11 +2,15 @@
 Dequeue and Enqueue when a queue lives on a GPU: user code does not change.
 
 GpuDequeue makes Theano's stream wait for the element's *filled* event (the
-host never waits for the copy), copies the slot device-to-device into its
-outputs and records the slot's *consumed* event; the producer reuses the slot
-only after that event.  The outputs are copies, not views of the slot: a view
-would let the next batch overwrite data the graph may still read, and the copy
-costs little next to the slot's trip over PCIe (doc/design.rst measures it).
+host never waits for the copy) and lends the slot's device block to the
+graph where one of the ring's two spare blocks is free: its outputs are views
+of the block, whose base (a Lease) gives it back when the last of them is
+freed, with the block's *consumed* event recorded on Theano's stream so that
+its next writer waits on the GPU.  The slot itself takes the spare and goes
+back to the producers at once, so nothing the graph or a caller holds is
+overwritten.  With no spare free it copies the slot device-to-device into its
+outputs and records the slot's *consumed* event (doc/design.rst, "The
+hand-off").
 
 GpuEnqueue copies graph values into a slot on Theano's stream, so one compiled
 function can produce into a queue that another consumes.

@@ -9,7 +9,7 @@
 shows one tqdm line, refreshed from a background thread, and ends with a
 verdict::
 
-    train: 1250 el [00:09, model waited 31%, fill 0.1/4, put blocked 0%, 137 el/s, 540 MB/s]
+    train: 1250 el [00:09, model waited 31%, ring full 0%, fill 0.1/4, 137 el/s, 540 MB/s]
     train: input-bound: the model waited 31% of the time; add workers or use read_into
 
 The decisive figures come first, so that a narrow terminal cuts the rates,
@@ -42,16 +42,26 @@ SHORTEST_JUDGED = 0.1
 # monitor's own (over the window), so it is in the postfix (:func:`_postfix`).
 LINE = "{desc}: {n_fmt} el [{elapsed}{postfix}]"
 LINE_WITH_TOTAL = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+# The same where the bar would leave the figures no room: the percentage says as much.
+LINE_WITH_TOTAL_NARROW = "{desc}: {percentage:3.0f}% [{elapsed}<{remaining}{postfix}]"
+#: The fewest columns a bar is drawn in; a line with less room for it drops it.
+SHORTEST_BAR = 10
 
 
 class MonitorLine(tqdm):
     """tqdm's line, cut to the terminal's width whatever tqdm's version (4.67 leaves a line without a bar uncut,
-    and a narrow terminal wraps it): the decisive figures come first, so the cut takes the rest."""
+    and a narrow terminal wraps it): the decisive figures come first, so the cut takes the rest.  A bar
+    yields its room to them: where the figures leave it fewer than :data:`SHORTEST_BAR` columns, it is
+    not drawn."""
 
     @staticmethod
     def format_meter(*args, **kwargs):
-        line = tqdm.format_meter(*args, **kwargs)
         ncols = kwargs.get("ncols")
+        if ncols and kwargs.get("bar_format") == LINE_WITH_TOTAL:
+            without_bar = tqdm.format_meter(*args, **dict(kwargs, bar_format=LINE_WITH_TOTAL.replace("{bar}", "")))
+            if len(without_bar) + SHORTEST_BAR > ncols:
+                kwargs = dict(kwargs, bar_format=LINE_WITH_TOTAL_NARROW)
+        line = tqdm.format_meter(*args, **kwargs)
         return disp_trim(line, ncols) if ncols else line
 
 
@@ -69,7 +79,7 @@ Figures.__doc__ = """What a monitor measured over a span of time (all shares are
 in the ring, out of ``capacity``; ``model_waited`` the share of the time
 consumers waited for an element (``consumer_wait_s``); ``producers_waited``
 the share producers waited for a free slot (``producer_wait_s``; summed over
-producers, so several can exceed 1; the line's "put blocked"); ``workers_busy``
+producers, so several can exceed 1; the line's "ring full"); ``workers_busy``
 the share of the time the feeder's workers were busy, or None when the feeder
 does not say; ``feeder_gil_wait`` the share of the time the feeder's thread
 waited to take the GIL back (``gil_wait_s``), or None when it does not say.
@@ -324,13 +334,11 @@ def _feeder_gil_wait(a, b, seconds):
 def _postfix(f):
     """The line's figures, the decisive ones first: a narrow terminal cuts the end."""
     rate = f.elements_per_s
-    parts = [
-        "model waited %.0f%%" % (100 * f.model_waited),
-        "fill %.1f/%d" % (f.mean_fill, f.capacity),
-        "put blocked %.0f%%" % (100 * f.producers_waited),
-    ]
-    if f.workers_busy is not None:
-        parts.append("workers %.0f%% busy" % (100 * f.workers_busy))
+    parts = ["model waited %.0f%%" % (100 * f.model_waited)]
+    if f.workers_busy is not None:  # with the model's wait, what decides "add workers"
+        parts.append("workers busy %.0f%%" % (100 * f.workers_busy))
+    # The share producers waited for a free slot: the ring was full, mostly because the input is ahead.
+    parts += ["ring full %.0f%%" % (100 * f.producers_waited), "fill %.1f/%d" % (f.mean_fill, f.capacity)]
     parts += [("%.0f el/s" if rate >= 100 else "%.3g el/s") % rate, bytes_per_second(f.gbps * 1e9)]
     return ", ".join(parts)
 

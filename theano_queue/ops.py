@@ -13,20 +13,34 @@ does the same through the engine's Python face for the Python linker.
 """
 
 import hashlib
+import inspect
 import os
 import sys
+import threading
+import warnings
 import weakref
 from collections import OrderedDict
 from typing import ClassVar, Tuple
 
+import numpy as np
+
+try:
+    import theano  # noqa: F401
+except ImportError as exc:  # a PyTensor-only install (PyMC 5): say what each front end needs
+    raise ImportError(
+        "theano_queue.Queue's dequeue()/enqueue() build Theano graphs and need Theano 1.0.5: "
+        "pip install 'theano_queue[theano]'; with PyTensor (PyMC 5) use theano_queue.pytensor.Queue"
+    ) from exc
 from theano import tensor
 from theano.compile import optdb
 from theano.compile.sharedvalue import SharedVariable
 from theano.gof import Apply, COp, Optimizer, toolbox
 from theano.gof.type import generic
+from theano.gradient import DisconnectedType
 from theano.tensor import TensorType, as_tensor_variable, lscalar
 from theano.tensor.opt import Assert
 
+from .errors import SeveralDequeuesWarning
 from .graph import GraphFrontEnd, enqueue_inputs, unpicklable_message
 from .paths import c_code_dir
 
@@ -137,15 +151,31 @@ class QueueCOp(COp):
         return list(QUEUE_HEADERS)
 
     def c_code_cache_version(self):
-        # COp hashes its own C file; the headers it includes count too.
+        # COp hashes its own C file; the headers it includes count too, and so does the class that writes the
+        # node's own C (c_code and its struct members): Theano keys cached modules by this version alone.
         digest = hashlib.sha256()
         for name in QUEUE_HEADERS:
             with open(os.path.join(c_code_dir(), name), "rb") as f:
                 digest.update(f.read())
+        try:
+            digest.update(inspect.getsource(type(self)).encode())
+        except (OSError, TypeError):  # a class made where its source is not kept (exec): its name, at least
+            digest.update(type(self).__qualname__.encode())
         return super().c_code_cache_version() + (digest.hexdigest(),)
 
     def output_types(self):
         return [TensorType(c.dtype, c.broadcastable)() for c in self.components]
+
+
+# What a Dequeue says when its compiled function is called from more than one thread (doc/tutorial.rst, "Threads").
+NOT_THREAD_SAFE = (
+    "a Theano function keeps its values in one storage of its own, so two threads calling it at once lose "
+    "elements and break its calls; call it from one thread at a time, or compile one function per thread"
+)
+TWO_THREADS = "this compiled function was called from a second thread while a call waits for its element: " + (
+    NOT_THREAD_SAFE
+)
+SECOND_THREAD = "theano_queue: a compiled function that dequeues was called from a second thread; " + NOT_THREAD_SAFE
 
 
 class Dequeue(QueueCOp):
@@ -163,18 +193,72 @@ class Dequeue(QueueCOp):
     c_file = "dequeue.c"
 
     def make_node(self, token):
-        return Apply(self, [token], self.output_types())
+        node = Apply(self, [token], self.output_types())
+        if theano.config.compute_test_value != "off":
+            self.set_test_values(node)
+        return node
+
+    def set_test_values(self, node):
+        """Zeros of each component's full shape as the outputs' test values (PyMC3 builds its model with them).
+
+        Theano would otherwise compute them by running the Op, which takes an
+        element from the queue (or waits for one) while the graph is built.
+        """
+        for out, component in zip(node.outputs, self.components):
+            out.tag.test_value = np.zeros([int(n) for n in component.shape], component.dtype)
 
     def perform(self, node, inputs, outputs, params=None):
+        if getattr(node.tag, "tq_caller", None) not in (None, threading.get_ident()):
+            if not getattr(node.tag, "tq_warned", False):
+                node.tag.tq_warned = True
+                warnings.warn(SECOND_THREAD, RuntimeWarning, stacklevel=stacklevel_outside(("theano", "theano_queue")))
+        node.tag.tq_caller = threading.get_ident()
         ring = resolve_token(inputs[0], str(self))
         for storage, array in zip(outputs, ring.take()):
             storage[0] = array
+
+    # The node's own record of who calls it (one per compiled function): a second thread is warned about
+    # once, and a call that comes while another thread's waits for its element is refused.
+    def c_support_code_struct(self, node, name):
+        return "unsigned long tq_caller_%(n)s; int tq_waiting_%(n)s; int tq_warned_%(n)s;" % dict(n=name)
+
+    def c_init_code_struct(self, node, name, sub):
+        return "tq_caller_%(n)s = 0; tq_waiting_%(n)s = 0; tq_warned_%(n)s = 0;" % dict(n=name)
+
+    # The outputs are data, not a function of the token: no gradient flows
+    # through the Op, and saying so lets theano.grad (PyMC3's fit with
+    # obj_n_mc > 1, say) walk past it instead of failing.
+    def connection_pattern(self, node):
+        return [[False] * len(node.outputs)]
+
+    def grad(self, inputs, output_grads):
+        return [DisconnectedType()()]
 
     def c_code(self, node, name, inputs, outputs, sub):
         return """{
     PyArrayObject **tq_outputs[] = {%(outs)s};
     const int tq_typenums[] = {%(typenums)s};
-    if (tq_dequeue_into("%(who)s", %(token)s, tq_outputs, tq_typenums, %(n)d) != 0) {
+    const unsigned long tq_me = PyThread_get_thread_ident();
+    if (tq_waiting_%(name)s) {
+        PyObject *tq_errors = PyImport_ImportModule("theano_queue.errors");
+        PyObject *tq_error = tq_errors ? PyObject_GetAttrString(tq_errors, "QueueError") : NULL;
+        if (tq_error)
+            PyErr_SetString(tq_error, "%(who)s: %(refused)s");
+        Py_XDECREF(tq_error);
+        Py_XDECREF(tq_errors);
+        %(fail)s
+    }
+    if (tq_caller_%(name)s != 0 && tq_caller_%(name)s != tq_me && !tq_warned_%(name)s) {
+        tq_warned_%(name)s = 1;
+        if (PyErr_WarnEx(PyExc_RuntimeWarning, "%(warned)s", 1) < 0) {
+            %(fail)s
+        }
+    }
+    tq_caller_%(name)s = tq_me;
+    tq_waiting_%(name)s = 1;
+    int tq_rc = tq_dequeue_into("%(who)s", %(token)s, tq_outputs, tq_typenums, %(n)d);
+    tq_waiting_%(name)s = 0;
+    if (tq_rc != 0) {
         %(fail)s
     }
 }""" % dict(
@@ -183,6 +267,9 @@ class Dequeue(QueueCOp):
             who=type(self).__name__,
             token=inputs[0],
             n=len(outputs),
+            name=name,
+            refused=TWO_THREADS,
+            warned=SECOND_THREAD,
             fail=sub["fail"],
         )
 
@@ -259,6 +346,47 @@ class AttachQueueOrder(Optimizer):
             return
         if any(is_queue_node(node) for node in fgraph.apply_nodes):
             fgraph.attach_feature(QueueOrder())
+            warn_several_dequeues(fgraph)
+
+
+# The rings already warned about: once per queue is enough to be read.
+_warned_rings: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def warn_several_dequeues(fgraph):
+    """Warns, once per queue, where one function takes more than one element of a queue per call.
+
+    It is what two ``q.dequeue()`` calls do (documented), and it is also the
+    usual slip of ``x = q.dequeue()[0]`` and ``y = q.dequeue()[1]``: x of one
+    batch trained against y of the next, with nothing to show it.
+    """
+    counts = OrderedDict()
+    for node in fgraph.apply_nodes:
+        if is_queue_node(node) and isinstance(node.op, Dequeue):
+            ring = node.inputs[0].tag.queue_sequence[0]
+            name, ref = node.op.queue_name, node.inputs[0].get_value(borrow=True)
+            counts.setdefault(ring, [name, ref, 0])[2] += 1
+    for name, ref, n in counts.values():
+        ring = ref()
+        if n < 2 or ring is None or ring in _warned_rings:
+            continue
+        _warned_rings.add(ring)
+        warnings.warn(
+            "a function takes %d elements of queue %r per call (it uses the variables of %d q.dequeue() calls): "
+            "each call's variables are another batch's, so an x from one and a y from another are not each "
+            "other's.  Take every component from one call (x, y = q.dequeue()); where taking %d batches a "
+            "step is what you mean, ignore theano_queue.errors.%s" % (n, name, n, n, SeveralDequeuesWarning.__name__),
+            SeveralDequeuesWarning,
+            stacklevel=stacklevel_outside(("theano", "theano_queue")),
+        )
+
+
+def stacklevel_outside(packages):
+    """The ``stacklevel`` of the first caller outside ``packages``, for a warning its author can find."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in packages:
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 optdb.register("theano_queue_order", AttachQueueOrder(), 0.01, "fast_run", "fast_compile", "theano_queue")

@@ -14,6 +14,23 @@ from .spec import check_queue_name, element_in_order, parse_components
 _names = itertools.count()
 
 
+def static_shapes(components, lengths=False):
+    """The shapes a dequeue's variables are known to have, in the order it gives them: ``None`` on an axis
+    whose extent varies from element to element (the batch axis, variable-length axes)."""
+
+    def known(c):
+        return tuple(None if i == 0 or i in c.variable_axes else int(n) for i, n in enumerate(c.shape))
+
+    shapes = [known(c) for c in components]
+    if lengths:  # one int64 length per row: (n,), or (n, k) for k variable axes
+        shapes += [
+            (None,) + ((len(c.variable_axes),) if len(c.variable_axes) > 1 else ())
+            for c in components
+            if c.variable_axes
+        ]
+    return shapes
+
+
 class Queue:
     """A bounded FIFO of elements, each one batch of every component.
 
@@ -129,6 +146,10 @@ class Queue:
         ``(x1, _), (x2, _) = q.dequeue(), q.dequeue()`` whose outputs use only
         ``x1`` takes one element per call.  To take an element and discard
         it, use its value somewhere, e.g. return it.
+
+        Each variable's ``_keras_shape`` is its static shape, ``None`` where
+        an element's extent varies (the batch axis, variable-length axes):
+        what Keras's ``Input(tensor=x)`` reads (doc/keras.rst).
         """
         if lengths:
             self._layout.refuse_lengths(self.name, "dequeue")
@@ -136,6 +157,9 @@ class Queue:
         # One node for the whole element: a function that uses any of its outputs takes one element.
         engine = graph.dequeue(self, next(self._tokens))
         outputs = self._layout.graph_outputs(engine, lengths, graph)
+        for variable, shape in zip(outputs, static_shapes(self.components, lengths)):
+            # Keras's Theano backend reads a tensor's shape from this attribute alone: Input(tensor=x) needs it.
+            variable._keras_shape = shape
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def enqueue(self, *variables, lengths=None):

@@ -36,9 +36,11 @@ def where(queue_name: str, component) -> str:
 
 
 def unsafe_dtype(queue_name: str, component, dtype) -> TypeError:
+    """An array whose dtype does not cast safely, with both fixes (tests/test_messages.py)."""
+    want = np.dtype(component.dtype)
     return TypeError(
-        "%s: expected dtype %s, got %s, which does not cast safely to it"
-        % (where(queue_name, component), np.dtype(component.dtype), dtype)
+        "%s: expected dtype %s, got %s, which does not cast safely to it: pass .astype('%s'), or declare the "
+        "component %s" % (where(queue_name, component), want, dtype, want, np.dtype(dtype))
     )
 
 

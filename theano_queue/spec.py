@@ -83,11 +83,21 @@ def check_queue_name(name):
     return name
 
 
+# Names numpy reads as its widest type, where Theano's own default (floatX) and most models mean 32 bits.
+AMBIGUOUS_DTYPES = {"float": "float32 or float64", "int": "int32 or int64", "complex": "complex64 or complex128"}
+
+
 def parse_dtype(dtype, where):
     """A numpy dtype that Theano can hold, or a TypeError saying what came."""
     if dtype is None:
         # np.dtype(None) is float64: a silent default nobody asked for.
         raise TypeError("%s: dtype=None; give the dtype, e.g. 'float32'" % where)
+    name = dtype.__name__ if dtype in (float, int, complex) else dtype
+    if isinstance(name, str) and name in AMBIGUOUS_DTYPES:
+        raise TypeError(
+            "%s: dtype %r is ambiguous (numpy reads it as %s); say which: %s"
+            % (where, dtype, np.dtype(name), AMBIGUOUS_DTYPES[name])
+        )
     try:
         parsed = np.dtype(dtype)
     except TypeError:

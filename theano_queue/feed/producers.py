@@ -10,7 +10,10 @@ import math
 import time
 from typing import Any, Optional, Protocol
 
+import numpy as np
+
 from ..errors import Stopped
+from ..spec import element_in_order
 from .gil import ThreadClock
 from .rows import RowWriter, SampleError, describe_failure, sample_failed
 from .sources import stream
@@ -123,6 +126,21 @@ class FillProducer(InProcessProducer):
         return {"workers": 0, "elements": self.feeder.produced}
 
 
+def samples_hint(components, element) -> str:
+    """What to say when an iterable's element has every component one axis short: it is a sample, not a batch."""
+    try:
+        values = element_in_order(components, element, "")
+    except (TypeError, ValueError):
+        return ""
+    if all(np.ndim(v) == len(c.shape) - 1 for c, v in zip(components, values) if c.shape):
+        return (
+            "this looks like one sample: an iterable, a list too, gives whole batches, each with the batch axis; "
+            "for samples, stack them (Feeder(q, (x, y)), an array dataset) or give an object with __len__ and "
+            "__getitem__ (a map-style dataset, which the Feeder batches)"
+        )
+    return ""
+
+
 class IterableProducer(InProcessProducer):
     """An iterable of whole batches, run in the Feeder's thread; each batch goes through ``Queue.put``'s door."""
 
@@ -142,6 +160,11 @@ class IterableProducer(InProcessProducer):
                 self.port.put(element, math.inf, stop)
             except Stopped:
                 return False
+            except ValueError as error:
+                hint = samples_hint(self.queue.components, element)
+                if not hint:
+                    raise
+                raise ValueError("%s; %s" % (error, hint)) from None
             self.feeder.produced += 1
         return False
 

@@ -2,9 +2,18 @@
 
 The same queue as :mod:`theano_queue` (one engine, one feeding side) whose
 :meth:`Queue.dequeue` and :meth:`Queue.enqueue` give PyTensor variables,
-under PyTensor's C linker and under Numba (its default).  Nothing here
-imports Theano.
+under PyTensor's C linker and under Numba (PyTensor 3.0's default linker;
+2.38's, PyMC 5.28's pin, is the C linker).  Numba is optional where the
+installed PyTensor does not require it.  Nothing here imports Theano.
 """
+
+try:
+    import pytensor  # noqa: F401
+except ImportError as exc:
+    raise ImportError(
+        "theano_queue.pytensor needs PyTensor (2.38.x, as PyMC 5.28 pins it, or 3.0.x): "
+        "pip install 'theano_queue[pytensor]'; with Theano 1.0.5 use theano_queue.Queue"
+    ) from exc
 
 from .. import (
     Component,
@@ -21,6 +30,7 @@ from .. import (
     upto,
     worker_info,
 )
+from .pymc import StopWhenDrained, check_model, swap
 from .queue import Queue
 
 __all__ = [
@@ -38,4 +48,7 @@ __all__ = [
     "QueueTimeout",
     "FeederError",
     "CudaError",
+    "swap",
+    "check_model",
+    "StopWhenDrained",
 ]

@@ -2,8 +2,8 @@
 
 One engine, two front ends: these Ops run the same C code as Theano's
 (``c_code/dequeue.c``, ``c_code/enqueue.c``) under PyTensor's C linker, and
-their ``perform`` (in Numba's object mode) under the Numba linker, PyTensor's
-default.
+their ``perform`` (in Numba's object mode) under the Numba linker (PyTensor
+3.0's default; where Numba is not installed, the C linker alone).
 
 The token is a 0-d int64 shared variable holding the queue's key in
 :mod:`theano_queue.graph`'s registry: under Numba a graph is one jitted
@@ -14,20 +14,19 @@ the order they were made.
 """
 
 import hashlib
+import importlib.util
 import os
 import re
 from typing import ClassVar
 
-import numba
 import numpy as np
 from pytensor import shared, tensor
 from pytensor.compile import optdb
+from pytensor.gradient import disconnected_type
 from pytensor.graph.basic import Apply
 from pytensor.graph.features import Feature
 from pytensor.graph.rewriting.basic import GraphRewriter
 from pytensor.link.c.op import COp
-from pytensor.link.numba.dispatch import numba_funcify
-from pytensor.link.numba.dispatch.basic import get_numba_type, numba_njit
 from pytensor.raise_op import Assert
 from pytensor.tensor.type import TensorType
 
@@ -121,6 +120,15 @@ class Dequeue(QueueCOp):
         for storage, array in zip(outputs, self.ring(inputs[0]).take()):
             storage[0] = array
 
+    # The outputs are data, not a function of the token: no gradient flows
+    # through the Op, and saying so lets pytensor.grad (PyMC's pm.fit with
+    # obj_n_mc > 1, say) walk past it instead of raising NotImplementedError.
+    def connection_pattern(self, node):
+        return [[False] * len(node.outputs)]
+
+    def grad(self, inputs, output_grads):
+        return [disconnected_type()]
+
     def c_code(self, node, name, inputs, outputs, sub):
         return """{
     PyObject *tq_ring = tq_ring_by_key("%(who)s", %(token)s);
@@ -175,31 +183,41 @@ class Enqueue(QueueCOp):
 # ---- Numba: perform in object mode -----------------------------------------------------
 
 
-@numba_funcify.register(Dequeue)
-@numba_funcify.register(Enqueue)
-def numba_funcify_queue_op(op, node, **kwargs):
-    """The node's ``perform`` called from the jitted graph in object mode (about 2 us a call).
+def register_numba():
+    """Gives the Ops their Numba version; only where Numba is installed (PyMC 5 does not require it)."""
+    import numba
+    from pytensor.link.numba.dispatch import numba_funcify
+    from pytensor.link.numba.dispatch.basic import get_numba_type, numba_njit
 
-    PyTensor's own fallback does the same but warns at every compile; a
-    queue's Ops are meant to run this way until the engine's C API is
-    called from Numba directly.
-    """
-    types = [get_numba_type(o.type) for o in node.outputs]
-    ret_sig = types[0] if len(types) == 1 else numba.types.Tuple(types)
-    single = len(types) == 1
+    @numba_funcify.register(Dequeue)
+    @numba_funcify.register(Enqueue)
+    def numba_funcify_queue_op(op, node, **kwargs):
+        """The node's ``perform`` called from the jitted graph in object mode (about 2 us a call).
 
-    def py_perform(inputs):
-        storage = [[None] for _ in node.outputs]
-        op.perform(node, list(inputs), storage)
-        return storage[0][0] if single else tuple(s[0] for s in storage)
+        PyTensor's own fallback does the same but warns at every compile; a
+        queue's Ops are meant to run this way until the engine's C API is
+        called from Numba directly.
+        """
+        types = [get_numba_type(o.type) for o in node.outputs]
+        ret_sig = types[0] if len(types) == 1 else numba.types.Tuple(types)
+        single = len(types) == 1
 
-    @numba_njit
-    def queue_op(*inputs):
-        with numba.objmode(ret=ret_sig):
-            ret = py_perform(inputs)
-        return ret
+        def py_perform(inputs):
+            storage = [[None] for _ in node.outputs]
+            op.perform(node, list(inputs), storage)
+            return storage[0][0] if single else tuple(s[0] for s in storage)
 
-    return queue_op
+        @numba_njit
+        def queue_op(*inputs):
+            with numba.objmode(ret=ret_sig):
+                ret = py_perform(inputs)
+            return ret
+
+        return queue_op
+
+
+if importlib.util.find_spec("numba") is not None:
+    register_numba()
 
 
 # ---- ordering ----------------------------------------------------------------------

@@ -17,10 +17,13 @@ class Queue(_queue.Queue):
     )
 
     def __init__(self, components, capacity=2, target=None, **options):
+        if options.get("name") is None:
+            # Named here, as theano_queue.Queue would, so that this message names it too.
+            options["name"] = "queue%d" % next(_queue._names)
         if target not in (None, "cpu"):
             raise ValueError(
                 "Queue %r: target %r; a PyTensor queue lives in host memory (target None or 'cpu'): PyTensor "
-                "has no GPU arrays" % (options.get("name", ""), target)
+                "has no GPU arrays" % (options["name"], target)
             )
         # The options (timeout, name, pad_value, ...) mean what they mean for theano_queue.Queue.
         super().__init__(components, capacity, "cpu", **options)

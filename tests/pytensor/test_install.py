@@ -1,0 +1,80 @@
+"""`pip install` of the checkout, with no flag, into a fresh venv that has PyMC 5 and its PyTensor (.venv-pymc).
+
+The fresh venv sees .venv-pymc's packages (a .pth file), as a user's PyMC venv
+would hold them; pip builds the package in isolation (pyproject.toml) and
+must neither ask for Theano nor move numpy or PyTensor.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+pytest.importorskip("pymc")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SOURCES = ["setup.py", "setup.cfg", "pyproject.toml", "README.rst", "c_code", "theano_queue"]
+
+
+def copy_sources(target):
+    """The package's sources alone: a build in the checkout would share its build/ with the in-place engine."""
+    os.makedirs(target)
+    for name in SOURCES:
+        source = os.path.join(ROOT, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, os.path.join(target, name), ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+        else:
+            shutil.copyfile(source, os.path.join(target, name))
+    return target
+
+
+def fresh_venv_over_this_one(path):
+    """A venv of its own whose python also sees this venv's packages (PyMC, PyTensor, numpy 2)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    python = os.path.join(path, "bin", "python")
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    with open(os.path.join(site, "pymc_venv.pth"), "w") as f:
+        f.write(sysconfig.get_paths()["purelib"] + "\n")
+    return python, site
+
+
+@pytest.mark.timeout(900)  # pip fetches the build requirements (numpy 2) once
+def test_plain_pip_install_into_a_pymc_venv_imports_both(tmp_path):
+    source = copy_sources(str(tmp_path / "src"))
+    python, site = fresh_venv_over_this_one(tmp_path / "venv")
+    pip = [sys.executable, "-m", "pip", "--python", python]
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    install = subprocess.run([*pip, "install", source], capture_output=True, text=True, env=env, timeout=900)
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    # Nothing but the package itself was installed: PyMC's numpy and PyTensor stay, no Theano came.
+    installed = os.listdir(site)
+    assert not [name for name in installed if name.lower().startswith(("theano-", "theano ", "numpy", "pytensor"))]
+    assert any(name.startswith("theano_queue-") for name in installed), installed
+    check = subprocess.run([*pip, "check"], capture_output=True, text=True, env=env, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+    script = (
+        "import sys, numpy as np, pymc, pytensor\n"
+        "import theano_queue.pytensor as tq\n"
+        "q = tq.Queue([('x', 'float64', (2,))])\n"
+        "f = pytensor.function([], q.dequeue() * 2, mode='CVM')\n"
+        "q.put(np.array([1.0, 2.0]))\n"
+        "print(f().tolist(), tq.__file__.startswith(sys.prefix), 'theano' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [python, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(env, PYTHONSAFEPATH="1"),
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["[2.0,", "4.0]", "True", "False"]
