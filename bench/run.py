@@ -10,6 +10,7 @@
     python bench/run.py --only 19 --merge    # small steps (bench/step_profile.py), into the existing results
     python bench/run.py --only 20 --merge    # the user's own generator (bench/generator_step.py)
     python bench/run.py --only 22 --merge    # an array dataset held in GPU memory (bench/held_bench.py)
+    python bench/run.py --only 26 --merge    # cast and strided array datasets (bench/layouts_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -300,6 +301,21 @@ def held_dataset(b):
     return held_bench.held_dataset(b)
 
 
+# ---- 26: rows that are not the slots' bytes (bench/layouts_bench.py) -------------------
+
+
+@scenario(
+    26,
+    "Array datasets cast or strided: uint8 labels against int32 (MNIST), a Fortran memmap and a strided view "
+    "against C-contiguous rows",
+    needs_gpu=False,
+)
+def layouts(b):
+    from bench import layouts_bench
+
+    return layouts_bench.layouts(b)
+
+
 SCENARIOS = [
     limit,
     transfer_bound,
@@ -323,6 +339,7 @@ SCENARIOS = [
     small_steps,
     generator_steps,
     held_dataset,
+    layouts,
 ]
 
 

@@ -24,6 +24,7 @@ class Ring:
     staging_bytes: int
     component_offsets: Tuple[int, ...]
     on_stall: Optional[Callable[[float], object]]
+    cast: Optional[Callable[[int, Any], np.ndarray]]
     def __init__(
         self,
         name: str,
@@ -45,7 +46,11 @@ class Ring:
         first: int,
         count: int,
         stop: Optional[Stop] = ...,
+        casts: Optional[Sequence[bool]] = ...,
     ) -> int: ...
+    def gather_paths(
+        self, sources: Sequence[np.ndarray], casts: Optional[Sequence[bool]] = ...
+    ) -> Tuple[Optional[str], ...]: ...
     def get(self, timeout: Timeout = ...) -> Tuple[np.ndarray, ...]: ...
     def take(self, timeout: Timeout = ...) -> Tuple[np.ndarray, ...]: ...
     def take_device(self, dsts: Sequence[int], stream: int, timeout: Timeout = ...) -> Tuple[int, ...]: ...

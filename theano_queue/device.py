@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _engine
+from . import _engine, schema
 
 # DLPack device types (dlpack.h).
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -114,7 +114,9 @@ class DeviceSource:
 def device_source(value: Any, component: Any, queue_name: str, stream: Any, copy_stream: Optional[int]) -> DeviceSource:
     """The :class:`DeviceSource` of one component's value, or a TypeError saying what came."""
     reader = reader_of(value) or _from_dlpack  # not a device array: _from_dlpack says what came
-    return DeviceSource(*reader(value, queue_name, component, stream, copy_stream))
+    source = DeviceSource(*reader(value, queue_name, component, stream, copy_stream))
+    schema.device_dtype(component, source.description[3], queue_name)
+    return source
 
 
 def _where(queue_name, component):
@@ -246,14 +248,17 @@ def put_fixed(
     """:func:`put` of an element without variable-length components: one description per component.
 
     ``readers`` are the values' :func:`reader_of` (None refuses the value,
-    saying what came).  The lean path of a device producer's puts: nothing
-    here is done that the engine's own checks repeat.
+    saying what came).  The lean path of a device producer's puts: besides
+    the schema's dtype rule (one comparison per component), nothing here is
+    done that the engine's own checks repeat.
     """
     handle = None if stream is None else stream_handle(stream, "Queue.put: queue %r" % queue_name)
     copy_stream = ring.copy_stream
     descriptions, keep = [], []  # keep: what must stay alive (a DLPack owner) until put_device has the memory
     for reader, component, value in zip(readers, components, values):
         description, alive = (reader or _from_dlpack)(value, queue_name, component, handle, copy_stream)
+        if description[3] != component.dtype:  # the schema's rule for device arrays: the exact dtype
+            schema.device_dtype(component, description[3], queue_name)
         descriptions.append(description)
         keep.append(alive)
     return ring.put_device(descriptions, timeout, stop)

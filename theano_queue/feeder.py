@@ -1,4 +1,7 @@
-"""The Feeder (kept importable from here; it lives in :mod:`theano_queue.feed`)."""
+"""Kept: ``from theano_queue.feeder import Feeder`` is the old module path user code still uses.
+
+The Feeder lives in :mod:`theano_queue.feed`.
+"""
 
 from .feed.feeder import Feeder
 

@@ -30,10 +30,8 @@ samples), unpacking a taken element (``get``) and the graph's reshape
 
 from collections.abc import Mapping
 
-import numpy as np
-
-from .spec import as_component_value, unsafe_cast_message
-from .variable import Padded, Variable, holds_no_numbers, rows_contiguous  # noqa: F401  (Padded: imported from here too)
+from . import schema
+from .variable import Padded, Variable, rows_contiguous  # noqa: F401  (Padded: imported from here too)
 
 
 class Layout:
@@ -201,15 +199,10 @@ def shape_bound(shape):
 
 def fixed_writer(component, value, queue_name):
     """A fixed component's value checked as put checks it; returns ``write(views) -> [rows]``."""
-    where = "Queue %r, component %r" % (queue_name, component.name)
-    if isinstance(value, np.ndarray):
-        if value.dtype != component.dtype and not np.can_cast(value.dtype, component.dtype, "safe"):
-            raise TypeError(unsafe_cast_message(where, component.dtype, value.dtype))
-    else:
-        value = as_component_value(component, value, queue_name)
+    value = schema.component_value(component, value, queue_name)
     shape, want = value.shape, component.shape
     if len(shape) != len(want) or (want and (shape[0] > want[0] or shape[1:] != want[1:])):
-        raise ValueError("%s: expected shape %s, got %s" % (where, shape_bound(want), shape))
+        raise schema.shape_error(queue_name, component, shape, shape_bound(want))
 
     def write(views):
         view = views[0]

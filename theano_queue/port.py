@@ -15,7 +15,8 @@ import numpy as np
 from . import device as _device
 from .errors import QueueError
 from .layout import Padded
-from .spec import as_component_value, element_in_order
+from .schema import Schema
+from .spec import element_in_order
 
 
 def element_of(args):
@@ -33,6 +34,10 @@ class Port:
 
     def __init__(self, name, components, layout, target, ring):
         self.name, self.components, self._layout, self._target, self._ring = name, components, layout, target, ring
+        #: The one rule for every value put (theano_queue/schema.py); the engine asks it for any value
+        #: that is not an array of the exact dtype.
+        self.schema = Schema(name, layout.engine)
+        ring.cast = self.schema.cast
         self.generation = 0  # reopens so far
         self.close_when_last = False  # a Feeder that closes the queue is done: the last attached one closes it
         self.epoch_left = False  # a Feeder's with block was left: the next reopen drops what is left
@@ -49,7 +54,10 @@ class Port:
                 return _device.put_fixed(
                     self._ring, self.components, element, readers, self.name, timeout, stop, stream
                 )
-        values = element_in_order(self.components, element_of(element), self.name)
+        element = element_of(element)
+        if type(element) is tuple and len(element) == 1 and len(self.components) > 1:
+            element = element[0]  # q.put(x) on a queue of more: element_in_order says "a bare array", as for a Feeder
+        values = element_in_order(self.components, element, self.name)
         # Asked once per value: how a device put reads it (None for host data).
         readers = [_device.reader_of(v.data if isinstance(v, Padded) else v) for v in values]
         if any(readers):
@@ -59,8 +67,7 @@ class Port:
         if not self._layout.varying:
             if lengths is not None:
                 self._layout.refuse_lengths(self.name, "put")
-            arrays = [as_component_value(c, v, self.name) for c, v in zip(self.components, values)]
-            return self._ring.put(arrays, timeout, stop)
+            return self._ring.put(values, timeout, stop)  # the engine asks the schema for what is not exact
         write = self._layout.prepare(self._layout.with_lengths(values, lengths, self.name), self.name)
         # Packed straight into the slot's staging: the only copy on the host.
         slot, views = self._ring.reserve(timeout, stop)

@@ -6,6 +6,8 @@ from typing import NamedTuple, Tuple
 
 import numpy as np
 
+from . import schema
+
 # The dtypes a Theano TensorType takes (theano.tensor.type), in native byte order.
 THEANO_DTYPES = frozenset(
     "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64 complex128".split()
@@ -237,7 +239,7 @@ def with_pad_values(components, pad_value, queue_name):
                 "one's shape %r has none" % (where, name, component.shape)
             )
         try:
-            cast = as_component_value(component, value, queue_name)
+            cast = schema.component_value(component, value, queue_name)
         except TypeError as exc:
             raise TypeError("pad_value %r: %s" % (value, exc)) from None
         if cast.shape != ():
@@ -249,7 +251,7 @@ def with_pad_values(components, pad_value, queue_name):
 def element_arrays(components, element, queue_name):
     """The element as a list of arrays in component order (see :func:`element_in_order`)."""
     values = element_in_order(components, element, queue_name)
-    return [as_component_value(c, value, queue_name) for c, value in zip(components, values)]
+    return [schema.component_value(c, value, queue_name) for c, value in zip(components, values)]
 
 
 def element_in_order(components, element, queue_name):
@@ -292,55 +294,3 @@ def element_in_order(components, element, queue_name):
             % (queue_name, len(components), "" if len(components) == 1 else "s", ", ".join(names), len(element))
         )
     return list(element)
-
-
-def unsafe_cast_message(where, want, have):
-    """The TypeError message for an array of dtype ``have`` put into a component of dtype ``want``, with both fixes."""
-    return (
-        "%s: expected dtype %s, got %s, which does not cast safely to it: pass .astype('%s'), or declare the "
-        "component %s" % (where, want, have, np.dtype(want), np.dtype(have))
-    )
-
-
-def as_component_value(component, value, queue_name):
-    """Arrays pass as they are (the engine checks them); Python values become arrays of the component's dtype.
-
-    A Python number or list is taken when the cast is safe for its values, as
-    numpy's value-based casting rule has it: integers within the dtype's range,
-    floats into a floating dtype without overflow, never a float into an
-    integer.  Anything else, such as 1.7 or 2**40 into int32, is a TypeError,
-    as an array of the wrong dtype is.
-    """
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, np.generic):
-        return np.asarray(value)
-    want = component.dtype
-    try:
-        given = np.asarray(value)
-    except (ValueError, TypeError) as exc:
-        raise TypeError(
-            "Queue %r, component %r: cannot read %s as an array: %s"
-            % (queue_name, component.name, type(value).__name__, exc)
-        ) from None
-    if given.dtype.kind not in "biufc":
-        raise TypeError(
-            "Queue %r, component %r: expected numbers of dtype %s, got %s values"
-            % (queue_name, component.name, want, given.dtype)
-        )
-    if np.can_cast(given.dtype, want, "safe"):
-        return given.astype(want)
-    with np.errstate(all="ignore"):
-        cast = given.astype(want)
-        if given.dtype.kind == "f" and want.kind == "f":
-            kept = np.array_equal(np.isfinite(cast), np.isfinite(given))
-        elif want.kind in "biu" and given.dtype.kind not in "biu":
-            kept = False  # as numpy's own value-based rule: no float becomes an integer
-        else:
-            kept = given.dtype.kind != "c" and np.array_equal(cast.astype(given.dtype), given)
-    if not kept:
-        raise TypeError(
-            "Queue %r, component %r: expected values that fit dtype %s; these %s values do not (cast would change them)"
-            % (queue_name, component.name, want, given.dtype)
-        )
-    return cast

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _engine
-from .spec import Component, as_component_value, unsafe_cast_message
+from . import _engine, schema
+from .spec import Component
 
 # Rows of at least this many bytes are packed one by one (used bytes only), shorter ones all at once.
 ROW_BY_ROW_BYTES = 8192
@@ -188,13 +188,7 @@ class Variable:
         values become arrays of the component's dtype.
         """
         where = self.where(queue_name)
-        if isinstance(value, np.ndarray):
-            if value.dtype != self.dtype and not np.can_cast(value.dtype, self.dtype, "safe"):
-                raise TypeError(unsafe_cast_message(where, self.dtype, value.dtype))
-        elif holds_no_numbers(value):
-            value = np.asarray(value, self.dtype)  # [] is a row of length 0, whatever numpy's default dtype
-        else:
-            value = as_component_value(self.component, value, queue_name)
+        value = schema.component_value(self.component, value, queue_name)  # [] is a row of length 0
         if value.ndim != ndim:
             raise ValueError(
                 "%s: expected %s of %d dimensions (shape %s), got shape %s"
@@ -289,9 +283,7 @@ class Variable:
     def write_row(self, dst, value, queue_name):
         """Writes one sample's array (its own lengths) at the start of its row ``dst`` (at the bounds); its lengths."""
         where = self.where(queue_name)
-        if value.dtype != self.dtype and not np.can_cast(value.dtype, self.dtype, "safe"):
-            if not (value.size == 0 and value.dtype == np.float64):  # [] as a row of length 0
-                raise TypeError(unsafe_cast_message(where, self.dtype, value.dtype))
+        value = schema.component_value(self.component, value, queue_name)  # a list as put takes it
         if value.ndim != dst.ndim:
             raise ValueError(
                 "%s: a sample must have %d dimensions (the component's without its batch axis, %s), "
@@ -405,11 +397,6 @@ class Variable:
             within = within.dimshuffle(*pattern)
             mask = within if mask is None else tensor.and_(mask, within)
         return mask
-
-
-def holds_no_numbers(value):
-    """True for [], [[]], ...: a row of length 0 written as a Python list (numpy would call it float64)."""
-    return isinstance(value, (list, tuple)) and all(holds_no_numbers(v) for v in value)
 
 
 def rows_contiguous(array):

@@ -118,6 +118,9 @@ static int device_gathers(tq_ring *ring, const tq_rows *srcs, const int64_t *idx
     tq_backend *b = ring->backend;
     if (!b->gathers_rows || !b->publish_rows || rows < 1)
         return 0;
+    for (int c = 0; c < ring->n_components; c++)
+        if (srcs[c].layout) /* walked or cast rows: the host's gather only */
+            return 0;
     for (int c = 0; c < ring->n_components; c++) {
         const char *lo, *hi;
         tq_rows_span(&srcs[c], ring->components[c].row_bytes, idx, rows, &lo, &hi);

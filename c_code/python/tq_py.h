@@ -13,6 +13,7 @@
  *   tq_py_memory.c    the Ring's page-locking, device gather, shared staging
  *   tq_py_stop.c      the Stop type
  *   tq_py_device.c    device arrays: checked puts, device gets, DLPack
+ *   tq_py_rows.c      array datasets' rows: put_rows, each source's layout and cast
  *   tq_py_element.c   the waits, element checks, put and get, lending
  *   tq_py_gpuarray.c  the bridges to libgpuarray (pygpu's contexts)
  *   tq_py_errors.c    the exceptions, the one error mapping, ring_usable
@@ -54,6 +55,7 @@ typedef struct {
     double timeout;     /* default for gets, < 0 for none */
     PyObject *failure;  /* the exception handed to fail(), or NULL */
     PyObject *on_stall; /* called with the seconds a consumer has waited, or NULL */
+    PyObject *cast;     /* the queue's schema: cast(c, value) -> array of c's exact dtype, or NULL */
     PyObject *weakrefs;
     /* The GIL between a producer's thread and the consumer's (tq_py_element.c): how long producers waited
      * to take it back after their puts (with the GIL held), how many took it back, and how many wait now
@@ -90,6 +92,20 @@ tq_code cu_context_of(PyObject *gpu_context, void **cu_context, tq_error *err);
 /* Module function gpu_context_stream. */
 PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
 
+/* ---- tq_py_rows.c ---- */
+/* Puts batches first .. first+count-1 of an array dataset: batch b is the
+ * rows indices[b*batch : (b+1)*batch] (fewer for the last) of sources, one
+ * array per component.  casts: NULL/None, or one truth per component: the
+ * schema allows the source's dtype to be cast into the component's (the
+ * engine casts only where told).  Waits for slots without limit; a raised
+ * stop ends it.  The number of batches put (fewer than count when stopped
+ * or the indices ran out), or -1 with an exception. */
+Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
+                    int64_t first, int64_t count, PyObject *casts, const int *stop);
+/* Ring.gather_paths(sources, casts=None): per component, how put_rows would
+ * read it ("rows", "elements") or None where it cannot. */
+PyObject *Ring_gather_paths(RingObject *self, PyObject *args, PyObject *kwds);
+
 /* ---- tq_py_element.c ---- */
 /* Seconds a consumer's wait lasts before its Ring's on_stall hook is called
  * (once per wait; < 0: never); returns the setting it replaces. */
@@ -103,6 +119,14 @@ int parse_timeout(PyObject *obj, double fallback, double *out, const char *who, 
  * seconds (< 0: no limit) with the GIL released, and waking for Ctrl-C.
  * 0, or -1 with an exception.  stop: NULL or a Stop's flag. */
 int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, int *slot);
+/* What a producer does with each slot it reserved, without the GIL: write
+ * it and publish it (the engine's put calls).  `index` counts the slots of
+ * one wait from 0. */
+typedef tq_code (*fill_fn)(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err);
+/* Reserves and fills `count` slots in turn, waiting as wait_for_slot does;
+ * *done is the number of slots published.  0, or -1 with an exception. */
+int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
+            int64_t count, int64_t *done);
 /* The engine's view of a component of this dtype and shape: rows of bytes
  * (a scalar is one row). */
 tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_intp *shape);
@@ -110,13 +134,6 @@ tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_in
 int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims);
 /* Validates and puts one element; the queue's size after it, or -1. */
 Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop);
-/* Puts batches first .. first+count-1 of an array dataset: batch b is the
- * rows indices[b*batch : (b+1)*batch] (fewer for the last) of sources, one
- * array per component.  Waits for slots without limit; a raised stop ends it.
- * The number of batches put (fewer than count when stopped or the indices
- * ran out), or -1 with an exception. */
-Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
-                    int64_t first, int64_t count, const int *stop);
 /* The shape of component c of a reserved element: ndim, dims filled. */
 int element_shape(RingObject *self, int slot, int c, npy_intp *dims);
 /* Copies component c of a reserved element into host memory at dst. */

@@ -44,11 +44,6 @@ int parse_timeout(PyObject *obj, double fallback, double *out, const char *who, 
  * tests' stand-in driver). */
 typedef tq_code (*reserve_fn)(tq_ring *, double, const int *, int *, tq_error *);
 
-/* What a producer does with each slot it reserved, without the GIL: write
- * it and publish it (the engine's put calls).  `index` counts the slots of
- * one wait from 0. */
-typedef tq_code (*fill_fn)(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err);
-
 /* Seconds a consumer waits before its Ring's on_stall hook is told (once per
  * wait); < 0: never.  Set by set_stall_warning (theano_queue/stall.py sets
  * its default on import), read with the GIL held. */
@@ -204,10 +199,8 @@ int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *s
     return sliced_wait(self, producer, timeout_s, stop, who, NULL, NULL, 1, &done, slot);
 }
 
-/* Reserves and fills `count` slots in turn (sliced_wait); *done is the
- * number of slots published. */
-static int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
-                   int64_t count, int64_t *done)
+int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
+            int64_t count, int64_t *done)
 {
     int slot;
     return sliced_wait(self, 1, timeout_s, stop, who, fill, job, count, done, &slot);
@@ -251,44 +244,50 @@ int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_int
     char want_s[256], got_s[256];
     format_shape(want_s, sizeof want_s, want_ndim, want, 1);
     format_shape(got_s, sizeof got_s, ndim, dims, 0);
+    /* Worded as theano_queue/schema.py's shape_error words a batch's. */
+    PyObject *prefix = PyUnicode_FromFormat("%s: queue '%U'", who, self->name);
+    if (!prefix)
+        return -1;
     if (ndim != want_ndim)
-        PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s", who,
-                     self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
+        PyErr_Format(PyExc_ValueError, "%U, component '%s': expected %d dimensions, shape %s; got %d, shape %s", prefix,
+                     component_name(self, c), want_ndim, want_s, ndim, got_s);
     else
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U', component '%s': expected shape %s, got %s", who, self->name,
-                     component_name(self, c), want_s, got_s);
+        PyErr_Format(PyExc_ValueError, "%U, component '%s': expected shape %s, got %s", prefix, component_name(self, c),
+                     want_s, got_s);
+    Py_DECREF(prefix);
     return -1;
 }
 
 /* A C-contiguous array of component c's dtype that fits its slot, or NULL
- * with a TypeError/ValueError naming the component, what it expects and what
- * came.  An array of another dtype is converted when numpy casts it safely
- * (int16 into int32), and refused otherwise (float64 into float32). */
+ * with an exception naming the component, what it expects and what came.
+ * An array of the exact dtype is the fast path; anything else is the
+ * schema's to turn into one or to refuse (Ring.cast, theano_queue/schema.py:
+ * the one rule, one wording), and is refused when the ring has none. */
 static PyArrayObject *checked_component(RingObject *self, const char *who, int c, PyObject *obj)
 {
     PyArray_Descr *want = self->descrs[c];
     PyArrayObject *arr;
-    if (PyArray_Check(obj)) {
-        PyArray_Descr *have = PyArray_DESCR((PyArrayObject *)obj);
-        if (!PyArray_CanCastTypeTo(have, want, NPY_SAFE_CASTING)) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s: queue '%U', component '%s': expected dtype %S, got %S, which does not cast safely to it: "
-                         "pass .astype('%S'), or declare the component %S",
-                         who, self->name, component_name(self, c), (PyObject *)want, (PyObject *)have, (PyObject *)want,
-                         (PyObject *)have);
-            return NULL;
-        }
+    if (PyArray_Check(obj) && PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)obj), want)) {
         Py_INCREF(obj);
         arr = (PyArrayObject *)obj;
-    } else {
-        /* Python numbers and lists take the component's dtype. */
-        Py_INCREF(want);
-        arr = (PyArrayObject *)PyArray_FromAny(obj, want, 0, 0, NPY_ARRAY_CARRAY, NULL);
-        if (!arr)
+    } else if (self->cast) {
+        PyObject *cast = PyObject_CallFunction(self->cast, "iO", c, obj);
+        if (!cast)
             return NULL;
+        if (!PyArray_Check(cast) || !PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)cast), want)) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: queue '%U', component '%s': the schema's cast gave %R, not an array of %S", who,
+                         self->name, component_name(self, c), cast, (PyObject *)want);
+            Py_DECREF(cast);
+            return NULL;
+        }
+        arr = (PyArrayObject *)cast;
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected an array of dtype %S, got %R", who,
+                     self->name, component_name(self, c), (PyObject *)want,
+                     PyArray_Check(obj) ? (PyObject *)PyArray_DESCR((PyArrayObject *)obj) : obj);
+        return NULL;
     }
-    /* The shape first: a cast copies, and bad input should cost nothing. */
     if (check_dims(self, who, c, PyArray_NDIM(arr), PyArray_DIMS(arr))) {
         Py_DECREF(arr);
         return NULL;
@@ -351,102 +350,6 @@ done:
         Py_XDECREF(parts[c]);
     Py_DECREF(seq);
     return result;
-}
-
-/* ---- rows of arrays ------------------------------------------------------------ */
-
-/* Component c's rows in src, an array of the component's dtype whose shape
- * is the component's but for its leading axis (n rows) and whose rows are
- * C-contiguous; or -1 with TypeError/ValueError naming the component. */
-static int source_rows(RingObject *self, const char *who, int c, PyObject *src, npy_intp n, tq_rows *rows)
-{
-    PyArrayObject *arr = (PyArrayObject *)src;
-    const char *name = component_name(self, c);
-    if (!PyArray_Check(src) || !PyArray_EquivTypes(PyArray_DESCR(arr), self->descrs[c])) {
-        PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected an array of dtype %S, got %R", who,
-                     self->name, name, (PyObject *)self->descrs[c],
-                     PyArray_Check(src) ? (PyObject *)PyArray_DESCR(arr) : src);
-        return -1;
-    }
-    int ndim = PyArray_NDIM(arr);
-    int fits = self->ndims[c] >= 1 && ndim == self->ndims[c] && PyArray_DIM(arr, 0) == n;
-    npy_intp step = PyArray_ITEMSIZE(arr);
-    for (int d = ndim - 1; fits && d >= 1; d--) {
-        fits =
-            PyArray_DIM(arr, d) == self->shapes[c][d] && (PyArray_DIM(arr, d) == 1 || PyArray_STRIDE(arr, d) == step);
-        step *= PyArray_DIM(arr, d);
-    }
-    if (!fits) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U', component '%s': expected %zd rows shaped like the component "
-                     "without its batch axis, each C-contiguous",
-                     who, self->name, name, (Py_ssize_t)n);
-        return -1;
-    }
-    rows->base = PyArray_DATA(arr);
-    rows->stride = ndim ? PyArray_STRIDE(arr, 0) : 0;
-    return 0;
-}
-
-typedef struct {
-    const tq_rows *sources;
-    const int64_t *indices;
-    int64_t n_indices, batch, first;
-} rows_job;
-
-/* Gathers batch first + index of an array dataset into the slot and publishes it. */
-static tq_code put_batch(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err)
-{
-    rows_job *r = job;
-    int64_t lo = (r->first + index) * r->batch, hi = lo + r->batch < r->n_indices ? lo + r->batch : r->n_indices;
-    return tq_ring_put_rows(ring, slot, r->sources, r->indices + lo, hi - lo, err);
-}
-
-Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
-                    int64_t first, int64_t count, const int *stop)
-{
-    tq_rows rows[TQ_MAX_COMPONENTS];
-    PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of arrays, one per component");
-    if (!seq)
-        return -1;
-    Py_ssize_t done = -1;
-    PyArrayObject *idx = NULL;
-    if (PySequence_Fast_GET_SIZE(seq) != self->n || batch < 1 || first < 0 || count < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d sources, batch >= 1, first and count >= 0", who,
-                     self->name, self->n);
-        goto done;
-    }
-    PyObject *head = PySequence_Fast_GET_ITEM(seq, 0);
-    npy_intp n = PyArray_Check(head) && PyArray_NDIM((PyArrayObject *)head) ? PyArray_DIM((PyArrayObject *)head, 0) : 0;
-    for (int c = 0; c < self->n; c++)
-        if (source_rows(self, who, c, PySequence_Fast_GET_ITEM(seq, c), n, &rows[c]))
-            goto done;
-    idx = (PyArrayObject *)PyArray_FROMANY(indices, NPY_INT64, 1, 1, NPY_ARRAY_CARRAY_RO);
-    if (!idx)
-        goto done;
-    const int64_t *ix = PyArray_DATA(idx);
-    int64_t n_idx = PyArray_DIM(idx, 0);
-    /* Every index once, here: the gather itself trusts them. */
-    for (int64_t i = 0; i < n_idx; i++)
-        if (ix[i] < 0 || ix[i] >= n) {
-            PyErr_Format(PyExc_IndexError, "%s: queue '%U': row index %lld is outside the sources' %zd rows", who,
-                         self->name, (long long)ix[i], (Py_ssize_t)n);
-            goto done;
-        }
-    /* Batches past the indices' end are not asked for. */
-    int64_t available = (n_idx + batch - 1) / batch - first, put;
-    int64_t wanted = count < available ? count : (available > 0 ? available : 0);
-    rows_job job = {rows, ix, n_idx, batch, first};
-    int rc = produce(self, -1.0, stop, who, put_batch, &job, wanted, &put);
-    /* Stopped: say how many went in; anything else is an error. */
-    if (rc == 0 || PyErr_ExceptionMatches(Stopped)) {
-        PyErr_Clear();
-        done = (Py_ssize_t)put;
-    }
-done:
-    Py_XDECREF(idx);
-    Py_DECREF(seq);
-    return done;
 }
 
 /* ---- get ---------------------------------------------------------------------- */

@@ -129,6 +129,7 @@ static void Ring_dealloc(RingObject *self)
     Py_XDECREF(self->name);
     Py_XDECREF(self->failure);
     Py_XDECREF(self->on_stall);
+    Py_XDECREF(self->cast);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -228,19 +229,19 @@ static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds)
     return next_element(self, args, kwds, 1);
 }
 
-/* put_rows(sources, indices, batch, first, count, stop=None) -> batches put. */
+/* put_rows(sources, indices, batch, first, count, stop=None, casts=None) -> batches put. */
 static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"sources", "indices", "batch", "first", "count", "stop", NULL};
-    PyObject *sources, *indices, *stop = Py_None;
+    static char *kwlist[] = {"sources", "indices", "batch", "first", "count", "stop", "casts", NULL};
+    PyObject *sources, *indices, *stop = Py_None, *casts = Py_None;
     long long batch, first, count;
     const int *flag;
     if (ring_usable(self, "Feeder") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|O", kwlist, &sources, &indices, &batch, &first, &count,
-                                     &stop) ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|OO", kwlist, &sources, &indices, &batch, &first, &count, &stop,
+                                     &casts) ||
         stop_flag(self, "Feeder", stop, &flag))
         return NULL;
-    Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, flag);
+    Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, casts, flag);
     return done < 0 ? NULL : PyLong_FromSsize_t(done);
 }
 
@@ -409,8 +410,12 @@ static PyMethodDef Ring_methods[] = {
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
     {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,
-     "put_rows(sources, indices, batch, first, count, stop=None) -> batches put: an array dataset's batches "
-     "first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively without the GIL."},
+     "put_rows(sources, indices, batch, first, count, stop=None, casts=None) -> batches put: an array dataset's "
+     "batches first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively without the "
+     "GIL, rows of any strides; casts: one truth per component, the schema allows its source's dtype to be cast."},
+    {"gather_paths", (PyCFunction)(void (*)(void))Ring_gather_paths, METH_VARARGS | METH_KEYWORDS,
+     "gather_paths(sources, casts=None) -> per component 'rows' (copied as they are), 'elements' (walked, or "
+     "cast, element by element) or None (put_rows cannot read them)."},
     {"take", (PyCFunction)(void (*)(void))Ring_take, METH_VARARGS | METH_KEYWORDS,
      "take(timeout=None) -> tuple of arrays: like get, but lent from the slot where the ring can (a host ring)."},
     {"close", (PyCFunction)(void (*)(void))Ring_close, METH_VARARGS | METH_KEYWORDS,
@@ -467,7 +472,29 @@ static int Ring_set_on_stall(RingObject *self, PyObject *value, void *unused)
     return 0;
 }
 
+static PyObject *Ring_get_cast(RingObject *self, void *unused)
+{
+    (void)unused;
+    return Py_NewRef(self->cast ? self->cast : Py_None);
+}
+
+static int Ring_set_cast(RingObject *self, PyObject *value, void *unused)
+{
+    (void)unused;
+    if (value && value != Py_None && !PyCallable_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "Ring.cast: expected a callable or None, got %R", value);
+        return -1;
+    }
+    Py_XINCREF(value == Py_None ? NULL : value);
+    Py_XSETREF(self->cast, value == Py_None ? NULL : value);
+    return 0;
+}
+
 static PyGetSetDef Ring_getset[] = {
+    {"cast", (getter)Ring_get_cast, (setter)Ring_set_cast,
+     "None, or the queue's schema: cast(c, value) -> an array of component c's exact dtype, or raises why not; "
+     "put calls it for every value that is not one already (None: such values are refused).",
+     NULL},
     {"on_stall", (getter)Ring_get_on_stall, (setter)Ring_set_on_stall,
      "None, or a callable given the seconds waited and whether it is a put (True) or a consumer's wait (False), "
      "once a wait passes set_stall_warning's time.",

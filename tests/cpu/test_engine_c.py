@@ -1,7 +1,7 @@
 """The engine's own C tests, without Python, built with gcc and run under ThreadSanitizer, AddressSanitizer +
 UndefinedBehaviorSanitizer, and plainly: tests/c/test_ring.c (the ring and the copy pool, with a backend that
-fails on demand, tests/c/test_backend.c) and tests/c/test_pack.c (variable-length rows packed,
-c_code/engine/tq_pack.c)."""
+fails on demand, tests/c/test_backend.c), tests/c/test_pack.c (variable-length rows packed,
+c_code/engine/tq_pack.c) and tests/c/test_rows.c (strided and cast rows gathered, c_code/engine/tq_gather.c)."""
 
 import os
 import shutil
@@ -13,6 +13,7 @@ from c_sources import ROOT, engine_sources
 PROGRAMS = {
     "ring": ["tests/c/test_backend.c", "tests/c/test_ring.c"],
     "pack": ["tests/c/test_pack.c"],
+    "rows": ["tests/c/test_rows.c"],
 }
 BUILDS = {"plain": ["-O2"], "thread": ["-O1", "-fsanitize=thread"], "address": ["-O1", "-fsanitize=address,undefined"]}
 FLAGS = [

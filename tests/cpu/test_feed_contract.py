@@ -2,25 +2,36 @@
 
 Each case is a sample function (what a map-style dataset's ``dataset[i]``
 returns); the other kinds are built from it: an iterable yields the samples
-of a batch stacked (a list of rows for a variable-length component), an
-array dataset holds every sample stacked, a fill function writes the batch
-into the slot.  A refused value reaches the consumer as FeederError (or, for
-an array dataset, whose arrays are checked whole, is raised when the Feeder is
-made); at the root of either is the same class with the same message core,
-and the queue takes the next epoch afterwards.
+of a batch stacked (a list of rows for a variable-length component), in the
+Feeder's thread or in worker processes, ``q.put`` takes those batches, an
+array dataset holds every sample stacked (gathered by the host or, held,
+by the GPU: the upload stood in for as in tests/cpu/test_held.py), a fill
+function writes the batch into the slot.  A refused value reaches the
+consumer as FeederError (or, for ``q.put`` and an array dataset, whose arrays
+are checked whole, is raised at once); at the root of either is the same
+class with the same message, one wording per error, and the queue takes the
+next epoch afterwards.  Device puts, which take device arrays of the exact
+dtype only, are tests/standin/test_device_fake.py's.
+
+The rule itself lives in one place (theano_queue/schema.py):
+test_no_entry_casts_on_its_own replaces it with one that refuses everything,
+and every kind given a value that needs a cast is refused by it.
 """
 
 import re
 
 import numpy as np
 import pytest
+from pretend import pretend_gpu
 
 import theano_queue as tq
+from theano_queue import schema
+from theano_queue.feed import factory, held
 
 ROWS, SAMPLES = 4, 8
 XY = [("x", "float32", (ROWS, 3)), ("y", "int32", (ROWS,))]
 VARLEN = [("tokens", "int32", (ROWS, tq.upto(6))), ("y", "int32", (ROWS,))]
-KINDS = ["iterable", "fill", "map", "map-workers", "arrays"]
+KINDS = ["put", "iterable", "iterable-workers", "fill", "map", "map-workers", "arrays", "held"]
 
 
 def x_of(i):
@@ -44,7 +55,7 @@ CASES = {
     "python value too large": (
         XY,
         lambda i: (x_of(i), 2**40 + i),
-        (TypeError, r"component 'y': expected (values that fit )?dtype int32"),
+        (TypeError, r"component 'y': expected values that fit dtype int32; these int64 values do not"),
     ),
     "wrong shape": (XY, lambda i: (x_of(i)[:2], np.int32(i)), (ValueError, r"component 'x': expected .*shape")),
     "wrong count": (
@@ -54,6 +65,7 @@ CASES = {
     ),
     "bare array": (XY, lambda i: x_of(i), (ValueError, r"expected 2 components \(x, y\), got a bare array of shape")),
     "variable length": (VARLEN, lambda i: (np.arange(1 + i % 5, dtype="int16"), np.int32(i)), None),
+    "variable length, python lists": (VARLEN, lambda i: (list(range(1 + i % 5)), i), None),
     "variable length, unsafe cast": (
         VARLEN,
         lambda i: (np.arange(1 + i % 5, dtype="int64"), np.int32(i)),
@@ -72,7 +84,12 @@ NOT_APPLICABLE = {
     ("fill", name)
     for name, (_, _, bad) in CASES.items()
     if bad is not None
-} | {("arrays", "python values")}  # an array dataset is arrays: Python lists are no array dataset
+} | {
+    # An array dataset is arrays: Python values are no array dataset (stacked, they are an int64 array).
+    (kind, name)
+    for kind in ("arrays", "held")
+    for name in ("python values", "python value too large")
+}
 
 
 class Samples:
@@ -124,9 +141,36 @@ def fill_function(q, sample):
     return fill
 
 
-def feeder(kind, q, sample):
-    if kind == "iterable":
-        return tq.Feeder(q, batches(q, sample))
+class Puts:
+    """``q.put`` of each batch, as a Feeder's context: a refusal is raised by the put itself."""
+
+    def __init__(self, q, batches):
+        self.q, self.batches = q, batches
+
+    def __enter__(self):
+        try:
+            for batch in self.batches:
+                self.q.put(batch)
+        finally:
+            self.q.close()
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def as_gpu_queue(q, monkeypatch):
+    """A host queue passing for a GPU queue whose held arrays' upload is stood in for (tests/cpu/test_held.py)."""
+    monkeypatch.setattr(held.HeldArrayProducer, "upload", lambda producer: None)
+    monkeypatch.setattr(held.HeldArrayProducer, "gather_on_host", lambda producer: None)
+    return pretend_gpu(q)
+
+
+def feeder(kind, q, sample, monkeypatch=None):
+    if kind == "put":
+        return Puts(q, batches(q, sample))
+    if kind in ("iterable", "iterable-workers"):
+        return tq.Feeder(q, batches(q, sample), workers=2 if kind == "iterable-workers" else 0)
     if kind == "fill":
         return tq.Feeder(q, fill=fill_function(q, sample))
     if kind in ("map", "map-workers"):
@@ -134,7 +178,10 @@ def feeder(kind, q, sample):
     samples = [sample(i) for i in range(SAMPLES)]
     if not isinstance(samples[0], tuple):
         return tq.Feeder(q, np.stack(samples))  # a bare array: an iterable of its rows, as before
-    return tq.Feeder(q, tuple(np.stack([np.asarray(v) for v in values]) for values in zip(*samples)))
+    arrays = tuple(np.stack([np.asarray(v) for v in values]) for values in zip(*samples))
+    if kind == "held":
+        return tq.Feeder(as_gpu_queue(q, monkeypatch), arrays, device=True)
+    return tq.Feeder(q, arrays)
 
 
 def drain(q):
@@ -152,18 +199,20 @@ def root(exc):
     return exc
 
 
-def outcome(kind, q, sample):
+def outcome(kind, q, sample, monkeypatch=None):
     """(elements taken, the root of the error or None)."""
     try:
-        f = feeder(kind, q, sample)
+        f = feeder(kind, q, sample, monkeypatch)
     except (TypeError, ValueError) as exc:  # an array dataset's arrays are checked when the Feeder is made
         return [], exc
     got = []
-    with f:
-        try:
+    try:
+        with f:
             got = drain(q)
-        except tq.FeederError as exc:
-            return got, root(exc)
+    except tq.FeederError as exc:
+        return got, root(exc)
+    except (TypeError, ValueError) as exc:  # q.put refuses at once
+        return got, exc
     return got, None
 
 
@@ -190,16 +239,16 @@ def check_values(q, got, sample):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_every_producer_kind_takes_and_refuses_alike(kind, case):
+def test_every_producer_kind_takes_and_refuses_alike(kind, case, monkeypatch):
     spec, sample, bad = CASES[case]
     if (kind, case) in NOT_APPLICABLE:
         return
-    q = tq.Queue(spec, capacity=2, target="cpu")
-    if kind == "arrays" and q._layout.varying:
+    q = tq.Queue(spec, capacity=2 if kind != "put" else SAMPLES // ROWS, target="cpu")
+    if kind in ("arrays", "held") and q._layout.varying:
         with pytest.raises(TypeError, match="variable \\(upto\\) axis"):  # rows of one shape cannot vary
             tq.Feeder(q, (np.zeros((SAMPLES, 6), "int32"), np.zeros(SAMPLES, "int32")))
         return
-    got, error = outcome(kind, q, sample)
+    got, error = outcome(kind, q, sample, monkeypatch)
     if bad is None:
         assert error is None, "%s refused a good case: %r" % (kind, error)
         check_values(q, got, sample)
@@ -207,7 +256,38 @@ def test_every_producer_kind_takes_and_refuses_alike(kind, case):
         cls, core = bad
         assert isinstance(error, cls), "%s: expected %s, got %r" % (kind, cls.__name__, error)
         assert re.search(core, str(error)), "%s: %r lacks %r" % (kind, str(error), core)
+        if "dtype" in core:  # the cast rule's one wording, whichever entry the value came through
+            assert str(error).startswith("Queue '%s', component" % q.name), str(error)
+        if case == "wrong shape" and kind in ("put", "iterable", "iterable-workers"):  # a batch's: one wording
+            assert str(error) == "Queue.put: queue '%s', component 'x': expected shape (<=4, 3), got (4, 2)" % q.name
     still_usable(q)
+
+
+# Cases whose values need the rule: a cast, Python values, variable-length rows of another dtype or as lists.
+NEEDS_THE_RULE = ["safe cast", "python values", "variable length", "variable length, python lists"]
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "fill"])
+@pytest.mark.parametrize("case", NEEDS_THE_RULE)
+def test_no_entry_casts_on_its_own(kind, case, monkeypatch):
+    spec, sample, _ = CASES[case]
+    if (kind, case) in NOT_APPLICABLE or (kind in ("arrays", "held") and case.startswith("variable")):
+        return
+    asked = []
+
+    def refusing(component, value, queue_name):
+        asked.append(component.name)
+        raise TypeError("Queue %r, component %r: refused by the stand-in rule" % (queue_name, component.name))
+
+    monkeypatch.setattr(schema, "component_value", refusing)
+    q = tq.Queue(spec, capacity=2 if kind != "put" else SAMPLES // ROWS, target="cpu")
+    got, error = outcome(kind, q, sample, monkeypatch)
+    if kind in ("iterable-workers", "map-workers"):
+        # The workers' processes import the real rule: what matters here is that nothing went in unchecked.
+        assert error is None or "refused by the stand-in rule" in str(error)
+        return
+    assert isinstance(error, TypeError) and "refused by the stand-in rule" in str(error), (kind, error)
+    assert asked and not got
 
 
 def test_a_fill_functions_rows_are_checked():
@@ -217,3 +297,22 @@ def test_a_fill_functions_rows_are_checked():
             drain(q)
     assert "do not fit the components" in str(root(err.value))
     still_usable(q)
+
+
+@pytest.mark.parametrize("source, runner", sorted(factory.REFUSED))
+def test_a_refused_source_and_runner_pair_says_why(source, runner):
+    q = tq.Queue(XY, capacity=2, target="cpu")
+    arrays = (np.zeros((SAMPLES, 3), "float32"), np.zeros(SAMPLES, "int32"))
+    given = {
+        "fill": ((), {"fill": lambda x, y: ROWS}),
+        "arrays": ((arrays,), {}),
+        "held arrays": ((arrays,), {"device": True}),
+    }
+    args, kwargs = given[source]
+    assert runner == "workers"  # the only runner a source can be refused: the others are each source's own
+    with pytest.raises(TypeError) as err:
+        tq.Feeder(q, *args, workers=2, **kwargs)
+    assert str(err.value) == "Feeder(%s): %s" % (q.name, factory.REFUSED[source, runner])
+    if source != "held arrays":  # its own runner is allowed (a held dataset's needs a GPU: tests/cpu/test_held.py)
+        with tq.Feeder(q, *args, **kwargs):
+            pass

@@ -36,7 +36,7 @@ def test_a_queue_that_cannot_gather_on_its_device_logs_one_line_and_gathers_on_t
     assert len(records) == 1 and records[0].levelno == logging.WARNING
     assert "Feeder(%s)" % q.name in records[0].getMessage()
     assert "gathers rows on the host only" in records[0].getMessage()  # the reason
-    assert feeder.stats()["gather"] == "host"
+    assert feeder.stats()["gather"] == {"x": "host", "i": "host"}
 
 
 def test_a_host_queue_gathers_on_the_host_without_a_word(caplog):
@@ -45,7 +45,7 @@ def test_a_host_queue_gathers_on_the_host_without_a_word(caplog):
     with caplog.at_level(logging.INFO, logger="theano_queue"):
         with tq.Feeder(q, (x, np.arange(20))) as feeder:
             drain(q)
-    assert not gather_records(caplog) and feeder.stats()["gather"] == "host"
+    assert not gather_records(caplog) and feeder.stats()["gather"] == {"x": "host", "i": "host"}
 
 
 def test_an_unknown_gather_mechanism_is_refused_by_name(monkeypatch):

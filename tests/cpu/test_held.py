@@ -182,7 +182,7 @@ def test_every_sample_once_per_epoch_shuffled_per_epoch_as_the_host_array_datase
     host, _ = feed_host(queue(), (x, i), shuffle=True, seed=3, epochs=2)
     assert [ib.tolist() for _, ib in got] == [ib.tolist() for _, ib in host]
     stats = feeder.stats()
-    assert stats["gather"] == "device" and stats["samples"] == 36 and stats["elements"] == 10
+    assert stats["gather"] == {"x": "device", "i": "device"} and stats["samples"] == 36 and stats["elements"] == 10
     assert len(on_stand_in.uploads) == 1  # uploaded once for both epochs
     assert on_stand_in.released == [True]  # and freed once, when the run ended
 

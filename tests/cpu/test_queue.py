@@ -258,7 +258,7 @@ BAD_INPUTS = [
         "too few components",
         lambda: (np.zeros((4, 3), "float32"),),
         ValueError,
-        r"expected 2 components \(x, y\), got 1",
+        r"expected 2 components \(x, y\), got a bare array of shape \(4, 3\)",  # as a Feeder says it
     ),
     (
         "too many components",
@@ -319,7 +319,7 @@ def test_arrays_that_do_not_cast_safely_are_refused(given):
     q = tq.Queue([("n", "int32", (3,))], target="cpu", name="strict")
     with pytest.raises(
         TypeError,
-        match=r"Queue.put: queue 'strict', component 'n': expected dtype int32, got %s, "
+        match=r"Queue 'strict', component 'n': expected dtype int32, got %s, "
         r"which does not cast safely" % np.dtype(given),
     ):
         q.put(np.zeros(3, dtype=given))

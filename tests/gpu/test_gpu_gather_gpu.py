@@ -54,7 +54,7 @@ def test_every_mechanism_is_bit_exact(mechanism, row_bytes, skew, monkeypatch, c
         got, stats = feed(x, batch, mechanism, monkeypatch, shuffle=True, seed=2)
     check_batches(got, x, Sampler(n, batch, shuffle=True, seed=2))
     assert not gather_records(caplog), gather_records(caplog)[0].getMessage()
-    assert stats["gather"] == mechanism
+    assert stats["gather"]["x"] == mechanism
 
 
 @pytest.mark.gpu
@@ -65,7 +65,7 @@ def test_in_order_shards_epochs_and_partial_batches(mechanism, monkeypatch):
     for shuffle in (False, True):
         got, stats = feed(x, 100, mechanism, monkeypatch, shuffle=shuffle, seed=3, shard=(1, 3), epochs=2)
         check_batches(got, x, Sampler(1001, 100, shuffle=shuffle, seed=3, shard=(1, 3), epochs=2))
-        assert stats["gather"] == mechanism
+        assert stats["gather"]["x"] == mechanism
 
 
 @pytest.mark.gpu
@@ -80,7 +80,7 @@ def test_by_default_the_gpu_copies_large_rows_and_the_host_gathers_small_ones(ro
         got, stats = feed(x, 8, "auto", monkeypatch, shuffle=True, seed=1)
     check_batches(got, x, Sampler(n, 8, shuffle=True, seed=1))
     assert not gather_records(caplog)  # small rows on the host are the choice, not a refusal
-    assert stats["gather"] == expected
+    assert stats["gather"]["x"] == expected
 
 
 @pytest.mark.gpu
@@ -104,7 +104,7 @@ def test_after_a_device_gather_gets_and_a_graphs_host_reads_are_bit_exact(monkey
                     xb, yb = q.get(timeout=60) if position % 2 else f()
                     picked = sampler.batch(position)
                     assert xb.tobytes() == x[picked].tobytes() and yb.tolist() == labels[picked].tolist()
-        assert feeder.stats()["gather"] == "batch"
+        assert feeder.stats()["gather"]["x"] == "batch"
         assert not gather_records(caplog)
 
 
@@ -119,7 +119,7 @@ def test_a_registered_dataset_and_two_queues_share_one_page_lock(monkeypatch, ca
             for q in (first, other):
                 got, stats = feed(x, 32, "batch", monkeypatch, q=q, shuffle=True)
                 check_batches(got, x, Sampler(300, 32, shuffle=True))
-                assert stats["gather"] == "batch"
+                assert stats["gather"]["x"] == "batch"
         finally:
             first.unregister_host(x)
         # Two queues fed from one dataset at once: it is locked once, and stays until both end.
@@ -130,7 +130,7 @@ def test_a_registered_dataset_and_two_queues_share_one_page_lock(monkeypatch, ca
         for s, (feeder, got) in enumerate(zip(feeders, results)):
             feeder.close()
             check_batches(got, x, Sampler(300, 32, shuffle=True, seed=s))
-            assert feeder.stats()["gather"] == "batch"
+            assert feeder.stats()["gather"]["x"] == "batch"
         # And register_host of memory a running gather locked.
         fed, put = [tq.Queue([("x", "float32", (32, 65)), ("i", "int64", (32,))], capacity=3) for _ in range(2)]
         with tq.Feeder(fed, (x, np.arange(300)), shuffle=True, seed=5) as feeder:
@@ -139,7 +139,7 @@ def test_a_registered_dataset_and_two_queues_share_one_page_lock(monkeypatch, ca
             assert put.get(timeout=60)[0].tobytes() == x[:32].tobytes()
             put.unregister_host(x)
             check_batches(drain(fed), x, Sampler(300, 32, shuffle=True, seed=5))
-        assert feeder.stats()["gather"] == "batch"
+        assert feeder.stats()["gather"]["x"] == "batch"
     assert not gather_records(caplog), gather_records(caplog)[0].getMessage()
 
 
@@ -156,7 +156,7 @@ def test_a_memory_mapped_file_is_gathered_exactly_wherever_it_is_gathered(mode, 
     records = gather_records(caplog)
     # Whether the driver page-locks a file mapping is the driver's to say: either the device gathers,
     # or exactly one line says why not.
-    assert (stats["gather"] == "host") == (len(records) == 1) and len(records) <= 1
+    assert (stats["gather"]["x"] == "host") == (len(records) == 1) and len(records) <= 1
     print(
         "np.memmap mode %r: gathered by %s%s"
         % (mode, stats["gather"], ": " + records[0].getMessage() if records else "")

@@ -166,7 +166,7 @@ def test_bad_input_is_refused_clearly_and_costs_the_queue_nothing(fake):
         ]
         for value, error, message in cases:
             with pytest.raises(error, match=message):
-                put(ring, comps, [value])
+                put(ring, comps, [value], name="train")  # the dtype by the schema (Python), the rest by the engine
         with pytest.raises(TypeError, match="stream must be None, a CUstream handle"):
             put(ring, comps, [CAI(good)], stream="default")
         s = ring.stats()

@@ -1,12 +1,20 @@
 """Array datasets: a tuple or dict of arrays (``np.memmap`` included), one per component, gathered into slots.
 
-Rows that are C-contiguous and of the component's dtype are gathered by the
-engine (``Ring.put_rows``: native threads, no GIL, no Python per batch; on
-a GPU queue the GPU may copy large rows itself).  Anything else (rows that
-are not contiguous, such as a Fortran-order array or memmap, or a dtype
-that casts safely to the component's) is gathered batch by batch by numpy
-in the Feeder's thread, reading only the batch's rows with their strides:
-never a copy of the whole array.
+The engine gathers every component it can read (``Ring.put_rows``: native
+threads, no GIL, no Python per batch): rows of the component's dtype or of
+one the queue's schema casts safely into it (uint8 labels into int32,
+float16 into float32: cast in the gather's loop), laid out anyhow (strided
+views, Fortran-order arrays and memmaps, reversed or 0-stride rows are
+walked element by element, reading only the batch's rows).  On a GPU queue
+the GPU may copy large rows itself when every component's rows are plain
+bytes.  Only a dataset with a component the engine cannot read (a dtype it
+has no loop for, such as complex, or rows of more than 16 axes) is gathered
+batch by batch by numpy in the Feeder's thread, reading only the batch's
+rows: never a copy of the whole array.
+
+``stats()["gather"]`` names the mechanism per component, a dict keyed by
+component name: ``"host"`` (the engine's copy pool), ``"batch"`` (the GPU's
+batch copy), ``"device"`` (held in device memory) or ``"numpy"``.
 """
 
 from __future__ import annotations
@@ -15,12 +23,12 @@ import logging
 import math
 import os
 import time
+from typing import List, Union
 
 import numpy as np
 
 from ..errors import QueueError, Stopped
 from .producers import InlineMapProducer
-from .sources import rows_contiguous
 
 logger = logging.getLogger("theano_queue")
 
@@ -42,9 +50,23 @@ def requested_gather(where: str) -> str:
     return value
 
 
-def native(arrays, components) -> bool:
-    """True when the engine can gather every component: contiguous rows of the component's own dtype."""
-    return all(a.dtype == c.dtype and rows_contiguous(a) for a, c in zip(arrays, components))
+#: Rows this large or larger are the GPU's to copy under "auto" (c_code/engine/tq_cuda_rows.c,
+#: TQ_GATHER_DEVICE_MIN_ROW): used only to say per component who gathered.
+DEVICE_MIN_ROW_BYTES = 256 * 1024
+
+
+def casts(arrays, components) -> list:
+    """Per component, whether its source is cast into it (the dtype was checked by the schema already)."""
+    return [a.dtype != c.dtype for a, c in zip(arrays, components)]
+
+
+def gather_paths(ring, arrays, components) -> tuple:
+    """Per component, how the engine reads its rows: "rows" (as they are), "elements" (walked or cast) or None."""
+    return tuple(ring.gather_paths(arrays, casts(arrays, components)))
+
+
+def row_bytes(component) -> int:
+    return int(np.dtype(component.dtype).itemsize * math.prod(component.shape[1:]))
 
 
 class ArrayProducer(InlineMapProducer):
@@ -58,15 +80,16 @@ class ArrayProducer(InlineMapProducer):
     #: Batches per engine call at most: bounds how stale ``produced`` is between calls.
     RUN = 256
 
-    def __init__(self, feeder, queue, arrays, sampler, cursor):
-        super().__init__(feeder, queue, None, sampler, cursor)  # its state, stats and start; not its writer
+    def __init__(self, feeder, port, arrays, sampler, cursor):
+        super().__init__(feeder, port, None, sampler, cursor)  # its state, stats and start; not its writer
         self.arrays = arrays
-        self.where = "Feeder(%s)" % queue.name
+        self.where = "Feeder(%s)" % port.name
         self.mechanism = requested_gather(self.where)
-        self.native = native(arrays, queue.components)
-        #: Who gathers the rows while it runs: "host", "numpy" (strided or cast rows), or "batch" when the
-        #: GPU copies some component's.
-        self.gather = "host" if self.native else "numpy"
+        self.casts = casts(arrays, port.components)
+        self.paths = gather_paths(port._ring, arrays, port.components)
+        self.native = None not in self.paths
+        #: Who gathers the rows while it runs: one word for every component, or a list of one per component.
+        self.gather: Union[str, List[str]] = "host" if self.native else "numpy"
 
     def gather_on_device(self) -> str:
         """Let the GPU copy the rows itself where that pays: the mechanism used ("host" where it does not).
@@ -77,17 +100,26 @@ class ArrayProducer(InlineMapProducer):
         too large to page-lock, memory that cannot be), one log line says so
         and why, and the rows are gathered on the host.
         """
-        if not self.queue._target.on_gpu or self.mechanism == "host":
+        if not self.port._target.on_gpu or self.mechanism == "host":
             return "host"
+        if any(path != "rows" for path in self.paths):
+            return "host"  # the GPU copies plain bytes only: walked or cast rows are the host's
         try:
-            return self.queue._ring.gather_on_device(self.arrays, self.mechanism)
+            return self.port._ring.gather_on_device(self.arrays, self.mechanism)
         except (QueueError, MemoryError) as exc:  # CudaError is a QueueError
             logger.warning("%s: the rows are gathered on the host, not by the GPU: %s", self.where, exc)
             return "host"
 
+    def per_component(self, used: str) -> list:
+        """The words of ``stats()["gather"]`` from the mechanism the engine used ("auto" chooses per component)."""
+        if used != "batch" or self.mechanism != "auto":
+            return [used] * len(self.arrays)
+        return ["batch" if row_bytes(c) >= DEVICE_MIN_ROW_BYTES else "host" for c in self.port.components]
+
     def stats(self) -> dict:
         stats = super().stats()
-        stats["gather"] = self.gather
+        words = [self.gather] * len(self.arrays) if isinstance(self.gather, str) else self.gather
+        stats["gather"] = {c.name: word for c, word in zip(self.port.components, words)}
         return stats
 
     def runs(self):
@@ -110,19 +142,20 @@ class ArrayProducer(InlineMapProducer):
         """Produce until done (True) or stopped (False)."""
         if not self.native:
             return self.put_gathered(stop)
-        self.gather = self.gather_on_device()
+        used = self.gather_on_device()
+        self.gather = self.per_component(used)
         try:
             return self.put_runs(stop)
         finally:
-            if self.gather != "host":
+            if used != "host":
                 self.gather_on_host()
 
     def gather_on_host(self) -> None:
         """Undoes :meth:`gather_on_device`: waits for the gathers in flight, unpins."""
-        self.queue._ring.gather_on_host()
+        self.port._ring.gather_on_host()
 
     def put_runs(self, stop) -> bool:
-        sampler, ring = self.sampler, self.queue._ring
+        sampler, ring = self.sampler, self.port._ring
         per_epoch = sampler.batches_per_epoch
         for position, count in self.runs():
             epoch, first = divmod(position, per_epoch)
@@ -130,7 +163,7 @@ class ArrayProducer(InlineMapProducer):
             with self.progress.lock:  # before the puts: consumers may take them at once
                 self.progress.log.extend(range(position, position + count))
             began, waited = time.perf_counter(), ring.stats()["producer_wait_s"]
-            put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop)
+            put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop, self.casts)
             self.busy += time.perf_counter() - began - (ring.stats()["producer_wait_s"] - waited)
             self.samples += int(min(len(indices), (first + put) * sampler.batch_size) - first * sampler.batch_size)
             self.feeder.produced += put
@@ -139,18 +172,22 @@ class ArrayProducer(InlineMapProducer):
         return True
 
     def put_gathered(self, stop) -> bool:
-        """Each batch's rows read by numpy with their strides (and cast) straight into the slot."""
+        """Each batch's rows read by numpy (and cast) into the slot: only the batch's rows are read.
+
+        ``np.take(..., out=)`` only for a C-contiguous source: on any other it
+        copies the whole array first.
+        """
         for position in self.sampler.pending(self.start_cursor):
             indices = self.sampler.batch(position)
             try:
-                with self.queue.writer(math.inf, stop) as slot:
+                with self.port.writer(math.inf, stop) as slot:
                     began = time.perf_counter()
                     for array, view in zip(self.arrays, slot.arrays):
                         rows = view[: len(indices)]
-                        if array.dtype == rows.dtype:
+                        if array.dtype == rows.dtype and array.flags.c_contiguous:
                             np.take(array, indices, axis=0, out=rows)
                         else:
-                            rows[...] = array[indices]  # a safe cast (checked when the Feeder was made)
+                            rows[...] = array[indices]  # one batch read; a safe cast (checked by the schema)
                     slot.rows = len(indices)
                     self.busy += time.perf_counter() - began
                     with self.progress.lock:  # before the commit: consumers may take it at once

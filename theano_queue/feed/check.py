@@ -1,8 +1,8 @@
 """The one door: every value from every producer is checked here, by ``Queue.put``'s rules and messages.
 
-* dtype: an array of the component's dtype, or of one that casts to it
-  safely (numpy's ``can_cast(..., "safe")``); Python values where numpy calls
-  their cast safe (:func:`~theano_queue.spec.as_component_value`).
+* dtype: the queue's schema decides (:func:`theano_queue.schema.component_value`,
+  the one rule: an array of the component's dtype or of one that casts to it
+  safely; Python values where the cast keeps them).
 * count: one value per component (a tuple, a dict keyed by name, or a bare
   array for a one-component queue).
 * shape: a whole batch may be short on its leading axis (a partial batch);
@@ -20,20 +20,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..spec import as_component_value, element_in_order, unsafe_cast_message
-
-
-def where(queue_name: str, component) -> str:
-    return "Queue %r, component %r" % (queue_name, component.name)
-
-
-def checked_value(component, value: Any, queue_name: str) -> np.ndarray:
-    """``value`` as an array whose dtype casts safely to the component's (TypeError otherwise)."""
-    if not isinstance(value, np.ndarray):
-        value = as_component_value(component, value, queue_name)
-    if value.dtype != component.dtype and not np.can_cast(value.dtype, component.dtype, "safe"):
-        raise TypeError(unsafe_cast_message(where(queue_name, component), component.dtype, value.dtype))
-    return value
+from .. import schema
+from ..schema import where
+from ..spec import element_in_order
 
 
 def batch_writer(layout, element: Any, queue_name: str) -> Callable[[Sequence[np.ndarray]], list]:
@@ -52,9 +41,9 @@ def write_sample(layout, row: Sequence[np.ndarray], sample: Any, lengths: dict, 
     for i, (component, dst, value) in enumerate(zip(layout.components, row, values)):
         variable = layout.variables.get(i)
         if variable is not None:
-            lengths[component.name][r] = variable.write_row(dst, np.asarray(value), queue_name)
+            lengths[component.name][r] = variable.write_row(dst, value, queue_name)
             continue
-        value = checked_value(component, value, queue_name)
+        value = schema.component_value(component, value, queue_name)
         if value.shape != dst.shape:
             raise ValueError(
                 "%s: expected shape %s for a sample (the component's without its batch axis), got %s"

@@ -50,9 +50,35 @@ def check_timeout(timeout: Any, workers: int, where: str, device: Any = False) -
     return float(timeout)
 
 
+#: Who runs a source when no workers are asked for.
+OWN_RUNNER = {"fill": "thread", "iterable": "thread", "map": "thread", "arrays": "copy pool", "held arrays": "gpu"}
+
+#: The source x runner pairs a Feeder refuses, each with its reason; every other pair of a source and
+#: "workers" or its own runner is allowed.  Sources: a fill function, an iterable of batches, a map-style
+#: dataset, an array dataset, one held in GPU memory (device=True).  Runners: the Feeder's thread, worker
+#: processes, the engine's copy pool (native threads), the GPU.
+REFUSED = {
+    ("fill", "workers"): "a fill function runs in the feeder's thread alone; workers, shuffle, shard, drop_last, "
+    "epochs, bucket_by, device and state need a dataset",
+    ("arrays", "workers"): "an array dataset is gathered by native threads in this process (the copy pool, "
+    "theano_queue._engine.set_copy_threads); worker processes would only copy the same rows again: leave workers=0",
+    ("held arrays", "workers"): "with device=True the GPU gathers the rows from its own copy of the arrays; worker "
+    "processes would have nothing to do: leave workers=0",
+}
+
+
+def runner(source: str, workers: int, where: str) -> str:
+    """Who runs ``source`` ("workers" when asked for, else its own runner); TypeError with the table's reason."""
+    chosen = "workers" if workers else OWN_RUNNER[source]
+    reason = REFUSED.get((source, chosen))
+    if reason:
+        raise TypeError("%s: %s" % (where, reason))
+    return chosen
+
+
 def make_producer(
     feeder,
-    queue,
+    port,
     dataset: Any,
     *,
     workers: Any,
@@ -72,7 +98,7 @@ def make_producer(
 ) -> Producer:
     """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset
     (gathered on the host, or held in GPU memory with ``device``)."""
-    where = "Feeder(%s)" % queue.name
+    where = "Feeder(%s)" % port.name
     if not isinstance(device, (bool, np.bool_)):
         raise TypeError(
             "%s: device must be True (hold the array dataset in GPU memory and gather it there) or False, got %r"
@@ -82,9 +108,9 @@ def make_producer(
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where, device)
     if fill is not None:
+        runner("fill", workers, where)
         if (
-            workers
-            or shuffle
+            shuffle
             or state is not None
             or _shard(shard, where) != (0, 1)
             or drop_last
@@ -92,13 +118,10 @@ def make_producer(
             or bucket_by is not None
             or device
         ):
-            raise TypeError(
-                "%s: a fill function runs in the feeder's thread alone; workers, shuffle, shard, "
-                "drop_last, epochs, bucket_by, device and state need a dataset" % where
-            )
-        return FillProducer(feeder, queue, fill)
-    layout = queue._layout
-    arrays = array_sources(dataset, queue.components, queue.name)
+            raise TypeError("%s: %s" % (where, REFUSED["fill", "workers"]))  # the same arguments are a dataset's
+        return FillProducer(feeder, port, fill)
+    layout = port._layout
+    arrays = array_sources(dataset, port.components, port.name)
     if arrays is not None and layout.varying:
         raise TypeError(
             "%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
@@ -118,23 +141,12 @@ def make_producer(
         )
     if arrays is not None or is_map_style(dataset):
         sampler, cursor = _sampler(
-            queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
+            port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
         )
         if arrays is not None:
-            if workers and device:
-                raise TypeError(
-                    "%s: with device=True the GPU gathers the rows from its own copy of the arrays; worker "
-                    "processes would have nothing to do: leave workers=0" % where
-                )
-            if device:
-                return HeldArrayProducer(feeder, queue, arrays, sampler, cursor)
-            if workers:
-                raise TypeError(
-                    "%s: an array dataset is gathered by native threads in this process (the copy pool, "
-                    "theano_queue._engine.set_copy_threads); worker processes would only copy the same "
-                    "rows again: leave workers=0" % where
-                )
-            return ArrayProducer(feeder, queue, arrays, sampler, cursor)
+            if runner("held arrays" if device else "arrays", workers, where) == "gpu":
+                return HeldArrayProducer(feeder, port, arrays, sampler, cursor)
+            return ArrayProducer(feeder, port, arrays, sampler, cursor)
         if layout.varying and hasattr(dataset, "read_into"):
             raise TypeError(
                 "%s: read_into(i, row) writes into rows of fixed shape; with variable-length "
@@ -142,10 +154,10 @@ def make_producer(
                 % (where, ", ".join(map(repr, layout.variable_names())))
             )
         if workers == 0:
-            return InlineMapProducer(feeder, queue, dataset, sampler, cursor)
+            return InlineMapProducer(feeder, port, dataset, sampler, cursor)
         return WorkerProducer(
             feeder,
-            queue,
+            port,
             dataset,
             workers,
             "map",
@@ -181,10 +193,10 @@ def make_producer(
     except ValueError as exc:
         raise ValueError("%s: %s" % (where, exc)) from None
     if workers == 0:
-        return IterableProducer(feeder, queue, dataset, epochs, skips[0])
+        return IterableProducer(feeder, port, dataset, epochs, skips[0])
     return WorkerProducer(
         feeder,
-        queue,
+        port,
         dataset,
         workers,
         "iter",
@@ -197,20 +209,20 @@ def make_producer(
     )
 
 
-def _sampler(queue, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where):
+def _sampler(port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where):
     """The Sampler of a map-style or array dataset, and the cursor ``state`` resumes from."""
-    flat = [c.name for c in queue.components if not c.shape]
+    flat = [c.name for c in port.components if not c.shape]
     if flat:
         raise ValueError(
             "%s: a map-style dataset gives one sample per row, but component(s) %s have no batch "
             "axis" % (where, ", ".join(map(repr, flat)))
         )
-    sizes = {c.shape[0] for c in queue.components}
+    sizes = {c.shape[0] for c in port.components}
     if len(sizes) != 1:
         raise ValueError(
             "%s: a map-style dataset fills every component with the same number of rows; the "
             "components' leading axes differ: %s"
-            % (where, ", ".join("%s: %d" % (c.name, c.shape[0]) for c in queue.components))
+            % (where, ", ".join("%s: %d" % (c.name, c.shape[0]) for c in port.components))
         )
     try:
         sampler = Sampler(

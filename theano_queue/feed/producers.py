@@ -44,15 +44,19 @@ class Producer(Protocol):
 
 class InProcessProducer(Producer):
     """A :class:`Producer` whose samples are made in this process (the Feeder's thread, or the engine's copy
-    pool); worker processes have :class:`~.dispatcher.WorkerProducer`."""
+    pool); worker processes have :class:`~.dispatcher.WorkerProducer`.  ``port`` is the queue's
+    :class:`~theano_queue.port.Port`, not the Queue."""
 
-    def __init__(self, feeder, queue):
-        self.feeder, self.queue = feeder, queue
-        self.progress = Progress(queue._ring)
+    #: The old name of :attr:`port`, still read by held.py (its issue's file; rename it there).
+    queue = property(lambda self: self.port)
+
+    def __init__(self, feeder, port):
+        self.feeder, self.port = feeder, port
+        self.progress = Progress(port._ring)
         self.busy = 0.0
         self.samples = 0
         self.started = self.ended = None
-        self.clock = ThreadClock(queue._ring)
+        self.clock = ThreadClock(port._ring)
 
     def start(self) -> None:
         self.progress.start()
@@ -100,15 +104,15 @@ def from_source(call, *args):
 class FillProducer(InProcessProducer):
     """``Feeder(fill=...)``: the function writes each element into the next slot itself."""
 
-    def __init__(self, feeder, queue, fill):
-        super().__init__(feeder, queue)
+    def __init__(self, feeder, port, fill):
+        super().__init__(feeder, port)
         self.fill = fill
 
     def run(self, stop) -> bool:
         while True:
             began = time.perf_counter()
             try:
-                with self.queue.writer(math.inf, stop) as slot:
+                with self.port.writer(math.inf, stop) as slot:
                     # Variable-length components' lengths views follow the components (as dequeue(lengths=True)).
                     slot.rows = from_source(self.fill, *slot.arrays, *slot.lengths.values())
                     self.busy += time.perf_counter() - began
@@ -140,8 +144,8 @@ def samples_hint(components, element) -> str:
 class IterableProducer(InProcessProducer):
     """An iterable of whole batches, run in the Feeder's thread; each batch goes through ``Queue.put``'s door."""
 
-    def __init__(self, feeder, queue, dataset, epochs: Optional[int], skip: int):
-        super().__init__(feeder, queue)
+    def __init__(self, feeder, port, dataset, epochs: Optional[int], skip: int):
+        super().__init__(feeder, port)
         self.skip = skip
         self.stream = stream(dataset, epochs, skip, timer=self)
 
@@ -153,7 +157,7 @@ class IterableProducer(InProcessProducer):
             except StopIteration:
                 return True
             try:
-                self.queue.put(element, math.inf, stop)
+                self.port.put(element, math.inf, stop)
             except Stopped:
                 return False
             except ValueError as error:
@@ -174,17 +178,17 @@ class IterableProducer(InProcessProducer):
 class InlineMapProducer(InProcessProducer):
     """A map-style dataset produced in the Feeder's own thread, sample by sample, into the slot."""
 
-    def __init__(self, feeder, queue, dataset: Any, sampler, cursor):
-        super().__init__(feeder, queue)
+    def __init__(self, feeder, port, dataset: Any, sampler, cursor):
+        super().__init__(feeder, port)
         self.sampler, self.start_cursor, self.consumed = sampler, cursor.copy(), cursor.copy()
-        self.writer = RowWriter(queue._layout, dataset, queue.name) if dataset is not None else None
+        self.writer = RowWriter(port._layout, dataset, port.name) if dataset is not None else None
 
     def run(self, stop) -> bool:
         for position in self.sampler.pending(self.start_cursor):
             indices = self.sampler.batch(position)
             try:
                 # The writer gives the slot back if filling it raises, and commits it otherwise.
-                with self.queue.writer(math.inf, stop) as slot:
+                with self.port.writer(math.inf, stop) as slot:
                     self._fill(slot, position, indices)
             except Stopped:
                 return False

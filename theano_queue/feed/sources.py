@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from .check import checked_value
+from .. import schema
 from .info import worker_info
 
 _NOT_MAP_STYLE = (list, tuple, dict, np.ndarray, str, bytes, bytearray, memoryview, range)
@@ -31,11 +31,6 @@ def is_map_style(dataset: Any) -> bool:
     if any(cls.__name__ == "IterableDataset" for cls in type(dataset).__mro__):
         return False
     return hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")
-
-
-def rows_contiguous(array: np.ndarray) -> bool:
-    """True when every row (``array[i]``) is one C-contiguous run of bytes, whatever the stride between rows."""
-    return array.ndim < 2 or len(array) == 0 or array[0].flags.c_contiguous
 
 
 def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
@@ -74,7 +69,7 @@ def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
                 "%s: component %r has no batch axis: an array dataset gives every component rows"
                 % (where, component.name)
             )
-        checked_value(component, array, queue_name)
+        schema.component_value(component, array, queue_name)
         if array.ndim != len(component.shape) or array.shape[1:] != tuple(component.shape[1:]):
             raise ValueError(
                 "%s: component %r: expected rows of shape %s (the component's without its batch axis), "

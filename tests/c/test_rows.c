@@ -1,0 +1,161 @@
+/* The host gather of rows with a layout (c_code/engine/tq_gather.c) without Python: strided, Fortran-order,
+ * reversed and 0-stride rows, and rows cast on the way (uint8, int16 -> int32, float16 -> float32, bool ->
+ * float64), each gathered row checked element by element against a plain loop, for batches small enough for
+ * one thread and large enough to be shared by the copy pool. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tq_copy.h"
+#include "tq_gather.h"
+
+static int failures, checks;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        checks++;                                                                    \
+        if (!(cond)) {                                                               \
+            failures++;                                                              \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                            \
+    } while (0)
+
+/* A shuffled order of n rows, with repeats (a fixed LCG: the same in every run). */
+static void some_rows(int64_t *idx, int64_t n, int64_t rows, unsigned seed)
+{
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        idx[i] = (int64_t)((seed >> 8) % (unsigned)rows);
+    }
+}
+
+/* Element (r, i, j) of a rows x a x b source of int16 values stored with these strides, as int32. */
+static int32_t source_value(int64_t r, int64_t i, int64_t j)
+{
+    return (int32_t)((r * 131 + i * 7 + j) % 30000 - 15000);
+}
+
+/* Gathers n rows of an rows x a x b int16 source laid out with element strides (sr, si, sj) into int32
+ * (or int16 when same), each element checked against the source read by a plain loop; 1 when exact. */
+static int strided_exact(int64_t rows, int64_t a, int64_t b, ptrdiff_t sr, ptrdiff_t si, ptrdiff_t sj, int same,
+                         int64_t n)
+{
+    /* The buffer spans every element whatever the signs: base sits in its middle. */
+    ptrdiff_t reach = (rows * (sr < 0 ? -sr : sr) + a * (si < 0 ? -si : si) + b * (sj < 0 ? -sj : sj) + 1);
+    int16_t *buf = calloc((size_t)(2 * reach + 1), sizeof *buf), *base = buf + reach;
+    int64_t *idx = malloc((size_t)n * sizeof *idx);
+    size_t out_size = same ? 2 : 4, row_bytes = (size_t)(a * b) * out_size;
+    char *out = malloc((size_t)n * row_bytes + 1);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < a; i++)
+            for (int64_t j = 0; j < b; j++)
+                base[r * sr + i * si + j * sj] = (int16_t)source_value(r, i, j);
+    some_rows(idx, n, rows, (unsigned)(rows + a * 7 + b));
+    tq_row_layout layout = {2, {a, b}, {si * 2, sj * 2}, TQ_INT16, same ? TQ_INT16 : TQ_INT32};
+    tq_rows src = {base, sr * 2, &layout};
+    tq_gather(out, &src, row_bytes, idx, n);
+    int exact = 1;
+    for (int64_t k = 0; k < n && exact; k++)
+        for (int64_t e = 0; e < a * b && exact; e++) {
+            int32_t want = base[idx[k] * sr + (e / b) * si + (e % b) * sj], got; /* the plain loop */
+            if (same) {
+                int16_t g;
+                memcpy(&g, out + (size_t)k * row_bytes + (size_t)e * 2, 2);
+                got = g;
+            } else {
+                memcpy(&got, out + (size_t)k * row_bytes + (size_t)e * 4, 4);
+            }
+            exact = got == want;
+            if (!exact)
+                fprintf(stderr, "row %lld element %lld: got %d, want %d\n", (long long)k, (long long)e, got, want);
+        }
+    free(buf);
+    free(idx);
+    free(out);
+    return exact;
+}
+
+/* Rows of one element each (a label array), cast from uint8 and from int16 into int32. */
+static void labels(void)
+{
+    uint8_t u8[300];
+    int16_t i16[300];
+    int64_t idx[1000];
+    int32_t out[1000];
+    for (int i = 0; i < 300; i++)
+        u8[i] = (uint8_t)(255 - i % 256), i16[i] = (int16_t)(i * 100 - 15000);
+    some_rows(idx, 1000, 300, 7);
+    tq_row_layout from_u8 = {0, {0}, {0}, TQ_UINT8, TQ_INT32}, from_i16 = {0, {0}, {0}, TQ_INT16, TQ_INT32};
+    tq_rows src = {u8, 1, &from_u8};
+    tq_gather(out, &src, 4, idx, 1000);
+    int exact = 1;
+    for (int i = 0; i < 1000; i++)
+        exact &= out[i] == u8[idx[i]];
+    CHECK(exact);
+    src = (tq_rows){i16 + 299, -2, &from_i16}; /* reversed */
+    tq_gather(out, &src, 4, idx, 1000);
+    exact = 1;
+    for (int i = 0; i < 1000; i++)
+        exact &= out[i] == i16[299 - idx[i]];
+    CHECK(exact);
+    src = (tq_rows){i16 + 5, 0, &from_i16}; /* one row repeated: stride 0 */
+    tq_gather(out, &src, 4, idx, 1000);
+    exact = 1;
+    for (int i = 0; i < 1000; i++)
+        exact &= out[i] == i16[5];
+    CHECK(exact);
+}
+
+/* float16 into float32: normal, subnormal, signed zero, inf and NaN halves; bool into float64. */
+static void floats(void)
+{
+    static const uint16_t halves[] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x03ff, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x3555};
+    static const float want[] = {
+        1.0f,     -2.0f,     65504.0f, 5.9604644775390625e-8f, 6.0975551605224609375e-5f, -0.0f,
+        INFINITY, -INFINITY, NAN,      0.333251953125f};
+    int64_t idx[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float out[10];
+    tq_row_layout layout = {0, {0}, {0}, TQ_FLOAT16, TQ_FLOAT32};
+    tq_rows src = {halves, 2, &layout};
+    tq_gather(out, &src, 4, idx, 10);
+    for (int i = 0; i < 10; i++)
+        CHECK(isnan(want[i]) ? isnan(out[i]) : out[i] == want[i] && signbit(out[i]) == signbit(want[i]));
+    unsigned char flags[4] = {0, 1, 0, 2};
+    double got[4];
+    tq_row_layout bools = {1, {2}, {1}, TQ_BOOL, TQ_FLOAT64};
+    src = (tq_rows){flags, 2, &bools};
+    int64_t two[2] = {1, 0};
+    tq_gather(got, &src, 16, two, 2);
+    CHECK(got[0] == 0.0 && got[1] == 1.0 && got[2] == 0.0 && got[3] == 1.0);
+}
+
+/* What the engine has loops for: every pair of one type, the casts into wider types, none into float16. */
+static void converts(void)
+{
+    CHECK(tq_gather_converts(TQ_UINT8, TQ_INT32) && tq_gather_converts(TQ_FLOAT16, TQ_FLOAT32));
+    CHECK(tq_gather_converts(TQ_FLOAT16, TQ_FLOAT16) && tq_gather_converts(TQ_INT64, TQ_FLOAT64));
+    CHECK(!tq_gather_converts(TQ_UINT8, TQ_FLOAT16) && !tq_gather_converts(TQ_N_SCALARS, TQ_INT32));
+    CHECK(tq_scalar_size(TQ_FLOAT16) == 2 && tq_scalar_size(TQ_UINT64) == 8);
+}
+
+int main(void)
+{
+    labels();
+    floats();
+    converts();
+    /* rows x a x b: C order, Fortran order, a view of every other element, reversed axes, 0 strides. */
+    for (int same = 0; same < 2; same++) {
+        CHECK(strided_exact(50, 3, 5, 15, 5, 1, same, 40));
+        CHECK(strided_exact(50, 3, 5, 1, 50, 150, same, 40));           /* Fortran order */
+        CHECK(strided_exact(50, 3, 5, 30, 10, 2, same, 40));            /* every other element */
+        CHECK(strided_exact(50, 3, 5, -15, -5, -1, same, 40));          /* reversed on every axis */
+        CHECK(strided_exact(50, 3, 5, 5, 0, 1, same, 40));              /* an axis broadcast: stride 0 */
+        CHECK(strided_exact(2000, 28, 28, 1, 2000, 56000, same, 3000)); /* large: shared by the copy pool */
+    }
+    tq_error err;
+    CHECK(tq_copy_set_threads(1, &err) == TQ_OK);
+    CHECK(strided_exact(2000, 28, 28, 1, 2000, 56000, 0, 3000)); /* the same on the caller alone */
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures != 0;
+}
