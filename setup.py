@@ -25,7 +25,7 @@ def engine_sources(*groups):
         for line in f:
             if line.strip() and not line.startswith("#"):
                 group, names = line.split(":", 1)
-                listed[group.strip()] = ["c_code/" + name for name in names.split()]
+                listed[group.strip()] = ["c_code/" + path for path in names.split()]
     return [path for group in groups or listed for path in listed[group]]
 
 
@@ -43,11 +43,14 @@ class BuildWithCCode(build_py):
 
     def run(self):
         super().run()
-        target = os.path.join(self.build_lib, "theano_queue", "c_code")
-        self.mkpath(target)
-        for name in sorted(os.listdir(os.path.join(HERE, "c_code"))):
-            if name.endswith((".c", ".h")):
-                self.copy_file(os.path.join(HERE, "c_code", name), os.path.join(target, name))
+        # Its folders (ops/, engine/, python/, generated/) keep their names: the Ops find headers by folder.
+        source = os.path.join(HERE, "c_code")
+        for folder, _, names in sorted(os.walk(source)):
+            target = os.path.join(self.build_lib, "theano_queue", "c_code", os.path.relpath(folder, source))
+            self.mkpath(target)
+            for name in sorted(names):
+                if name.endswith((".c", ".h")):
+                    self.copy_file(os.path.join(folder, name), os.path.join(target, name))
 
 
 setup(
@@ -78,7 +81,7 @@ setup(
         Extension(
             "theano_queue._engine",
             sources=ENGINE_SOURCES,
-            include_dirs=["c_code", numpy.get_include()],
+            include_dirs=["c_code/engine", "c_code/python", "c_code/generated", numpy.get_include()],
             extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],
             libraries=["pthread", "dl"],
         )

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Regenerates the PTX headers of the CUDA backend's kernels: c_code/X_ptx.h
-# from c_code/X.cu for every X.cu there (needs nvcc; the package itself
+# Regenerates the PTX headers of the CUDA backend's kernels: c_code/generated/X_ptx.h
+# from c_code/engine/X.cu for every X.cu there (needs nvcc; the package itself
 # builds with gcc alone from the headers in the repo).  The PTX is made for
 # compute_75 (the oldest CUDA 13 targets) and its ISA version lowered to
 # 7.0, which every driver since CUDA 11.0 JIT-compiles: the kernels use
@@ -9,7 +9,7 @@ set -eu
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for cu in c_code/*.cu; do
+for cu in c_code/engine/*.cu; do
     name=$(basename "$cu" .cu)
     nvcc -ptx -arch=compute_75 -O3 -o "$tmp/k.ptx" "$cu"
     sed -i -e 's/^\.version .*/.version 7.0/' -e '/^\/\//d' "$tmp/k.ptx"
@@ -20,5 +20,5 @@ for cu in c_code/*.cu; do
         echo "static const char ${name}_ptx[] ="
         sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/' "$tmp/k.ptx"
         echo "    ;"
-    } > "c_code/${name}_ptx.h"
+    } > "c_code/generated/${name}_ptx.h"
 done

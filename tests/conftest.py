@@ -1,7 +1,10 @@
 """Test set-up: float32 as Theano's default float (before Theano is imported;
 the venv supplies blas.ldflags), the suite's own Theano compile directory,
 timeouts scaled to the machine's load, and the ``gpu`` marker, skipped unless
-Theano runs on a CUDA device.
+Theano runs on a CUDA device.  The tests are in folders by what they need:
+``cpu/`` (nothing but the CPU), ``standin/`` (the stand-in CUDA driver,
+built with gcc), ``gpu/`` (a real GPU: every test there is marked ``gpu``);
+``support/`` holds the modules they share.
 
 * **Compile directory.**  Theano's compile lock lives in its compile
   directory; shared with other Theano processes on the machine (another
@@ -17,8 +20,14 @@ Theano runs on a CUDA device.
 """
 
 import os
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The helper modules (tests/support/) import by name from every test folder (cpu/, standin/, gpu/).  Spawned
+# workers get this path too: multiprocessing hands the parent's sys.path to the child before it unpickles.
+SUPPORT = os.path.join(ROOT, "tests", "support")
+if SUPPORT not in sys.path:
+    sys.path.insert(0, SUPPORT)
 
 
 def _theano_flags(flags: str) -> str:

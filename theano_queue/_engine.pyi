@@ -1,4 +1,4 @@
-"""Types of theano_queue._engine, the engine's CPython face (c_code/tq_py_*.c)."""
+"""Types of theano_queue._engine, the engine's CPython face (c_code/python/tq_py_*.c)."""
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 

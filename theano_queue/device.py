@@ -10,7 +10,7 @@ A put accepts, per component, any of:
 
 Each becomes the plain description the engine takes, ``(ptr, shape, strides,
 dtype, stream)``, plus what must stay alive until the copy has read it; the
-engine (``c_code/tq_py_device.c``, ``tq_cuda.c``) checks it and copies it
+engine (``c_code/python/tq_py_device.c``, ``tq_cuda.c``) checks it and copies it
 device to device.  ``q.get(device=True)`` goes the other way and returns
 :class:`DeviceArray` objects.
 """

@@ -28,7 +28,7 @@ from theano.gpuarray.type import GpuArrayType, get_context, gpu_context_type
 from theano.tensor import lscalar
 
 from .ops import Dequeue, Enqueue, QueueCOp
-from .paths import c_code_dir
+from .paths import header_dirs
 
 GPU_HEADERS = [
     "gpuarray/types.h",
@@ -60,7 +60,7 @@ class GpuQueueCOp(QueueCOp):
         return GPU_HEADERS + super().c_headers()
 
     def c_header_dirs(self):
-        dirs = [gpuarray_helper_inc_dir(), pygpu.get_include(), c_code_dir()]
+        dirs = [gpuarray_helper_inc_dir(), pygpu.get_include(), *header_dirs()]
         for cuda_include in (config.cuda.include_path, "/usr/local/cuda/include"):
             if cuda_include and os.path.isdir(cuda_include) and cuda_include not in dirs:
                 dirs.append(cuda_include)

@@ -8,13 +8,12 @@ weak reference to the queue's ring.  Tokens keep the pitfalls away:
 * each ``q.dequeue()`` has its own token, so Theano never merges two dequeues;
 * a queue deleted while a function still uses it is a clear error, not a crash.
 
-Their C code is in ``c_code/dequeue.c`` and ``c_code/enqueue.c``; ``perform``
+Their C code is in ``c_code/ops/dequeue.c`` and ``c_code/ops/enqueue.c``; ``perform``
 does the same through the engine's Python face for the Python linker.
 """
 
 import hashlib
 import inspect
-import os
 import sys
 import threading
 import warnings
@@ -42,7 +41,7 @@ from theano.tensor.opt import Assert
 
 from .errors import SeveralDequeuesWarning
 from .graph import GraphFrontEnd, enqueue_inputs, unpicklable_message
-from .paths import c_code_dir
+from .paths import header_dirs, header_file, op_file
 
 QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
 
@@ -114,10 +113,10 @@ def refuse_debug_mode(op, caller):
 class QueueCOp(COp):
     """What Dequeue and Enqueue share: their C file, the engine's header, the token."""
 
-    c_file: ClassVar[str]  # the Op's C file in c_code/, set by each subclass
+    c_file: ClassVar[str]  # the Op's C file in c_code/ops/, set by each subclass
 
     def __init__(self, components, queue_name):
-        COp.__init__(self, [os.path.join(c_code_dir(), self.c_file)])
+        COp.__init__(self, [op_file(self.c_file)])
         self.components = tuple(components)
         self.queue_name = queue_name
 
@@ -145,7 +144,7 @@ class QueueCOp(COp):
         return super().make_py_thunk(node, *args, **kwargs)
 
     def c_header_dirs(self):
-        return [c_code_dir()]
+        return header_dirs()
 
     def c_headers(self):
         return list(QUEUE_HEADERS)
@@ -155,7 +154,7 @@ class QueueCOp(COp):
         # node's own C (c_code and its struct members): Theano keys cached modules by this version alone.
         digest = hashlib.sha256()
         for name in QUEUE_HEADERS:
-            with open(os.path.join(c_code_dir(), name), "rb") as f:
+            with open(header_file(name), "rb") as f:
                 digest.update(f.read())
         try:
             digest.update(inspect.getsource(type(self)).encode())

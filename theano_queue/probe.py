@@ -5,9 +5,9 @@ variable ``THEANO_QUEUE_LIBCUDA`` names) is loaded with ctypes on first use, so
 this module imports anywhere; without a driver its GPU functions raise
 :class:`~theano_queue.CudaError` saying so.  The engine's GPU queues load the
 same library, named by the same variable, with a binding of their own
-(``c_code/tq_cuda_driver.h``); every driver function both call is bound to the
+(``c_code/engine/tq_cuda_driver.h``); every driver function both call is bound to the
 same versioned symbol with the same number of parameters, which
-``tests/test_probe.py`` checks against the engine's list.  Nothing here imports
+``tests/standin/test_probe.py`` checks against the engine's list.  Nothing here imports
 Theano unless a Theano context name is given.
 
 **Contexts.**  Every GPU measurement runs in the *primary context* of its

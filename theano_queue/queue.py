@@ -100,9 +100,11 @@ class Queue:
         """Where the ring lives (a :class:`~theano_queue.target.Target`), kept by the port producers hold."""
         return self._port._target
 
-    @_target.setter
-    def _target(self, value):
-        self._port._target = value
+    def _pretend_target(self, target):
+        """The one test seam for GPU-only Python paths (tests/support/pretend.py): the queue and its port report
+        ``target`` while the ring stays where it is, so the Feeder's gather choice and held producers can be
+        exercised on a host ring without a GPU.  Not for users: puts and gets still go to the real ring."""
+        self._port._target = target
 
     def __del__(self):
         # The last user reference is gone, but a thread may still be blocked in

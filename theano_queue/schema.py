@@ -36,7 +36,7 @@ def where(queue_name: str, component) -> str:
 
 
 def unsafe_dtype(queue_name: str, component, dtype) -> TypeError:
-    """An array whose dtype does not cast safely, with both fixes (tests/test_messages.py)."""
+    """An array whose dtype does not cast safely, with both fixes (tests/cpu/test_messages.py)."""
     want = np.dtype(component.dtype)
     return TypeError(
         "%s: expected dtype %s, got %s, which does not cast safely to it: pass .astype('%s'), or declare the "
@@ -46,7 +46,7 @@ def unsafe_dtype(queue_name: str, component, dtype) -> TypeError:
 
 def shape_error(queue_name: str, component, shape, bound: str) -> ValueError:
     """A batch of the wrong shape (``bound``: the component's, e.g. ``(<=4, 3)``), worded as the engine's put
-    words it (c_code/tq_py_element.c, check_dims): whichever producer gave it, the batch is put."""
+    words it (c_code/python/tq_py_element.c, check_dims): whichever producer gave it, the batch is put."""
     at = "Queue.put: queue %r, component %r" % (queue_name, component.name)
     if len(shape) != len(component.shape):
         return ValueError(

@@ -8,7 +8,7 @@ Feeders attached to it and what each is doing (its workers starting, how
 many are ready, its last element), and what its ring holds.  A ``q.put``
 that waits as long for a free slot warns the same way (a Feeder's own puts
 do not: waiting for the model is their normal state).  The engine decides
-when (``c_code/tq_py_element.c``, the one wait loop); this module says what.
+when (``c_code/python/tq_py_element.c``, the one wait loop); this module says what.
 Imports no Theano.
 """
 

@@ -1,8 +1,8 @@
 /* A stand-in for libcuda.so.1 with the driver functions theano_queue.probe
- * and the engine's CUDA backend (c_code/tq_cuda*.c) call, on host memory, so
+ * and the engine's CUDA backend (c_code/engine/tq_cuda*.c) call, on host memory, so
  * that the probe, the CLI's GPU paths, the backend's device puts and its device
  * gather run (and their resource handling is checked) on a machine without a
- * GPU.  Built as libcuda.so.1 by tests/fake_cuda.py (and tests/test_gather_fake.py)
+ * GPU.  Built as libcuda.so.1 by tests/support/fake_cuda.py (and tests/standin/test_gather_fake.py)
  * and found through THEANO_QUEUE_LIBCUDA or LD_LIBRARY_PATH.
  *
  * Work runs at once, in the calling thread: streams and events order nothing,
@@ -14,7 +14,7 @@
  * second registration of any byte, and a device-to-host copy into a buffer
  * that starts in registered memory and ends past it (or into memory
  * registered read-only).  A module offers the kernel its image names
- * (c_code/tq_strided_ptx.h's or tq_gather_rows_ptx.h's); cuLaunchKernel runs
+ * (c_code/generated/tq_strided_ptx.h's or tq_gather_rows_ptx.h's); cuLaunchKernel runs
  * it on the host.
  *
  *   FAKE_CUDA_DEVICES=n     devices (default 1; 0 makes cuInit fail with
@@ -26,7 +26,7 @@
  *                           (default 15 GiB of 16)
  *   FAKE_CUDA_REPORT=path   at exit, writes "retained pushed host device streams
  *                           registered modules" still held: all zero when the
- *                           caller released all (tests/fake_cuda.py's NOTHING_HELD)
+ *                           caller released all (tests/support/fake_cuda.py's NOTHING_HELD)
  *   FAKE_CUDA_LOG=path      appends one line per stream-ordering call:
  *                           "record <stream>", "wait <stream>", "upload <stream>"
  *                           (host to device), "copy <stream>" (device to
@@ -168,7 +168,7 @@ CUresult cuDriverGetVersion(int *version)
 }
 
 /* Any other code (CUDA_ERROR_INVALID_VALUE among them) is CUDA_ERROR_FAKE,
- * which tests/test_probe.py expects of a bad device ordinal. */
+ * which tests/standin/test_probe.py expects of a bad device ordinal. */
 CUresult cuGetErrorName(CUresult rc, const char **name)
 {
     *name = rc == ERR_NO_DEVICE                        ? "CUDA_ERROR_NO_DEVICE"

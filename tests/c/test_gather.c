@@ -1,4 +1,4 @@
-/* The CUDA backend's device gather (c_code/tq_cuda_rows.c, attach_rows and
+/* The CUDA backend's device gather (c_code/engine/tq_cuda_rows.c, attach_rows and
  * publish_rows) against the stand-in driver (fake_libcuda.c): every element
  * read back equals the rows numpy would take, for rows of odd sizes and
  * sources that are not aligned; the device copies exactly the components it
@@ -7,7 +7,7 @@
  * batch gathered by the kernel, one launch per component); the fallbacks
  * say why; the page-locked ranges are the arrays' exact bytes, shared by
  * the rings of the process and with register_host; held memory is freed.
- * Run by tests/test_gather_fake.py:
+ * Run by tests/standin/test_gather_fake.py:
  *
  *   test_gather gather MECHANISM USED   attach with MECHANISM, expect USED
  *   test_gather large MECHANISM USED    the same with 256 KiB rows beside 4-byte labels

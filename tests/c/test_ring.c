@@ -1,5 +1,5 @@
 /* The engine on its own: no Python, no Theano.  Built and run by
- * tests/test_engine_c.py, under the sanitizers when the compiler has them. */
+ * tests/cpu/test_engine_c.py, under the sanitizers when the compiler has them. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

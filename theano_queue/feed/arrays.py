@@ -50,7 +50,7 @@ def requested_gather(where: str) -> str:
     return value
 
 
-#: Rows this large or larger are the GPU's to copy under "auto" (c_code/tq_cuda_rows.c,
+#: Rows this large or larger are the GPU's to copy under "auto" (c_code/engine/tq_cuda_rows.c,
 #: TQ_GATHER_DEVICE_MIN_ROW): used only to say per component who gathered.
 DEVICE_MIN_ROW_BYTES = 256 * 1024
 

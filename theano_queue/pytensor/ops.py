@@ -1,7 +1,7 @@
 """Dequeue and Enqueue for PyTensor, and its graph front end.
 
 One engine, two front ends: these Ops run the same C code as Theano's
-(``c_code/dequeue.c``, ``c_code/enqueue.c``) under PyTensor's C linker, and
+(``c_code/ops/dequeue.c``, ``c_code/ops/enqueue.c``) under PyTensor's C linker, and
 their ``perform`` (in Numba's object mode) under the Numba linker (PyTensor
 3.0's default; where Numba is not installed, the C linker alone).
 
@@ -15,7 +15,6 @@ the order they were made.
 
 import hashlib
 import importlib.util
-import os
 import re
 from typing import ClassVar
 
@@ -31,7 +30,7 @@ from pytensor.raise_op import Assert
 from pytensor.tensor.type import TensorType
 
 from .. import graph as _graph
-from ..paths import c_code_dir
+from ..paths import header_dirs, header_file, op_file
 
 QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
 KEY_FILE = "key_token.c"
@@ -39,7 +38,7 @@ KEY_FILE = "key_token.c"
 
 def c_sections(filename):
     """The ``#section`` parts of one of the Ops' C files, by section name (as Theano's file-based COp reads them)."""
-    with open(os.path.join(c_code_dir(), filename)) as f:
+    with open(op_file(filename)) as f:
         text = f.read()
     sections = {}
     for name, body in re.findall(r"^#section (\w+)\n(.*?)(?=^#section |\Z)", text, flags=re.M | re.S):
@@ -57,7 +56,7 @@ def make_token(queue, sequence):
 class QueueCOp(COp):
     """What Dequeue and Enqueue share: their C file, the engine's header, the token."""
 
-    c_file: ClassVar[str]  # the Op's C file in c_code/, set by each subclass
+    c_file: ClassVar[str]  # the Op's C file in c_code/ops/, set by each subclass
 
     # The queue's name is for messages only: it must not split the compile
     # cache, so it is not a prop and the C code does not see it.
@@ -75,7 +74,7 @@ class QueueCOp(COp):
         return False
 
     def c_header_dirs(self, **kwargs):
-        return [c_code_dir()]
+        return header_dirs()
 
     def c_headers(self, **kwargs):
         return list(QUEUE_HEADERS)
@@ -89,8 +88,9 @@ class QueueCOp(COp):
 
     def c_code_cache_version(self):
         digest = hashlib.sha256()
-        for name in QUEUE_HEADERS + (KEY_FILE, self.c_file):
-            with open(os.path.join(c_code_dir(), name), "rb") as f:
+        paths = [header_file(name) for name in QUEUE_HEADERS] + [op_file(KEY_FILE), op_file(self.c_file)]
+        for path in paths:
+            with open(path, "rb") as f:
                 digest.update(f.read())
         return (1, digest.hexdigest())
 

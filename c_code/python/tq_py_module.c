@@ -1,0 +1,65 @@
+/* tq_py_module.c: the module theano_queue._engine, assembled: the types
+ * (tq_py_ring.c, tq_py_stop.c, tq_py_element.c, tq_py_device.c), the functions
+ * (tq_py_functions.c), the Ops' table (tq_py_capi.c) and the exceptions
+ * (tq_py_errors.c).  Nothing calls into this file. */
+#define TQ_PY_MODULE /* the file that imports numpy's C API */
+#include "tq_py.h"
+
+/* ---- the module ----------------------------------------------------------------------- */
+
+/* TRACE_EVENTS: the names of a trace's event kinds, in the order of its times. */
+static PyObject *trace_events(void)
+{
+    PyObject *events = PyTuple_New(TQ_EV_COUNT);
+    for (int k = 0; events && k < TQ_EV_COUNT; k++) {
+        PyObject *name = PyUnicode_FromString(tq_event_name((tq_event)k));
+        if (!name)
+            Py_CLEAR(events);
+        else
+            PyTuple_SET_ITEM(events, k, name);
+    }
+    return events;
+}
+
+static struct PyModuleDef engine_module = {
+    PyModuleDef_HEAD_INIT,
+    "theano_queue._engine",
+    "The queue engine (c_code/engine/tq_ring.c) and its Python face.",
+    -1,
+    engine_functions,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__engine(void)
+{
+    import_array();
+    if (count_forks()) {
+        PyErr_SetString(PyExc_ImportError, "theano_queue._engine: pthread_atfork failed");
+        return NULL;
+    }
+    if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0 || PyType_Ready(&LeaseType) < 0 ||
+        PyType_Ready(&DLPackOwnerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&engine_module);
+    if (!m)
+        return NULL;
+    PyObject *api = capi_capsule();
+    if (PyModule_AddType(m, &RingType) < 0 || PyModule_AddType(m, &StopType) < 0 || !api ||
+        PyModule_AddObject(m, "_C_API", api) < 0 || PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS) ||
+        PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY) ||
+        PyModule_AddIntConstant(m, "SLOT_ALIGN", TQ_ALIGN)) {
+        Py_XDECREF(api);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *events = trace_events();
+    if (!events || PyModule_AddObject(m, "TRACE_EVENTS", events) < 0) {
+        Py_XDECREF(events);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,98 @@
+"""theano_queue.probe: host copy bandwidth here, the GPU measurements against the
+stand-in driver (tests/c/fake_libcuda.c) in a subprocess, and on a real GPU."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from fake_cuda import NOTHING_HELD, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
+
+from theano_queue import _engine, probe
+from theano_queue.paths import c_code_dir
+
+MiB = 1 << 20
+
+
+def test_host_copy_through_the_engine_and_numpy():
+    threads = _engine.copy_threads()
+    assert probe.host_copy_gbps(8 * MiB, repeats=2) > 0.1
+    assert probe.host_copy_gbps(8 * MiB, threads=1, repeats=2) > 0.1
+    assert _engine.copy_threads() == threads  # the pool is put back as it was
+    assert probe.host_copy_gbps(8 * MiB, repeats=2, via="numpy") > 0.1
+    with pytest.raises(ValueError, match="via"):
+        probe.host_copy_gbps(MiB, via="memcpy")
+    with pytest.raises(ValueError, match=">= 1"):
+        probe.host_copy_gbps(0)
+
+
+def test_limits_per_source_kind():
+    rows = {source.split(" (")[0]: gbps for source, gbps, why in probe.limits(55.0, 10.0, 45.0)}
+    assert rows["registered"] == 55.0
+    assert rows["numpy arrays put or fed"] == pytest.approx(30.0)  # 2/3 of the copy: below the bus
+    assert rows["pageable memory handed to the driver"] == 10.0
+    assert rows["host-memory queue"] == 45.0
+    no_gpu = {source.split(" (")[0]: gbps for source, gbps, why in probe.limits(copy_gbps=45.0)}
+    assert no_gpu["registered"] is None and no_gpu["numpy arrays put or fed"] == pytest.approx(30.0)
+
+
+SCRIPT = """
+from theano_queue.probe import h2d_seconds, devices, self_check
+pinned = h2d_seconds(1 << 20, 3, None)              # the signature bench/ calls
+pageable = h2d_seconds(1 << 20, 3, context_name=None, pinned=False)
+assert pinned > 0 and pageable > 0
+assert [d["name"] for d in devices()] == ["Fake GPU 0", "Fake GPU 1"]
+assert h2d_seconds(1 << 20, 2, device=1) > 0
+assert self_check(1)["copy_engine"][0]
+try:
+    h2d_seconds(1 << 20, 2, device=2)
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_gpu_measurements_against_the_stand_in_driver(fake_cuda):  # noqa: F811
+    env = dict(os.environ, FAKE_CUDA_DEVICES="2", **fake_cuda)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "CudaError cuDevicePrimaryCtxRetain: CUDA_ERROR_FAKE (fake failure)"
+    assert held(fake_cuda) == NOTHING_HELD
+
+
+def test_a_theano_context_name_must_be_one():
+    with pytest.raises(ValueError, match="not a Theano GPU context"):
+        probe.theano_device("no_such_context")
+
+
+def engine_driver_list():
+    """{field: (symbol, number of parameters)} of the engine's driver binding (c_code/engine/tq_cuda_driver.h)."""
+    with open(os.path.join(c_code_dir(), "engine", "tq_cuda_driver.h")) as f:
+        text = f.read().replace("\\\n", " ")
+    bound, at = {}, 0
+    while True:
+        at = text.find("X(", at)
+        if at < 0:
+            return bound
+        depth, end = 0, at + 1
+        for end in range(at + 1, len(text)):  # the X(...) with its nested parentheses
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        field, symbol, params = (part.strip() for part in text[at + 2 : end].split(",", 2))
+        if field.isidentifier() and symbol.startswith("cu"):
+            inner, depth, commas = params.strip()[1:-1], 0, 0
+            for char in inner:
+                depth += {"(": 1, ")": -1}.get(char, 0)
+                commas += char == "," and depth == 0
+            bound[field] = (symbol, commas + 1)
+        at = end
+
+
+def test_probe_binds_the_driver_as_the_engine_does():
+    engine = engine_driver_list()
+    assert {"Init", "MemAlloc", "CtxPushCurrent", "MemcpyHtoDAsync"} <= set(engine)  # the parse found the list
+    shared = set(engine) & set(probe._SIGNATURES)
+    assert len(shared) >= 10
+    for field in sorted(shared):
+        argtypes, symbols = probe._SIGNATURES[field]
+        assert (symbols[0], len(argtypes)) == engine[field], field
