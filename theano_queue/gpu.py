@@ -27,7 +27,7 @@ from theano.gpuarray.opt import register_opt
 from theano.gpuarray.type import GpuArrayType, get_context, gpu_context_type
 from theano.tensor import lscalar
 
-from .ops import Dequeue, Enqueue, QueueCOp
+from .ops import Dequeue, Enqueue, OneThreadAtATime, QueueCOp
 from .paths import header_dirs
 
 GPU_HEADERS = [
@@ -70,7 +70,7 @@ class GpuQueueCOp(QueueCOp):
         return ["gpuarray"]
 
 
-class GpuDequeue(GpuQueueCOp):
+class GpuDequeue(OneThreadAtATime, GpuQueueCOp):
     """Dequeue whose outputs are GPU arrays, read from the ring's device slots."""
 
     c_file = "gpu_dequeue.c"
@@ -80,19 +80,19 @@ class GpuDequeue(GpuQueueCOp):
         return Apply(self, [token], outputs)
 
     def c_code(self, node, name, inputs, outputs, sub):
+        call = 'tq_gpu_dequeue_into("GpuDequeue", %s, tq_outputs, tq_typecodes, %d, %s)' % (
+            inputs[0],
+            len(outputs),
+            sub["params"],
+        )
         return """{
     PyGpuArrayObject **tq_outputs[] = {%(outs)s};
     const int tq_typecodes[] = {%(typecodes)s};
-    if (tq_gpu_dequeue_into("GpuDequeue", %(token)s, tq_outputs, tq_typecodes, %(n)d, %(ctx)s) != 0) {
-        %(fail)s
-    }
+    %(call)s
 }""" % dict(
             outs=", ".join("&" + o for o in outputs),
             typecodes=", ".join(str(o.type.typecode) for o in node.outputs),
-            token=inputs[0],
-            n=len(outputs),
-            ctx=sub["params"],
-            fail=sub["fail"],
+            call=self.one_thread_at_a_time(name, call, sub["fail"]),
         )
 
     def perform(self, node, inputs, outputs, params):

@@ -177,7 +177,48 @@ TWO_THREADS = "this compiled function was called from a second thread while a ca
 SECOND_THREAD = "theano_queue: a compiled function that dequeues was called from a second thread; " + NOT_THREAD_SAFE
 
 
-class Dequeue(QueueCOp):
+class OneThreadAtATime:
+    """The C of a dequeue Op that knows who calls its node (one record per compiled function).
+
+    A call from a second thread is warned about once; a call that comes while
+    another thread's call waits for its element is refused with a QueueError,
+    before it takes anything, so no element is lost.
+    """
+
+    def c_support_code_struct(self, node, name):
+        return "unsigned long tq_caller_%(n)s; int tq_waiting_%(n)s; int tq_warned_%(n)s;" % dict(n=name)
+
+    def c_init_code_struct(self, node, name, sub):
+        return "tq_caller_%(n)s = 0; tq_waiting_%(n)s = 0; tq_warned_%(n)s = 0;" % dict(n=name)
+
+    def one_thread_at_a_time(self, name, call, fail):
+        """`call` (a C expression, 0 on success) between the node's checks of who calls it."""
+        return """const unsigned long tq_me = PyThread_get_thread_ident();
+    if (tq_waiting_%(name)s) {
+        PyObject *tq_errors = PyImport_ImportModule("theano_queue.errors");
+        PyObject *tq_error = tq_errors ? PyObject_GetAttrString(tq_errors, "QueueError") : NULL;
+        if (tq_error)
+            PyErr_SetString(tq_error, "%(who)s: %(refused)s");
+        Py_XDECREF(tq_error);
+        Py_XDECREF(tq_errors);
+        %(fail)s
+    }
+    if (tq_caller_%(name)s != 0 && tq_caller_%(name)s != tq_me && !tq_warned_%(name)s) {
+        tq_warned_%(name)s = 1;
+        if (PyErr_WarnEx(PyExc_RuntimeWarning, "%(warned)s", 1) < 0) {
+            %(fail)s
+        }
+    }
+    tq_caller_%(name)s = tq_me;
+    tq_waiting_%(name)s = 1;
+    int tq_rc = %(call)s;
+    tq_waiting_%(name)s = 0;
+    if (tq_rc != 0) {
+        %(fail)s
+    }""" % dict(name=name, who=type(self).__name__, refused=TWO_THREADS, warned=SECOND_THREAD, call=call, fail=fail)
+
+
+class Dequeue(OneThreadAtATime, QueueCOp):
     """Takes the next element of a queue: one output per component.
 
     On a host queue the outputs are the element's own memory, lent to the
@@ -216,14 +257,6 @@ class Dequeue(QueueCOp):
         for storage, array in zip(outputs, ring.take()):
             storage[0] = array
 
-    # The node's own record of who calls it (one per compiled function): a second thread is warned about
-    # once, and a call that comes while another thread's waits for its element is refused.
-    def c_support_code_struct(self, node, name):
-        return "unsigned long tq_caller_%(n)s; int tq_waiting_%(n)s; int tq_warned_%(n)s;" % dict(n=name)
-
-    def c_init_code_struct(self, node, name, sub):
-        return "tq_caller_%(n)s = 0; tq_waiting_%(n)s = 0; tq_warned_%(n)s = 0;" % dict(n=name)
-
     # The outputs are data, not a function of the token: no gradient flows
     # through the Op, and saying so lets theano.grad (PyMC3's fit with
     # obj_n_mc > 1, say) walk past it instead of failing.
@@ -234,42 +267,15 @@ class Dequeue(QueueCOp):
         return [DisconnectedType()()]
 
     def c_code(self, node, name, inputs, outputs, sub):
+        call = 'tq_dequeue_into("%s", %s, tq_outputs, tq_typenums, %d)' % (type(self).__name__, inputs[0], len(outputs))
         return """{
     PyArrayObject **tq_outputs[] = {%(outs)s};
     const int tq_typenums[] = {%(typenums)s};
-    const unsigned long tq_me = PyThread_get_thread_ident();
-    if (tq_waiting_%(name)s) {
-        PyObject *tq_errors = PyImport_ImportModule("theano_queue.errors");
-        PyObject *tq_error = tq_errors ? PyObject_GetAttrString(tq_errors, "QueueError") : NULL;
-        if (tq_error)
-            PyErr_SetString(tq_error, "%(who)s: %(refused)s");
-        Py_XDECREF(tq_error);
-        Py_XDECREF(tq_errors);
-        %(fail)s
-    }
-    if (tq_caller_%(name)s != 0 && tq_caller_%(name)s != tq_me && !tq_warned_%(name)s) {
-        tq_warned_%(name)s = 1;
-        if (PyErr_WarnEx(PyExc_RuntimeWarning, "%(warned)s", 1) < 0) {
-            %(fail)s
-        }
-    }
-    tq_caller_%(name)s = tq_me;
-    tq_waiting_%(name)s = 1;
-    int tq_rc = tq_dequeue_into("%(who)s", %(token)s, tq_outputs, tq_typenums, %(n)d);
-    tq_waiting_%(name)s = 0;
-    if (tq_rc != 0) {
-        %(fail)s
-    }
+    %(call)s
 }""" % dict(
             outs=", ".join("&" + o for o in outputs),
             typenums=", ".join(o.type.dtype_specs()[2] for o in node.outputs),
-            who=type(self).__name__,
-            token=inputs[0],
-            n=len(outputs),
-            name=name,
-            refused=TWO_THREADS,
-            warned=SECOND_THREAD,
-            fail=sub["fail"],
+            call=self.one_thread_at_a_time(name, call, sub["fail"]),
         )
 
 

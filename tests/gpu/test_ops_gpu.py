@@ -2,12 +2,17 @@
 
 Run with ``THEANO_FLAGS=device=cuda0 python -m pytest -q tests/gpu/test_ops_gpu.py``."""
 
+import threading
+import time
+import warnings
+
 import numpy as np
 import pytest
 import theano
 import theano.tensor as T
 
 import theano_queue as tq
+from theano_queue.ops import SECOND_THREAD
 
 pytestmark = pytest.mark.gpu
 
@@ -28,3 +33,37 @@ def test_gpu_dequeued_variables_take_givens_of_plain_tensors():
     colour = T.tensor4("colour")
     shape = theano.function([colour], (dx * colour).shape)(np.ones((50, 3, 28, 28), "float32"))
     assert list(shape) == [50, 3, 28, 28]
+
+
+def test_a_second_thread_calling_a_gpu_function_while_it_waits_is_refused_and_nothing_is_lost():
+    """GpuDequeue keeps the CPU Dequeue's guard (tests/cpu/test_ops.py): a refusal before anything is taken."""
+    q = tq.Queue([("x", "float32", (8, 3))], capacity=2)
+    assert q.on_gpu
+    f = theano.function([], q.dequeue() * 2)
+    taken = []
+    waiting = threading.Thread(target=lambda: taken.append(np.asarray(f())))
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while q.stats()["consumer_wait_s"] == 0 and time.monotonic() < deadline:  # the thread's call waits
+        time.sleep(0.01)
+    time.sleep(0.1)
+    with pytest.raises(tq.QueueError, match="GpuDequeue: this compiled function was called from a second thread"):
+        f()
+    q.put(np.full((8, 3), 7, "float32"))
+    waiting.join(10)
+    assert float(taken[0][0, 0]) == 14.0 and q.stats()["dequeued"] == 1
+
+
+def test_a_gpu_function_called_from_another_thread_warns_once():
+    q = tq.Queue([("x", "float32", (8, 3))], capacity=4)
+    f = theano.function([], q.dequeue().sum())
+    for i in range(3):
+        q.put(np.full((8, 3), i, "float32"))
+    f()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            other = threading.Thread(target=f)
+            other.start()
+            other.join()
+    assert [str(w.message) for w in caught if "second thread" in str(w.message)] == [SECOND_THREAD]
