@@ -145,7 +145,8 @@ def layouts(b):
 
 def run_in(tree, case, quick):
     """measure(case) in a fresh process importing theano_queue from tree."""
-    env = dict(os.environ, PYTHONPATH=tree)
+    # The tree first, before whatever else the environment puts on the path (a GPU machine's own stack).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")])))
     command = [sys.executable, os.path.abspath(__file__), "--measure", case] + (["--quick"] if quick else [])
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tree, timeout=1800)
     if done.returncode:
