@@ -5,7 +5,9 @@ import pytest
 from helpers import load_example
 
 import theano_queue as tq
-import theano_queue.keras as tqk
+
+pytest.importorskip("keras", reason="Keras 2.3.1 is not installed (scripts/install-deps.sh installs it)")
+import theano_queue.keras as tqk  # noqa: E402
 
 # isort: split
 import keras
