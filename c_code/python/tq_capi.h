@@ -14,7 +14,7 @@
 
 #include "tq_base.h" /* the engine's limits: TQ_MAX_COMPONENTS */
 
-#define TQ_CAPI_VERSION 5
+#define TQ_CAPI_VERSION 6
 
 typedef struct {
     int version;
@@ -76,6 +76,12 @@ typedef struct {
                     uint64_t *addrs);
     /* 1 when obj is a Lease (an array whose base it is must never be written into). */
     int (*is_lease)(PyObject *obj);
+    /* Makes the ring's device context current on this thread until
+     * release_device (when *held is 1), so that libgpuarray calls made in
+     * between find it: libgpuarray enters a context only when no thread has
+     * entered it.  -1 with CudaError. */
+    int (*hold_device)(PyObject *ring, const char *who, int *held);
+    void (*release_device)(PyObject *ring);
 } tq_capi_t;
 
 #ifndef TQ_CAPI_PROVIDER

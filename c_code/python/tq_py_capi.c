@@ -79,6 +79,20 @@ static int capi_gpu_lend(PyObject *ring, const char *who, int slot, void *stream
     return lend_device_block((RingObject *)ring, who, slot, stream, keep, lease, addrs);
 }
 
+/* The ring's device context current on this thread until release_device,
+ * whatever libgpuarray's own count of entries says (it is one count per
+ * context, shared by every thread).  *held: whether to release. */
+static int capi_hold_device(PyObject *ring, const char *who, int *held)
+{
+    RingObject *self = (RingObject *)ring;
+    tq_error err;
+    if (tq_ring_hold_device(self->ring, held, &err) != TQ_OK)
+        return raise_error(who, self, &err);
+    return 0;
+}
+
+static void capi_release_device(PyObject *ring) { tq_ring_release_device(((RingObject *)ring)->ring); }
+
 static int capi_check_shape(PyObject *ring, const char *who, int c, int ndim, const intptr_t *dims)
 {
     return check_dims((RingObject *)ring, who, c, ndim, (const npy_intp *)dims);
@@ -137,6 +151,8 @@ static tq_capi_t capi = {
     .gpu_put = capi_gpu_put,
     .gpu_lend = capi_gpu_lend,
     .is_lease = is_lease,
+    .hold_device = capi_hold_device,
+    .release_device = capi_release_device,
 };
 
 PyObject *capi_capsule(void) { return PyCapsule_New(&capi, "theano_queue._engine._C_API", NULL); }

@@ -67,7 +67,7 @@ def test_every_sample_once_per_epoch_in_a_new_order_each_epoch_with_a_partial_la
     assert all(sorted(e.tolist()) == list(range(100)) for e in epochs)
     assert len({tuple(e.tolist()) for e in epochs}) == 3
     assert len(got[per_epoch - 1][1]) == 4
-    assert feeder.stats()["gather"] == "device"
+    assert feeder.stats()["gather"] == {"i": "device", "x": "device"}
     assert _engine.cuda_allocated()["device"] == before  # the device copy is freed when the run ends
 
 
