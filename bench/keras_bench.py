@@ -68,7 +68,10 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     X = rng.random((args.rows, 784), dtype=np.float32)
     Y = rng.integers(0, 10, args.rows).astype("int32")
-    ways = {"numpy": numpy_way(X, Y, args.batch, args.hidden), "arrays": queue_way(X, Y, args.batch, args.hidden, False)}
+    ways = {
+        "numpy": numpy_way(X, Y, args.batch, args.hidden),
+        "arrays": queue_way(X, Y, args.batch, args.hidden, False),
+    }
     if theano_gpu_contexts():
         ways["held"] = queue_way(X, Y, args.batch, args.hidden, True)
     for epoch in ways.values():  # compiles, and warms every path once
