@@ -75,8 +75,9 @@ class _Samples:
         return (np.full(4, i, "float32"),)
 
 
-BAD = ["x", 2.5, True, -1, math.nan, math.inf, (1, 2), [0.5], {"a": 1}, b"\x00"]
+BAD = ["x", 2.5, True, -1, math.nan, math.inf, (1, 2), [0.5], {"a": 1}, b"\x00", np.array([0, 1])]
 ARGUMENTS = ["workers", "seed", "shard", "epochs", "stop_timeout", "timeout", "bucket_window", "start_method", "state"]
+ARGUMENTS += ["shuffle", "drop_last", "ordered"]
 
 
 @pytest.mark.parametrize("argument", ARGUMENTS)
@@ -107,3 +108,11 @@ def test_every_bad_queue_timeout_is_refused_naming_the_queue(value):
     ):
         with pytest.raises((TypeError, ValueError), match="^Queue"):
             call()
+
+
+@pytest.mark.parametrize("limit", [10**12, 1e300])
+def test_a_stop_timeout_beyond_what_a_lock_can_count_means_no_limit(limit):
+    q = tq.Queue([("x", "float32", (4,))], capacity=2, target="cpu")
+    with tq.Feeder(q, [np.zeros(4, "float32")] * 3, stop_timeout=limit) as feeder:
+        q.get(timeout=5)
+    assert not feeder.running and feeder.exception is None

@@ -76,6 +76,12 @@ def runner(source: str, workers: int, where: str) -> str:
     return chosen
 
 
+def _flag(value: Any, name: str, meaning: str, where: str) -> None:
+    """Refuses anything but a bool for a yes-or-no argument (an array's truth would be numpy's error)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError("%s: %s must be True (%s) or False, got %r" % (where, name, meaning, value))
+
+
 def make_producer(
     feeder,
     port,
@@ -99,11 +105,10 @@ def make_producer(
     """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset
     (gathered on the host, or held in GPU memory with ``device``)."""
     where = "Feeder(%s)" % port.name
-    if not isinstance(device, (bool, np.bool_)):
-        raise TypeError(
-            "%s: device must be True (hold the array dataset in GPU memory and gather it there) or False, got %r"
-            % (where, device)
-        )
+    _flag(device, "device", "hold the array dataset in GPU memory and gather it there", where)
+    _flag(shuffle, "shuffle", "a new order of the samples each epoch", where)
+    _flag(drop_last, "drop_last", "leave out each epoch's last, partial batch", where)
+    _flag(ordered, "ordered", "the workers' batches in the sampler's order", where)
     workers = _count(workers, "workers", where)
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where, device)

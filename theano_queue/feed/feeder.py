@@ -263,7 +263,8 @@ class Feeder:
     def join(self, timeout: Optional[float] = None) -> bool:
         """Wait for the thread; True once it has ended."""
         if self._thread is not None:
-            self._thread.join(timeout)
+            # Past TIMEOUT_MAX (a stop_timeout of 1e12 s, or inf) Python's lock cannot count: that is no limit.
+            self._thread.join(None if timeout is not None and timeout >= threading.TIMEOUT_MAX else timeout)
         return not self.running
 
     def close(self) -> None:
