@@ -116,11 +116,17 @@ def case(i):
         q.close(cancel_pending=True)
 
 
-for i in range(500):
-    faulthandler.dump_traceback_later(30, exit=True)
-    case(i)
-    faulthandler.cancel_dump_traceback_later()
-    done += 1
-print("cases", done, "raw", len(raw))
-for r in raw[:20]:
-    print(r)
+def main():
+    global done
+    for i in range(500):
+        faulthandler.dump_traceback_later(30, exit=True)
+        case(i)
+        faulthandler.cancel_dump_traceback_later()
+        done += 1
+    print("cases", done, "raw", len(raw))
+    for r in raw[:20]:
+        print(r)
+
+
+if __name__ == "__main__":  # spawned workers import this file again
+    main()
