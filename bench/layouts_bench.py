@@ -161,7 +161,10 @@ def against(base, quick, rounds=3, cases=None):
     for _ in range(rounds):
         for case in cases or CASES:
             for tree in (here, base):
-                results[tree][case].append(run_in(tree, case, quick))
+                row = run_in(tree, case, quick)
+                results[tree][case].append(row)
+                # Each measurement as it comes: a run stopped at its limit still tells what it measured.
+                print("%s %s" % ("new " if tree == here else "base", json.dumps(row)), flush=True)
     print("%-22s %10s %10s %8s  %-28s %-28s" % ("case", "new ms", "base ms", "new/base", "new gather", "base gather"))
     medians = {}
     for case in cases or CASES:
