@@ -3,13 +3,16 @@
 Shuffled 256 MiB batches of 16 KiB rows from a 2 GiB dataset (64 MiB batches of a 256 MiB one with --quick),
 side by side in one run:
 
-* the rate at which batches reach a graph that reads one value of each: the dataset gathered on the GPU
+* the rate at which batches reach a graph that reads one value of each (medians of 3 rounds, the three gathers
+  in turn): the dataset gathered on the GPU
   (``device=True``) against the PCIe limit (scenario 1's figure where it ran first, else measured here), against
   the same dataset gathered on the host (the default array dataset), and against the gather a Theano user writes
   without the queue: the dataset in a ``theano.shared``, a shuffled minibatch indexed inside the graph;
 * a 3-layer MLP step on those batches: fed by ``device=True``, against the same step on a batch already resident
   in a shared variable, and against that shared-variable idiom.
 """
+
+import statistics
 
 import numpy as np
 import theano
@@ -75,30 +78,42 @@ def held_dataset(b):
     labels = b.rng.integers(0, 10, n).astype("int32")
     nbytes = batch * cols * 4
     steps = max(8, b.steps_for(nbytes, total_mib=4096))
+    # The gathers take a fraction of a millisecond a batch: more of them, and the held gather and the idiom's
+    # in turn over rounds (medians), or one pause of the machine decides their ratio.
+    gather_steps, rounds = max(8, b.steps_for(nbytes, total_mib=16384)), 3
     pcie = pcie_gbps(b, nbytes)
 
     q = tq.Queue([("x", "float32", (batch, cols)), ("y", "int32", (batch,))], capacity=3, name="held")
     x, y = q.dequeue()
     transfer = reading(theano.function([], x[0, 0]))
-    table, rates = [], {}
-    for device in (True, False):
-        seconds, gather = fed_seconds(q, transfer, data, labels, steps, device)
-        rates[device] = nbytes / seconds / 1e9
-        table.append(
-            {
-                "what": "batches into a graph, %s gather" % gather,
-                "MiB": nbytes / MiB,
-                "GB/s": rates[device],
-                "x PCIe": rates[device] / pcie,
-            }
-        )
     idiom = SharedIdiom(data, labels, batch)
-    idiom_gather = nbytes / best_of(lambda: time_steps(idiom.step(idiom.batch_x[0, 0]), steps), 2) / 1e9
+    idiom_transfer = idiom.step(idiom.batch_x[0, 0])
+    seconds = {True: [], False: [], "idiom": []}
+    gathers = {}
+    for _ in range(rounds):
+        for device in (True, False):
+            spent, gathers[device] = fed_seconds(q, transfer, data, labels, gather_steps, device)
+            seconds[device].append(spent)
+        seconds["idiom"].append(best_of(lambda: time_steps(idiom_transfer, gather_steps), 2))
+    rates = {k: nbytes / statistics.median(v) / 1e9 for k, v in seconds.items()}
+    spread = {k: max(v) / min(v) for k, v in seconds.items()}
+    table = [
+        {
+            "what": "batches into a graph, %s gather" % gathers[device],
+            "MiB": nbytes / MiB,
+            "GB/s": rates[device],
+            "x PCIe": rates[device] / pcie,
+            "spread": spread[device],
+        }
+        for device in (True, False)
+    ]
+    idiom_gather = rates["idiom"]
     table.append(
         {
             "what": "shared-variable idiom: minibatch indexed in the graph",
             "GB/s": idiom_gather,
             "x PCIe": idiom_gather / pcie,
+            "spread": spread["idiom"],
         }
     )
     table[0]["x host gather"] = rates[True] / rates[False]

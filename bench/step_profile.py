@@ -17,6 +17,8 @@ comes back in every round):
                   running: the dequeue's own cost (wait, events, copy)
 (d) array         an array-dataset Feeder producing meanwhile (native
                   gather, no Python per batch)
+(d) held          the same, held in GPU memory (``device=True``: gathered
+                  there; on a GPU only)
 (e) iterable      a Feeder over a Python list of numpy batches
 (e) at other ``sys.setswitchinterval`` values (``--switch-intervals``)
 
@@ -46,7 +48,7 @@ import theano_queue as tq  # noqa: E402
 from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
 
-PARTS = ("resident", "given", "prefilled", "array", "iterable")
+PARTS = ("resident", "given", "prefilled", "array", "held", "iterable")
 
 
 def parse_shape(text):
@@ -92,10 +94,18 @@ class Case:
     # ---- feeders ----------------------------------------------------------------
 
     def feeder(self, part, queue=None):
-        """The Feeder of part "array" (the data as an array dataset) or "iterable" (a list of batches)."""
+        """The Feeder of part "array" (the data as an array dataset), "held" (the same held in GPU memory:
+        device=True) or "iterable" (a list of batches)."""
         queue = queue or self.queue
-        if part == "array":
-            return tq.Feeder(queue, (self.data, self.labels), epochs=None, drop_last=True, close_when_done=False)
+        if part in ("array", "held"):
+            return tq.Feeder(
+                queue,
+                (self.data, self.labels),
+                epochs=None,
+                drop_last=True,
+                close_when_done=False,
+                device=part == "held",
+            )
         return tq.Feeder(queue, self.batches, epochs=None, close_when_done=False)
 
     def drain(self):
@@ -115,6 +125,8 @@ def measure(case, part, steps):
         return time_steps(case.given, steps)
     if part == "prefilled":
         return prefilled(case, steps)
+    if part == "held" and not case.queue.on_gpu:
+        return float("nan")  # device=True holds the arrays in GPU memory: a host queue has none
     with case.feeder(part):
         seconds = time_steps(case.fed, steps)
     case.drain()
@@ -229,7 +241,7 @@ def profile(
             sys.setswitchinterval(interval or default_interval)
             try:
                 seconds = measure(case, part, steps)
-                if last and trace and part in ("array", "iterable") and interval is None:
+                if last and trace and part in ("array", "held", "iterable") and interval is None and seconds == seconds:
                     with case.feeder(part):
                         traces[part] = traced(case.queue, case.fed, trace)
                     case.drain()
