@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import schema
 from ..errors import QueueError
 from ..target import gib
 from .arrays import ArrayProducer
 
 
-def held_form(array: np.ndarray, component) -> np.ndarray:
+def held_form(array: np.ndarray, component, queue_name: str = "") -> np.ndarray:
     """The array as the device will hold it: the array itself when its bytes are its rows, in the component's
     dtype (C-contiguous, or one row repeated with stride 0), else a C-contiguous copy, safely cast.
 
@@ -37,7 +38,7 @@ def held_form(array: np.ndarray, component) -> np.ndarray:
     if array.dtype == component.dtype and (array.flags.c_contiguous or (array.ndim and array.strides[0] == 0)):
         if array.ndim < 2 or array[:1].flags.c_contiguous:
             return array
-    return np.ascontiguousarray(array, dtype=component.dtype)
+    return np.ascontiguousarray(schema.cast(component, array, queue_name))  # the cast is the schema's
 
 
 def held_bytes(array: np.ndarray) -> int:
@@ -64,7 +65,7 @@ class HeldArrayProducer(ArrayProducer):
                 "%s: device=True holds the array dataset in GPU memory, and queue %r is in host memory: leave "
                 "device=False (the host gathers its rows natively)" % (where, queue.name)
             )
-        held = [held_form(a, c) for a, c in zip(arrays, queue.components)]
+        held = [held_form(a, c, queue.name) for a, c in zip(arrays, queue.components)]
         super().__init__(feeder, queue, held, sampler, cursor)
         self.mechanism = self.gather = "device"
         self.attached = False
