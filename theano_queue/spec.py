@@ -286,6 +286,8 @@ def element_in_order(components, element, queue_name):
             what = "%d-d variable" % element.ndim
         elif hasattr(element, "shape"):
             what = "array of shape %s" % (np.shape(element),)
+        elif isinstance(getattr(element, "__cuda_array_interface__", None), Mapping):  # a device array: its shape
+            what = "array of shape %s" % (tuple(element.__cuda_array_interface__.get("shape", ())),)
         else:
             what = type(element).__name__
         raise ValueError(
