@@ -58,15 +58,15 @@ class HeldArrayProducer(ArrayProducer):
     naming the sizes, with nothing queued and nothing held.
     """
 
-    def __init__(self, feeder, queue, arrays, sampler, cursor):
-        where = "Feeder(%s)" % queue.name
-        if not queue._target.on_gpu:
+    def __init__(self, feeder, port, arrays, sampler, cursor):
+        where = "Feeder(%s)" % port.name
+        if not port._target.on_gpu:
             raise ValueError(
                 "%s: device=True holds the array dataset in GPU memory, and queue %r is in host memory: leave "
-                "device=False (the host gathers its rows natively)" % (where, queue.name)
+                "device=False (the host gathers its rows natively)" % (where, port.name)
             )
-        held = [held_form(a, c, queue.name) for a, c in zip(arrays, queue.components)]
-        super().__init__(feeder, queue, held, sampler, cursor)
+        held = [held_form(a, c, port.name) for a, c in zip(arrays, port.components)]
+        super().__init__(feeder, port, held, sampler, cursor)
         self.mechanism = self.gather = "device"
         self.attached = False
 
@@ -81,11 +81,11 @@ class HeldArrayProducer(ArrayProducer):
 
     def upload(self) -> None:
         """The engine copies the arrays into device memory (it refuses, with the sizes, what does not fit)."""
-        self.queue._ring.gather_on_device(self.arrays, "device")
+        self.port._ring.gather_on_device(self.arrays, "device")
 
     def refusal(self, exc: BaseException) -> ValueError:
         sizes = [held_bytes(a) for a in self.arrays]
-        parts = ", ".join("%s: %s" % (c.name, gib(n)) for c, n in zip(self.queue.components, sizes))
+        parts = ", ".join("%s: %s" % (c.name, gib(n)) for c, n in zip(self.port.components, sizes))
         return ValueError(
             "%s: device=True holds the array dataset in GPU memory (%s in all; %s), and the engine could not: %s.  "
             "Leave device=False (the rows are then gathered on the host), or give fewer rows"
@@ -99,7 +99,7 @@ class HeldArrayProducer(ArrayProducer):
         """Frees the device copy, once the gathers in flight are done."""
         if self.attached:
             self.attached = False
-            self.queue._ring.gather_on_host()
+            self.port._ring.gather_on_host()
 
     def shutdown(self) -> None:
         super().shutdown()
