@@ -121,7 +121,7 @@ def device_source(value: Any, component: Any, queue_name: str, stream: Any, copy
 
 def _where(queue_name, component):
     """Who refuses a value, for the messages: built only when one is refused, not on every put."""
-    return "Queue.put: queue %r, component %r" % (queue_name, component.name)
+    return schema.where(queue_name, component)
 
 
 _DTYPES: Dict[str, np.dtype] = {}  # typestr -> dtype: np.dtype() parses the string every time

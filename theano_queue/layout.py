@@ -185,7 +185,7 @@ class Layout:
             if i in self.variables:
                 inputs.extend(self.variables[i].graph_inputs(value, lengths.get(component.name), queue_name, graph))
             else:
-                inputs.append(value)
+                inputs.append(schema.graph_value(component, value, queue_name, graph.tensor))
         return inputs
 
 

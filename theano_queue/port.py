@@ -102,12 +102,12 @@ class Port:
         if not all(readers):
             host = [c.name for c, reader in zip(self.components, readers) if not reader]
             raise TypeError(
-                "Queue.put: queue %r: an element is put from device memory or from host memory, not both; "
+                "Queue %r: an element is put from device memory or from host memory, not both; "
                 "components %s are host data" % (self.name, ", ".join(map(repr, host)))
             )
         if not self.on_gpu:
             raise QueueError(
-                "Queue.put: queue %r lives in host memory; put device arrays into a GPU queue, or copy "
+                "Queue %r lives in host memory; put device arrays into a GPU queue, or copy "
                 "them to the host first" % self.name
             )
         upload = None

@@ -176,7 +176,10 @@ class Queue:
         is as long as the variable).  Positions past a row's length are
         enqueued as the component's ``pad_value``.
         """
-        element = element_in_order(self.components, self._element(variables), self.name)
+        element = self._element(variables)
+        if type(element) is tuple and len(element) == 1 and len(self.components) > 1:
+            element = element[0]  # q.enqueue(x) on a queue of more: "a bare variable", as put says "a bare array"
+        element = element_in_order(self.components, element, self.name)
         if not self._layout.varying and lengths is not None:
             self._layout.refuse_lengths(self.name, "enqueue")
         graph = self._graph()

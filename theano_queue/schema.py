@@ -4,7 +4,7 @@ Every entry asks here: ``Queue.put`` (the engine calls :meth:`Schema.cast`
 for any value that is not already an array of the component's exact
 dtype), the Feeder's thread, workers, map-style, array and held datasets
 (:mod:`.feed.check`, :mod:`.feed.sources`), variable-length rows
-(:mod:`.variable`), device puts and pad values.  The engine keeps only its
+(:mod:`.variable`), device puts, graph enqueues (:func:`graph_value`) and pad values.  The engine keeps only its
 fast path for values of the exact dtype, and casts an array dataset's rows
 only where this rule said it may (``Ring.put_rows(casts=)``).
 
@@ -32,6 +32,8 @@ import numpy as np
 
 
 def where(queue_name: str, component) -> str:
+    """Who refuses a value: the queue and the component, never the entry (q.put, a Feeder, a graph's Enqueue,
+    a device put), so that one bad value is worded alike whichever way it came."""
     return "Queue %r, component %r" % (queue_name, component.name)
 
 
@@ -47,7 +49,7 @@ def unsafe_dtype(queue_name: str, component, dtype) -> TypeError:
 def shape_error(queue_name: str, component, shape, bound: str) -> ValueError:
     """A batch of the wrong shape (``bound``: the component's, e.g. ``(<=4, 3)``), worded as the engine's put
     words it (c_code/python/tq_py_element.c, check_dims): whichever producer gave it, the batch is put."""
-    at = "Queue.put: queue %r, component %r" % (queue_name, component.name)
+    at = where(queue_name, component)
     if len(shape) != len(component.shape):
         return ValueError(
             "%s: expected %d dimensions, shape %s; got %d, shape %s"
@@ -70,6 +72,12 @@ def component_value(component, value: Any, queue_name: str) -> np.ndarray:
     if isinstance(value, np.generic):
         return component_value(component, np.asarray(value), queue_name)
     return python_value(component, value, queue_name, want)
+
+
+def cast(component, value: Any, queue_name: str) -> np.ndarray:
+    """``value`` as an array of the component's exact dtype, by the rule (a copy only where the dtype differs):
+    what a path that holds the value as the component's own bytes (a held dataset, a pad value) asks for."""
+    return component_value(component, value, queue_name).astype(component.dtype, copy=False)
 
 
 def python_value(component, value: Any, queue_name: str, want: np.dtype) -> np.ndarray:
@@ -111,12 +119,36 @@ def holds_no_numbers(value) -> bool:
 
 def device_dtype(component, dtype, queue_name: str) -> None:
     """A device array's dtype, which must be the component's own: device memory is copied as it is (a cast
-    would need the GPU); TypeError otherwise, worded as the engine's device put words it."""
+    would need the GPU); TypeError otherwise."""
     if dtype != component.dtype:
         raise TypeError(
-            "Queue.put: queue %r, component %r: expected dtype %s, got a device array of %s (device arrays are "
-            "not converted: cast it on the GPU)" % (queue_name, component.name, np.dtype(component.dtype), dtype)
+            "%s: expected dtype %s, got a device array of %s (device arrays are not converted: cast it on the GPU)"
+            % (where(queue_name, component), np.dtype(component.dtype), dtype)
         )
+
+
+def graph_value(component, variable, queue_name: str, tensor):
+    """An Enqueue node's input for the component, by the rule: TypeError where it does not fit.
+
+    A graph variable has a dtype, not values, so the array rule applies: its
+    own dtype is taken, one that casts safely is cast in the graph
+    (``tensor.cast``, ``tensor`` the graph library's module) so that the
+    engine is handed the exact dtype, any other is refused as an array of it
+    would be.  The values a compiled function is called with are the graph
+    library's to convert to its input variables' dtypes, before any of this.
+    """
+    variable = tensor.as_tensor_variable(variable)
+    want = np.dtype(component.dtype)
+    if variable.ndim != len(component.shape):
+        raise TypeError(
+            "%s: expected a %d-d %s variable, got %d-d %s (%s)"
+            % (where(queue_name, component), len(component.shape), want, variable.ndim, variable.dtype, variable)
+        )
+    if np.dtype(variable.dtype) == want:
+        return variable
+    if not np.can_cast(variable.dtype, want, "safe"):
+        raise unsafe_dtype(queue_name, component, np.dtype(variable.dtype))
+    return tensor.cast(variable, want.name)
 
 
 class Schema:
@@ -138,4 +170,4 @@ class Schema:
 
     def cast(self, index: int, value: Any) -> np.ndarray:
         """Component ``index``'s value as an array of its exact dtype (the engine copies those bytes)."""
-        return self.value(index, value).astype(self.dtypes[index], copy=False)
+        return cast(self.components[index], value, self.queue_name)

@@ -239,12 +239,12 @@ def with_pad_values(components, pad_value, queue_name):
                 "one's shape %r has none" % (where, name, component.shape)
             )
         try:
-            cast = schema.component_value(component, value, queue_name)
+            cast = schema.cast(component, value, queue_name)
         except TypeError as exc:
             raise TypeError("pad_value %r: %s" % (value, exc)) from None
         if cast.shape != ():
             raise ValueError("%s, component %r: pad_value must be one number, got %r" % (where, name, value))
-        by_name[name] = component._replace(pad_value=cast.astype(component.dtype)[()])
+        by_name[name] = component._replace(pad_value=cast[()])
     return [by_name[c.name] for c in components]
 
 
@@ -282,11 +282,17 @@ def element_in_order(components, element, queue_name):
     elif len(components) == 1 and not isinstance(element, tuple):
         element = [element]
     elif not isinstance(element, (tuple, list)):
-        shape = " of shape %s" % (np.shape(element),) if hasattr(element, "shape") else ""
+        if hasattr(element, "type") and hasattr(element, "ndim"):  # a graph variable: its shape is the run's
+            what = "%d-d variable" % element.ndim
+        elif hasattr(element, "shape"):
+            what = "array of shape %s" % (np.shape(element),)
+        elif isinstance(getattr(element, "__cuda_array_interface__", None), Mapping):  # a device array: its shape
+            what = "array of shape %s" % (tuple(element.__cuda_array_interface__.get("shape", ())),)
+        else:
+            what = type(element).__name__
         raise ValueError(
-            "Queue %r: expected %d components (%s), got a bare %s%s: give one value per component, as a tuple "
-            "or a dict keyed by name"
-            % (queue_name, len(components), ", ".join(names), "array" if shape else type(element).__name__, shape)
+            "Queue %r: expected %d components (%s), got a bare %s: give one value per component, as a tuple "
+            "or a dict keyed by name" % (queue_name, len(components), ", ".join(names), what)
         )
     elif len(element) != len(components):
         raise ValueError(

@@ -338,12 +338,7 @@ class Variable:
         """The engine's inputs for a padded variable and its lengths (None: every row full)."""
         tensor, Assert = graph.tensor, graph.Assert
         where = self.where(queue_name)
-        value = tensor.as_tensor_variable(value)
-        if value.ndim != len(self.bounds) or value.dtype != self.dtype:
-            raise TypeError(
-                "%s: expected a %d-d %s variable, got %d-d %s (%s)"
-                % (where, len(self.bounds), self.dtype, value.ndim, value.dtype, value)
-            )
+        value = schema.graph_value(self.component, value, queue_name, tensor)
         n = value.shape[0]
         extents = [value.shape[a] for a in self.axes]
         checks = [tensor.le(e, self.bounds[a]) for e, a in zip(extents, self.axes)]

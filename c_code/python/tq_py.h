@@ -130,8 +130,9 @@ int produce(RingObject *self, double timeout_s, const int *stop, const char *who
 /* The engine's view of a component of this dtype and shape: rows of bytes
  * (a scalar is one row). */
 tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_intp *shape);
-/* 0 when an array of this shape fits component c, else -1 with ValueError. */
-int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims);
+/* 0 when an array of this shape fits component c, else -1 with ValueError
+ * naming the queue and the component (the same from every entry). */
+int check_dims(RingObject *self, int c, int ndim, const npy_intp *dims);
 /* Validates and puts one element; the queue's size after it, or -1. */
 Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop);
 /* The shape of component c of a reserved element: ndim, dims filled. */

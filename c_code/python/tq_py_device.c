@@ -91,9 +91,9 @@ static int check_memory(RingObject *self, const char *who, int c, tq_device_src 
     case TQ_MEM_UNKNOWN:
     case TQ_MEM_HOST:
         PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U', component '%U': expected device memory of GPU %d, got %s at %p; "
+                     "Queue '%U', component '%U': expected device memory of GPU %d, got %s at %p; "
                      "put host data as a numpy array",
-                     who, self->name, component_label(self, c), device,
+                     self->name, component_label(self, c), device,
                      src->where.kind == TQ_MEM_HOST ? "page-locked host memory"
                                                     : "an address the CUDA driver does not know",
                      (void *)(uintptr_t)src->ptr);
@@ -102,17 +102,17 @@ static int check_memory(RingObject *self, const char *who, int c, tq_device_src 
     }
     if (src->where.device != device) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U', component '%U': the array is on GPU %d, the queue on GPU %d; copy it to GPU %d "
+                     "Queue '%U', component '%U': the array is on GPU %d, the queue on GPU %d; copy it to GPU %d "
                      "first, or put it into a queue on GPU %d",
-                     who, self->name, component_label(self, c), src->where.device, device, device, src->where.device);
+                     self->name, component_label(self, c), src->where.device, device, device, src->where.device);
         return -1;
     }
     if (!src->where.same_context && !contiguous) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U', component '%U': a strided array from another CUDA context on GPU %d than the "
+                     "Queue '%U', component '%U': a strided array from another CUDA context on GPU %d than the "
                      "queue's; only contiguous arrays are copied between contexts: make it contiguous, or produce it "
                      "in the device's primary context (pycuda.autoprimaryctx; CuPy and torch use it)",
-                     who, self->name, component_label(self, c), device);
+                     self->name, component_label(self, c), device);
         return -1;
     }
     return 0;
@@ -131,9 +131,9 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
         return -1;
     if (!PyArray_EquivTypes(have, self->descrs[c])) {
         PyErr_Format(PyExc_TypeError,
-                     "%s: queue '%U', component '%U': expected dtype %S, got a device array of %S (device arrays "
+                     "Queue '%U', component '%U': expected dtype %S, got a device array of %S (device arrays "
                      "are not converted: cast it on the GPU)",
-                     who, self->name, component_label(self, c), (PyObject *)self->descrs[c], (PyObject *)have);
+                     self->name, component_label(self, c), (PyObject *)self->descrs[c], (PyObject *)have);
         Py_DECREF(have);
         return -1;
     }
@@ -157,7 +157,7 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
         else
             as_rows[d - lead + 1] = dims[d];
     }
-    if (check_dims(self, who, c, row_ndim, ndim ? as_rows : dims))
+    if (check_dims(self, c, row_ndim, ndim ? as_rows : dims))
         return -1;
     if (strides_obj == Py_None) { /* C order */
         npy_intp step = (npy_intp)src->itemsize;
@@ -173,9 +173,9 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
     merge_axes(ndim, dims, strides, src, &too_many);
     if (too_many) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U', component '%U': a device array whose strides leave more than %d axes apart; "
+                     "Queue '%U', component '%U': a device array whose strides leave more than %d axes apart; "
                      "make it contiguous first",
-                     who, self->name, component_label(self, c), TQ_DEVICE_MAX_DIMS - 1);
+                     self->name, component_label(self, c), TQ_DEVICE_MAX_DIMS - 1);
         return -1;
     }
     if (stream_obj != Py_None) {
@@ -184,9 +184,9 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
             return -1;
         if (handle == 0) {
             PyErr_Format(PyExc_ValueError,
-                         "%s: queue '%U', component '%U': stream 0 is ambiguous (the CUDA Array Interface forbids "
+                         "Queue '%U', component '%U': stream 0 is ambiguous (the CUDA Array Interface forbids "
                          "it); give 1 for the legacy default stream, 2 for the per-thread one",
-                         who, self->name, component_label(self, c));
+                         self->name, component_label(self, c));
             return -1;
         }
         src->stream = (void *)(uintptr_t)handle;
@@ -204,16 +204,16 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
     int slot, held = 0;
     if (!tq_ring_on_device(self->ring)) {
         PyErr_Format(QueueError,
-                     "%s: queue '%U' lives in host memory; put device arrays into a GPU queue, or "
+                     "Queue '%U' lives in host memory; put device arrays into a GPU queue, or "
                      "copy them to the host first",
-                     who, self->name);
+                     self->name);
         return -1;
     }
     PyObject *seq = PySequence_Fast(sources, "device sources must be a sequence, one per component");
     if (!seq)
         return -1;
     if (PySequence_Fast_GET_SIZE(seq) != self->n) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d components, got %zd", who, self->name, self->n,
+        PyErr_Format(PyExc_ValueError, "Queue '%U': expected %d components, got %zd", self->name, self->n,
                      PySequence_Fast_GET_SIZE(seq));
         goto done;
     }

@@ -232,7 +232,7 @@ static const char *component_name(RingObject *self, int c)
     return PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->names, c));
 }
 
-int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_intp *dims)
+int check_dims(RingObject *self, int c, int ndim, const npy_intp *dims)
 {
     int want_ndim = self->ndims[c];
     const npy_intp *want = self->shapes[c];
@@ -244,17 +244,14 @@ int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_int
     char want_s[256], got_s[256];
     format_shape(want_s, sizeof want_s, want_ndim, want, 1);
     format_shape(got_s, sizeof got_s, ndim, dims, 0);
-    /* Worded as theano_queue/schema.py's shape_error words a batch's. */
-    PyObject *prefix = PyUnicode_FromFormat("%s: queue '%U'", who, self->name);
-    if (!prefix)
-        return -1;
+    /* Worded as theano_queue/schema.py's shape_error words a batch's: the queue and the component, not the
+     * entry, so that a batch is refused alike by q.put, a Feeder, a graph's Enqueue and a device put. */
     if (ndim != want_ndim)
-        PyErr_Format(PyExc_ValueError, "%U, component '%s': expected %d dimensions, shape %s; got %d, shape %s", prefix,
-                     component_name(self, c), want_ndim, want_s, ndim, got_s);
+        PyErr_Format(PyExc_ValueError, "Queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s",
+                     self->name, component_name(self, c), want_ndim, want_s, ndim, got_s);
     else
-        PyErr_Format(PyExc_ValueError, "%U, component '%s': expected shape %s, got %s", prefix, component_name(self, c),
-                     want_s, got_s);
-    Py_DECREF(prefix);
+        PyErr_Format(PyExc_ValueError, "Queue '%U', component '%s': expected shape %s, got %s", self->name,
+                     component_name(self, c), want_s, got_s);
     return -1;
 }
 
@@ -263,7 +260,7 @@ int check_dims(RingObject *self, const char *who, int c, int ndim, const npy_int
  * An array of the exact dtype is the fast path; anything else is the
  * schema's to turn into one or to refuse (Ring.cast, theano_queue/schema.py:
  * the one rule, one wording), and is refused when the ring has none. */
-static PyArrayObject *checked_component(RingObject *self, const char *who, int c, PyObject *obj)
+static PyArrayObject *checked_component(RingObject *self, int c, PyObject *obj)
 {
     PyArray_Descr *want = self->descrs[c];
     PyArrayObject *arr;
@@ -275,20 +272,19 @@ static PyArrayObject *checked_component(RingObject *self, const char *who, int c
         if (!cast)
             return NULL;
         if (!PyArray_Check(cast) || !PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)cast), want)) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s: queue '%U', component '%s': the schema's cast gave %R, not an array of %S", who,
+            PyErr_Format(PyExc_TypeError, "Queue '%U', component '%s': the schema's cast gave %R, not an array of %S",
                          self->name, component_name(self, c), cast, (PyObject *)want);
             Py_DECREF(cast);
             return NULL;
         }
         arr = (PyArrayObject *)cast;
     } else {
-        PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected an array of dtype %S, got %R", who,
-                     self->name, component_name(self, c), (PyObject *)want,
+        PyErr_Format(PyExc_TypeError, "Queue '%U', component '%s': expected an array of dtype %S, got %R", self->name,
+                     component_name(self, c), (PyObject *)want,
                      PyArray_Check(obj) ? (PyObject *)PyArray_DESCR((PyArrayObject *)obj) : obj);
         return NULL;
     }
-    if (check_dims(self, who, c, PyArray_NDIM(arr), PyArray_DIMS(arr))) {
+    if (check_dims(self, c, PyArray_NDIM(arr), PyArray_DIMS(arr))) {
         Py_DECREF(arr);
         return NULL;
     }
@@ -330,14 +326,14 @@ Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, doub
         PyObject *sep = PyUnicode_FromString(", ");
         PyObject *names = sep ? PyUnicode_Join(sep, self->names) : NULL;
         Py_XDECREF(sep);
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected %d components (%U), got %zd", who, self->name, self->n,
+        PyErr_Format(PyExc_ValueError, "Queue '%U': expected %d components (%U), got %zd", self->name, self->n,
                      names ? names : self->name, PySequence_Fast_GET_SIZE(seq));
         Py_XDECREF(names);
         goto done;
     }
     /* Every check before the reservation: bad input costs the queue nothing. */
     for (int c = 0; c < self->n; c++) {
-        parts[c] = checked_component(self, who, c, PySequence_Fast_GET_ITEM(seq, c));
+        parts[c] = checked_component(self, c, PySequence_Fast_GET_ITEM(seq, c));
         if (!parts[c])
             goto done;
         rows[c] = self->ndims[c] ? PyArray_DIM(parts[c], 0) : 1;

@@ -1,95 +1,52 @@
 """One contract for every producer kind: the same values are taken or refused alike, with the same message.
 
-Each case is a sample function (what a map-style dataset's ``dataset[i]``
-returns); the other kinds are built from it: an iterable yields the samples
-of a batch stacked (a list of rows for a variable-length component), in the
-Feeder's thread or in worker processes, ``q.put`` takes those batches, an
-array dataset holds every sample stacked (gathered by the host or, held,
-by the GPU: the upload stood in for as in tests/cpu/test_held.py), a fill
-function writes the batch into the slot.  A refused value reaches the
-consumer as FeederError (or, for ``q.put`` and an array dataset, whose arrays
-are checked whole, is raised at once); at the root of either is the same
-class with the same message, one wording per error, and the queue takes the
-next epoch afterwards.  Device puts, which take device arrays of the exact
-dtype only, are tests/standin/test_device_fake.py's.
+The cases, the kinds and the exact text of every refusal are
+tests/support/feed_contract.py's.  Here every kind but device puts runs
+(those, against the stand-in driver, in tests/standin/test_device_contract.py):
+an iterable yields the samples of a batch stacked (a list of rows for a
+variable-length component), in the Feeder's thread or in worker processes,
+``q.put`` takes those batches, a compiled graph's Enqueue takes them as its
+inputs' values, an array dataset holds every sample stacked (gathered by the
+host or, held, by the GPU: the upload stood in for as in
+tests/cpu/test_held.py), a fill function writes the batch into the slot.  A
+refused value reaches the consumer as FeederError (or, for ``q.put``, a graph
+enqueue and an array dataset, is raised at once); at the root of either is
+the same class with the same message, one wording per error, and the queue
+takes the next epoch afterwards.
 
 The rule itself lives in one place (theano_queue/schema.py):
 test_no_entry_casts_on_its_own replaces it with one that refuses everything,
-and every kind given a value that needs a cast is refused by it.
+and every kind given a value that needs a cast is refused by it;
+test_nothing_outside_the_schema_casts_to_a_components_dtype reads the
+package's source for casts of its own.
 """
 
+import os
 import re
 
 import numpy as np
 import pytest
+from feed_contract import (
+    CASES,
+    KINDS,
+    NOT_APPLICABLE,
+    ROWS,
+    SAMPLES,
+    WORDED_APART,
+    XY,
+    batches,
+    check_values,
+    expected_message,
+    message_of,
+    padded,
+)
 from pretend import pretend_gpu
 
 import theano_queue as tq
 from theano_queue import schema
 from theano_queue.feed import factory, held
 
-ROWS, SAMPLES = 4, 8
-XY = [("x", "float32", (ROWS, 3)), ("y", "int32", (ROWS,))]
-VARLEN = [("tokens", "int32", (ROWS, tq.upto(6))), ("y", "int32", (ROWS,))]
-KINDS = ["put", "iterable", "iterable-workers", "fill", "map", "map-workers", "arrays", "held"]
-
-
-def x_of(i):
-    return np.full(3, i, "float32")
-
-
-# name: (spec, sample(i), None for a good case else (exception class, message core regex))
-CASES = {
-    "good": (XY, lambda i: (x_of(i), np.int32(i)), None),
-    "safe cast": (XY, lambda i: (x_of(i).astype("float16"), np.int16(i)), None),
-    "python values": (XY, lambda i: ([float(i)] * 3, i), None),
-    "unsafe cast": (
-        XY,
-        lambda i: (x_of(i), np.int64(i)),
-        (
-            TypeError,
-            r"component 'y': expected dtype int32, got "
-            r"int64, which does not cast safely to it",
-        ),
-    ),
-    "python value too large": (
-        XY,
-        lambda i: (x_of(i), 2**40 + i),
-        (TypeError, r"component 'y': expected values that fit dtype int32; these int64 values do not"),
-    ),
-    "wrong shape": (XY, lambda i: (x_of(i)[:2], np.int32(i)), (ValueError, r"component 'x': expected .*shape")),
-    "wrong count": (
-        XY,
-        lambda i: (x_of(i), np.int32(i), np.int32(i)),
-        (ValueError, r"expected 2 components \(x, y\), got 3"),
-    ),
-    "bare array": (XY, lambda i: x_of(i), (ValueError, r"expected 2 components \(x, y\), got a bare array of shape")),
-    "variable length": (VARLEN, lambda i: (np.arange(1 + i % 5, dtype="int16"), np.int32(i)), None),
-    "variable length, python lists": (VARLEN, lambda i: (list(range(1 + i % 5)), i), None),
-    "variable length, unsafe cast": (
-        VARLEN,
-        lambda i: (np.arange(1 + i % 5, dtype="int64"), np.int32(i)),
-        (
-            TypeError,
-            r"component 'tokens': expected dtype int32, got int64, which does "
-            r"not cast safely to it",
-        ),
-    ),
-}
-
-# What a kind cannot be given, and why (checked below, not skipped silently).
-NOT_APPLICABLE = {
-    # A fill function writes into the slot's own views, which have the component's dtype and shape:
-    # it has no value of its own to check (only its row count, test_a_fill_functions_rows_are_checked).
-    ("fill", name)
-    for name, (_, _, bad) in CASES.items()
-    if bad is not None
-} | {
-    # An array dataset is arrays: Python values are no array dataset (stacked, they are an int64 array).
-    (kind, name)
-    for kind in ("arrays", "held")
-    for name in ("python values", "python value too large")
-}
+HOST_KINDS = [k for k in KINDS if k != "device"]  # device puts: tests/standin/test_device_contract.py
 
 
 class Samples:
@@ -101,25 +58,6 @@ class Samples:
 
     def __getitem__(self, i):
         return self.sample(i)
-
-
-def stacked(values, component):
-    if component.variable_axes or isinstance(values[0], (int, float, list)):
-        return list(values)  # rows of their own lengths; Python values stay Python values
-    return np.stack(values)
-
-
-def batches(q, sample):
-    out = []
-    for first in range(0, SAMPLES, ROWS):
-        samples = [sample(i) for i in range(first, first + ROWS)]
-        if not isinstance(samples[0], tuple):
-            out.append(np.stack(samples))  # a bare array stays bare
-        elif len(samples[0]) != len(q.components):
-            out.append(tuple(np.stack(values) for values in zip(*samples)))
-        else:
-            out.append(tuple(stacked(values, c) for values, c in zip(zip(*samples), q.components)))
-    return out
 
 
 def fill_function(q, sample):
@@ -159,6 +97,40 @@ class Puts:
         return False
 
 
+class GraphPuts(Puts):
+    """A compiled ``q.enqueue`` called once per batch, as a Feeder's context: its inputs are variables of each
+    value's own dtype and rank (a variable-length component's rows padded, their lengths an input too), so
+    that the rule decides on the variable's dtype when the node is made; a shape is the engine's at the call."""
+
+    def __enter__(self):
+        import theano
+
+        try:
+            first = self.batches[0]
+            args, lengths = graph_arguments(self.q, first)
+            variables = [theano.tensor.TensorType(a.dtype, (False,) * a.ndim)() for a in args]
+            by_name = {name: theano.tensor.lvector() for name in lengths}
+            element = variables if isinstance(first, tuple) else [variables[0]]  # a bare array stays bare
+            enqueue = self.q.enqueue(*element, lengths=by_name or None)
+            put = theano.function(variables + list(by_name.values()), enqueue)
+            for batch in self.batches:
+                args, lengths = graph_arguments(self.q, batch)
+                put(*args, *lengths.values())
+        finally:
+            self.q.close()
+        return self
+
+
+def graph_arguments(q, batch):
+    """A batch as a compiled enqueue's arguments: one array per value, and the lengths by component name."""
+    args, lengths = [], {}
+    for j, value in enumerate(batch if isinstance(batch, tuple) else (batch,)):
+        if isinstance(value, list):  # a variable-length component's rows
+            value, lengths[q.components[j].name] = padded(value)
+        args.append(np.asarray(value))
+    return args, lengths
+
+
 def as_gpu_queue(q, monkeypatch):
     """A host queue passing for a GPU queue whose held arrays' upload is stood in for (tests/cpu/test_held.py)."""
     monkeypatch.setattr(held.HeldArrayProducer, "upload", lambda producer: None)
@@ -169,6 +141,8 @@ def as_gpu_queue(q, monkeypatch):
 def feeder(kind, q, sample, monkeypatch=None):
     if kind == "put":
         return Puts(q, batches(q, sample))
+    if kind == "graph":
+        return GraphPuts(q, batches(q, sample))
     if kind in ("iterable", "iterable-workers"):
         return tq.Feeder(q, batches(q, sample), workers=2 if kind == "iterable-workers" else 0)
     if kind == "fill":
@@ -211,7 +185,7 @@ def outcome(kind, q, sample, monkeypatch=None):
             got = drain(q)
     except tq.FeederError as exc:
         return got, root(exc)
-    except (TypeError, ValueError) as exc:  # q.put refuses at once
+    except (TypeError, ValueError) as exc:  # q.put and a graph's enqueue refuse at once
         return got, exc
     return got, None
 
@@ -223,27 +197,23 @@ def still_usable(q):
         assert len(drain(q)) == SAMPLES // ROWS
 
 
-def check_values(q, got, sample):
-    assert len(got) == SAMPLES // ROWS
-    for b, element in enumerate(got):
-        for r in range(ROWS):
-            want = sample(b * ROWS + r)
-            if q._layout.varying:
-                tokens, y, lengths = element
-                assert tokens[r, : lengths[r]].tolist() == np.asarray(want[0]).tolist()
-                assert y[r] == want[1]
-            else:
-                assert np.array_equal(element[0][r], np.asarray(want[0], "float32"))
-                assert element[1][r] == want[1]
+def check_refusal(kind, case, error, queue_name):
+    """``error`` is the case's class with its one exact message (tests/support/feed_contract.py)."""
+    cls, core = CASES[case][2]
+    assert isinstance(error, cls), "%s: expected %s, got %r" % (kind, cls.__name__, error)
+    message = message_of(error)
+    assert re.search(core, message), "%s: %r lacks %r" % (kind, message, core)
+    assert message == expected_message(kind, case, queue_name), (kind, case)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", HOST_KINDS)
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_producer_kind_takes_and_refuses_alike(kind, case, monkeypatch):
     spec, sample, bad = CASES[case]
     if (kind, case) in NOT_APPLICABLE:
+        assert NOT_APPLICABLE[kind, case]  # said why
         return
-    q = tq.Queue(spec, capacity=2 if kind != "put" else SAMPLES // ROWS, target="cpu")
+    q = tq.Queue(spec, capacity=2 if kind not in ("put", "graph") else SAMPLES // ROWS, target="cpu")
     if kind in ("arrays", "held") and q._layout.varying:
         with pytest.raises(TypeError, match="variable \\(upto\\) axis"):  # rows of one shape cannot vary
             tq.Feeder(q, (np.zeros((SAMPLES, 6), "int32"), np.zeros(SAMPLES, "int32")))
@@ -253,34 +223,39 @@ def test_every_producer_kind_takes_and_refuses_alike(kind, case, monkeypatch):
         assert error is None, "%s refused a good case: %r" % (kind, error)
         check_values(q, got, sample)
     else:
-        cls, core = bad
-        assert isinstance(error, cls), "%s: expected %s, got %r" % (kind, cls.__name__, error)
-        assert re.search(core, str(error)), "%s: %r lacks %r" % (kind, str(error), core)
-        if "dtype" in core:  # the cast rule's one wording, whichever entry the value came through
-            assert str(error).startswith("Queue '%s', component" % q.name), str(error)
-        if case == "wrong shape" and kind in ("put", "iterable", "iterable-workers"):  # a batch's: one wording
-            assert str(error) == "Queue.put: queue '%s', component 'x': expected shape (<=4, 3), got (4, 2)" % q.name
+        check_refusal(kind, case, error, q.name)
     still_usable(q)
+
+
+def test_every_wording_apart_says_why():
+    for (kind, case), (reason, _) in WORDED_APART.items():
+        assert kind in KINDS and CASES[case][2] is not None and reason
 
 
 # Cases whose values need the rule: a cast, Python values, variable-length rows of another dtype or as lists.
 NEEDS_THE_RULE = ["safe cast", "python values", "variable length", "variable length, python lists"]
 
 
-@pytest.mark.parametrize("kind", [k for k in KINDS if k != "fill"])
+def refusing_rule(asked):
+    """Stand-ins for the schema's rule (its faces for values and for graph variables) that refuse everything."""
+
+    def refuse(component, value, queue_name, *rest):
+        asked.append(component.name)
+        raise TypeError("Queue %r, component %r: refused by the stand-in rule" % (queue_name, component.name))
+
+    return refuse
+
+
+@pytest.mark.parametrize("kind", [k for k in HOST_KINDS if k != "fill"])
 @pytest.mark.parametrize("case", NEEDS_THE_RULE)
 def test_no_entry_casts_on_its_own(kind, case, monkeypatch):
     spec, sample, _ = CASES[case]
     if (kind, case) in NOT_APPLICABLE or (kind in ("arrays", "held") and case.startswith("variable")):
         return
     asked = []
-
-    def refusing(component, value, queue_name):
-        asked.append(component.name)
-        raise TypeError("Queue %r, component %r: refused by the stand-in rule" % (queue_name, component.name))
-
-    monkeypatch.setattr(schema, "component_value", refusing)
-    q = tq.Queue(spec, capacity=2 if kind != "put" else SAMPLES // ROWS, target="cpu")
+    monkeypatch.setattr(schema, "component_value", refusing_rule(asked))
+    monkeypatch.setattr(schema, "graph_value", refusing_rule(asked))
+    q = tq.Queue(spec, capacity=2 if kind not in ("put", "graph") else SAMPLES // ROWS, target="cpu")
     got, error = outcome(kind, q, sample, monkeypatch)
     if kind in ("iterable-workers", "map-workers"):
         # The workers' processes import the real rule: what matters here is that nothing went in unchecked.
@@ -316,3 +291,61 @@ def test_a_refused_source_and_runner_pair_says_why(source, runner):
     if source != "held arrays":  # its own runner is allowed (a held dataset's needs a GPU: tests/cpu/test_held.py)
         with tq.Feeder(q, *args, **kwargs):
             pass
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# A conversion of a value's dtype: numpy's casts and their checks, a graph library's cast, the C API's.
+CASTS = re.compile(
+    r"can_cast\(|\.astype\(|(?<!schema)\.cast\(|casting=|"
+    r"(?:asarray|ascontiguousarray|asfortranarray|np\.array)\([^)]*\bdtype\b|"
+    r"FORCECAST|PyArray_Cast|PyArray_FromAny|PyArray_FromArray|PyArray_FROM_OTF"
+)
+#: The conversions outside theano_queue/schema.py, each by (file, what the line does) and why it is no
+#: component value's cast.  A line that matches CASTS and is not here fails; so does an entry left stale.
+NOT_A_COMPONENTS_CAST = {
+    ("theano_queue/variable.py", "np.asarray(self.pad_value, packed.dtype)"): "the pad value, cast by the schema "
+    "when the queue was made (spec.parse_pad_values), reshaped",
+    ("theano_queue/variable.py", "np.asarray(self.pad_value, self.dtype)"): "the same pad value, in the graph",
+    ("theano_queue/variable.py", "given.astype(np.int64)"): "row lengths, the engine's int64: no component's value",
+    ("theano_queue/variable.py", 'tensor.cast(lengths, "int64")'): "row lengths in the graph: the engine's int64",
+    ("theano_queue/keras.py", "K.cast(t, 'float32')"): "a message's advice to the user",
+    ("theano_queue/demo.py", '.astype("float32")'): "the demo's own data, made for its queue",
+    ("theano_queue/demo.py", '.astype("int32")'): "the demo's own labels, made for its queue",
+    ("theano_queue/pytensor/ops.py", 'np.asarray(queue._key, dtype="int64")'): "the token's registry key",
+    ("theano_queue/sampler.py", ".astype(np.int64)"): "sample indices and lengths, the sampler's own int64",
+    ("theano_queue/probe.py", ".astype(np.uint8)"): "the probe's test pattern",
+    ("c_code/python/tq_py_element.c", "PyArray_FromArray(arr, want, NPY_ARRAY_C_CONTIGUOUS)"): "a C-contiguous "
+    "copy of an array of the exact dtype (the schema cast any other): a layout change, not a cast",
+}
+
+
+def source_lines():
+    """(path, line) of the package's Python and the engine's CPython face, but the schema itself."""
+    for folder, ext in (
+        ("theano_queue", ".py"),
+        (os.path.join("c_code", "python"), ".c"),
+        (os.path.join("c_code", "ops"), ".c"),
+    ):
+        for where, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in sorted(files):
+                path = os.path.relpath(os.path.join(where, name), ROOT)
+                if name.endswith(ext) and path != os.path.join("theano_queue", "schema.py"):
+                    with open(os.path.join(ROOT, path)) as f:
+                        for line in f:
+                            yield path.replace(os.sep, "/"), line
+
+
+def test_nothing_outside_the_schema_casts_to_a_components_dtype():
+    unexplained, used = [], set()
+    for path, line in source_lines():
+        if not CASTS.search(line):
+            continue
+        known = [key for key in NOT_A_COMPONENTS_CAST if key[0] == path and key[1] in line]
+        if known:
+            used.update(known)
+        else:
+            unexplained.append("%s: %s" % (path, line.strip()))
+    assert not unexplained, "casts outside theano_queue/schema.py (route them through the schema):\n" + "\n".join(
+        unexplained
+    )
+    assert used == set(NOT_A_COMPONENTS_CAST), "stale entries: %s" % sorted(set(NOT_A_COMPONENTS_CAST) - used)

@@ -115,8 +115,16 @@ def test_enqueue_takes_a_mapping_and_checks_types():
     put = theano.function([xs, ys], q.enqueue({"x": xs, "y": ys}))
     assert int(put(*xy(3))) == 1
     np.testing.assert_array_equal(q.get()[1], xy(3)[1])
-    with pytest.raises(TypeError, match="component 'y': expected a 1-d int32 variable, got 1-d float32"):
+    with pytest.raises(TypeError, match="component 'y': expected a 1-d int32 variable, got 2-d int32"):
+        q.enqueue(xs, T.imatrix())
+    # The dtype by the schema's rule (theano_queue/schema.py), as for an array: refused where it does not cast
+    # safely, cast in the graph where it does.
+    with pytest.raises(TypeError, match="component 'y': expected dtype int32, got float32, which does not cast"):
         q.enqueue(xs, T.fvector())
+    small = T.bvector("small")
+    put = theano.function([xs, small], q.enqueue(xs, small))
+    put(xy(3)[0], np.arange(4, dtype="int8"))
+    assert q.get()[1].tolist() == [0, 1, 2, 3]
 
 
 def test_in_graph_enqueue_refuses_a_bad_shape_and_keeps_the_queue():
@@ -124,7 +132,7 @@ def test_in_graph_enqueue_refuses_a_bad_shape_and_keeps_the_queue():
     xs, ys = T.fmatrix("xs"), T.ivector("ys")
     put = theano.function([xs, ys], q.enqueue(xs, ys))
     put(*xy(1))
-    expected = r"Enqueue: queue 'kept', component 'x': expected shape \(<=4, 3\), got \(4, 5\)"
+    expected = r"Queue 'kept', component 'x': expected shape \(<=4, 3\), got \(4, 5\)"
     with pytest.raises(ValueError, match=expected):
         put(np.zeros((4, 5), "float32"), np.zeros(4, "int32"))
     assert q.size() == 1 and q.get()[0][0, 0] == 1

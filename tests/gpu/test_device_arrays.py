@@ -264,7 +264,7 @@ def test_another_context_on_the_same_gpu_is_copied_when_contiguous_and_refused_w
         ptr = driver.upload(host, ctx=other)
         q.put(RawCAI(ptr, (3, 4), np.float32))
         assert q.get()[0].tolist() == host[:3].tolist()
-        with pytest.raises(ValueError, match="queue 'ctx', component 'x': a strided array from another CUDA context"):
+        with pytest.raises(ValueError, match="Queue 'ctx', component 'x': a strided array from another CUDA context"):
             q.put(RawCAI(ptr, (3, 4), np.float32, strides=(32, 4)))
         assert q.size() == 0
     finally:
@@ -293,7 +293,7 @@ def test_an_array_on_another_gpu_is_refused():
     except Exception:
         pytest.skip("needs a second GPU")
     q = tq.Queue([("x", "float32", (4,))], name="one")
-    with pytest.raises(ValueError, match="queue 'one', component 'x': the array is on GPU 1, the queue on GPU 0"):
+    with pytest.raises(ValueError, match="Queue 'one', component 'x': the array is on GPU 1, the queue on GPU 0"):
         q.put(pygpu.gpuarray.array(np.zeros(4, np.float32), context=other))
 
 
@@ -373,7 +373,7 @@ def test_an_address_freed_and_allocated_again_in_another_context_is_asked_afresh
             pytest.skip("the driver did not hand the freed address back")
         q.put(RawCAI(again, (3, 4), np.float32))  # another context's now: copied between contexts
         assert q.get()[0].tolist() == host[::-1][:3].tolist()
-        with pytest.raises(ValueError, match="queue 'fresh', component 'x': a strided array from another CUDA"):
+        with pytest.raises(ValueError, match="Queue 'fresh', component 'x': a strided array from another CUDA"):
             q.put(RawCAI(again, (3, 4), np.float32, strides=(32, 4)))
         assert q.size() == 0 and q.stats()["dropped"] == 0
     finally:

@@ -154,7 +154,7 @@ def test_bad_input_is_refused_clearly_and_costs_the_queue_nothing(fake):
         good = device_copy(np.zeros((4, 3), np.float32))
         cases = [
             (CAI(device_copy(np.zeros((4, 3), np.float64))), TypeError,
-             "Queue.put: queue 'train', component 'x': expected dtype float32, got a device array of float64"),
+             "Queue 'train', component 'x': expected dtype float32, got a device array of float64"),
             (CAI(device_copy(np.zeros((4, 4), np.float32))), ValueError,
              "expected shape \\\\(<=4, 3\\\\), got \\\\(4, 4\\\\)"),
             (CAI(device_copy(np.zeros((4, 3), np.float32), context=0x1001)), ValueError,
@@ -284,7 +284,7 @@ def test_device_gets_and_puts_are_refused_by_host_queues():
         Queue([("x", "float32", (2,)), ("y", "float32", (2,))], target="cpu").put(Device(), [1.0, 2.0])
     assert q.size() == 0
     ragged = Queue([("x", "float32", (2, upto(4)))], target="cpu", name="ragged")
-    with pytest.raises(QueueError, match="queue 'ragged' lives in host memory; put device arrays into a GPU queue"):
+    with pytest.raises(QueueError, match="Queue 'ragged' lives in host memory; put device arrays into a GPU queue"):
         ragged.put(Device(), lengths={"x": [1, 2]})
     assert ragged.size() == 0
 

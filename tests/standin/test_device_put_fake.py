@@ -26,7 +26,7 @@ def test_a_gpu_queues_put_takes_device_arrays_in_every_element_form_and_refuses_
             assert [a.tolist() for a in got] == [x.tolist(), y.tolist()]
         refused = [
             ((CAI(x), y.copy()), TypeError, "not both; components 'y' are host data"),
-            ((CAI(x), CAI(x)), TypeError, "queue 'train', component 'y': expected dtype int16, got a device array"),
+            ((CAI(x), CAI(x)), TypeError, "Queue 'train', component 'y': expected dtype int16, got a device array"),
             ((CAI(y), CAI(y)), TypeError, "component 'x': expected dtype float32"),
             ((CAI(x[:, :2]), CAI(y)), ValueError, "expected shape"),
             ((CAI(np.zeros((4, 3), np.float32)), CAI(y)), ValueError, "expected device memory of GPU 0"),
@@ -47,11 +47,11 @@ def test_a_gpu_queues_put_takes_device_arrays_in_every_element_form_and_refuses_
             pass
         masked = Masked(x)
         masked.__cuda_array_interface__["mask"] = 1
-        with pytest.raises(TypeError, match="queue 'one', component 'x': a masked device array"):
+        with pytest.raises(TypeError, match="Queue 'one', component 'x': a masked device array"):
             one.put(masked)
-        with pytest.raises(TypeError, match="queue 'one', component 'x': a __cuda_array_interface__ without shape"):
+        with pytest.raises(TypeError, match="Queue 'one', component 'x': a __cuda_array_interface__ without shape"):
             one.put(type("Bad", (), {"__cuda_array_interface__": {"shape": (4, 3)}})())
-        with pytest.raises(TypeError, match="queue 'one', component 'x': a DLPack array on a OpenCL device"):
+        with pytest.raises(TypeError, match="Queue 'one', component 'x': a DLPack array on a OpenCL device"):
             one.put(CudaDLPack(x, device_type=4))
         assert one.put(CudaDLPack(x)) == 1 and one.get()[0].tolist() == x.tolist()
         for queue in (q, one):

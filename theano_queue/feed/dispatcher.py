@@ -85,7 +85,7 @@ class WorkerProducer(WorkerWatch):
     def __init__(
         self,
         feeder,
-        queue,
+        port,
         dataset,
         workers,
         mode,
@@ -99,7 +99,7 @@ class WorkerProducer(WorkerWatch):
         start_method=None,
         timeout=None,
     ):
-        self.feeder, self.queue, self.ring = feeder, queue, queue._ring
+        self.feeder, self.port, self.ring = feeder, port, port._ring
         self.n, self.mode, self.ordered, self.timeout = workers, mode, ordered, timeout
         self.sampler, self.start_cursor = sampler, cursor
         self.consumed = cursor.copy() if cursor is not None else None
@@ -107,10 +107,10 @@ class WorkerProducer(WorkerWatch):
         self.consumed_counts = list(self.skips)
         self.context = start_method_context(start_method)
         self.pool = Pool(workers, self.context, dataset_payload(dataset, self.context, feeder.name), feeder.name)
-        self.config = {"seed": seed, "epochs": epochs, "skip": self.skips, "queue": queue.name}
-        self.components = queue._layout.engine  # what the slots hold: the engine's components
-        self.varying = queue._layout.varying
-        self.progress = Progress(queue._ring)
+        self.config = {"seed": seed, "epochs": epochs, "skip": self.skips, "queue": port.name}
+        self.components = port._layout.engine  # what the slots hold: the engine's components
+        self.varying = port._layout.varying
+        self.progress = Progress(port._ring)
         self.workers = []
         self.order = collections.deque()  # batches of reserved slots, in ring order
         self.todo = collections.deque()  # items not yet handed to a worker
@@ -143,7 +143,7 @@ class WorkerProducer(WorkerWatch):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self.workers = self.pool.start(
-                self.ring, self.queue._layout, self.mode, self.config, self.skips if self.mode == "iter" else None
+                self.ring, self.port._layout, self.mode, self.config, self.skips if self.mode == "iter" else None
             )
             self.wake_r, self.wake_w = os.pipe()
             os.set_blocking(self.wake_r, False)

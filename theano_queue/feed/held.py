@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import schema
 from ..errors import QueueError
 from ..target import gib
 from .arrays import ArrayProducer
 
 
-def held_form(array: np.ndarray, component) -> np.ndarray:
+def held_form(array: np.ndarray, component, queue_name: str = "") -> np.ndarray:
     """The array as the device will hold it: the array itself when its bytes are its rows, in the component's
     dtype (C-contiguous, or one row repeated with stride 0), else a C-contiguous copy, safely cast.
 
@@ -37,7 +38,7 @@ def held_form(array: np.ndarray, component) -> np.ndarray:
     if array.dtype == component.dtype and (array.flags.c_contiguous or (array.ndim and array.strides[0] == 0)):
         if array.ndim < 2 or array[:1].flags.c_contiguous:
             return array
-    return np.ascontiguousarray(array, dtype=component.dtype)
+    return np.ascontiguousarray(schema.cast(component, array, queue_name))  # the cast is the schema's
 
 
 def held_bytes(array: np.ndarray) -> int:
@@ -57,15 +58,15 @@ class HeldArrayProducer(ArrayProducer):
     naming the sizes, with nothing queued and nothing held.
     """
 
-    def __init__(self, feeder, queue, arrays, sampler, cursor):
-        where = "Feeder(%s)" % queue.name
-        if not queue._target.on_gpu:
+    def __init__(self, feeder, port, arrays, sampler, cursor):
+        where = "Feeder(%s)" % port.name
+        if not port._target.on_gpu:
             raise ValueError(
                 "%s: device=True holds the array dataset in GPU memory, and queue %r is in host memory: leave "
-                "device=False (the host gathers its rows natively)" % (where, queue.name)
+                "device=False (the host gathers its rows natively)" % (where, port.name)
             )
-        held = [held_form(a, c) for a, c in zip(arrays, queue.components)]
-        super().__init__(feeder, queue, held, sampler, cursor)
+        held = [held_form(a, c, port.name) for a, c in zip(arrays, port.components)]
+        super().__init__(feeder, port, held, sampler, cursor)
         self.mechanism = self.gather = "device"
         self.attached = False
 
@@ -80,11 +81,11 @@ class HeldArrayProducer(ArrayProducer):
 
     def upload(self) -> None:
         """The engine copies the arrays into device memory (it refuses, with the sizes, what does not fit)."""
-        self.queue._ring.gather_on_device(self.arrays, "device")
+        self.port._ring.gather_on_device(self.arrays, "device")
 
     def refusal(self, exc: BaseException) -> ValueError:
         sizes = [held_bytes(a) for a in self.arrays]
-        parts = ", ".join("%s: %s" % (c.name, gib(n)) for c, n in zip(self.queue.components, sizes))
+        parts = ", ".join("%s: %s" % (c.name, gib(n)) for c, n in zip(self.port.components, sizes))
         return ValueError(
             "%s: device=True holds the array dataset in GPU memory (%s in all; %s), and the engine could not: %s.  "
             "Leave device=False (the rows are then gathered on the host), or give fewer rows"
@@ -98,7 +99,7 @@ class HeldArrayProducer(ArrayProducer):
         """Frees the device copy, once the gathers in flight are done."""
         if self.attached:
             self.attached = False
-            self.queue._ring.gather_on_host()
+            self.port._ring.gather_on_host()
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -47,9 +47,6 @@ class InProcessProducer(Producer):
     pool); worker processes have :class:`~.dispatcher.WorkerProducer`.  ``port`` is the queue's
     :class:`~theano_queue.port.Port`, not the Queue."""
 
-    #: The old name of :attr:`port`, still read by held.py (its issue's file; rename it there).
-    queue = property(lambda self: self.port)
-
     def __init__(self, feeder, port):
         self.feeder, self.port = feeder, port
         self.progress = Progress(port._ring)
@@ -161,7 +158,7 @@ class IterableProducer(InProcessProducer):
             except Stopped:
                 return False
             except ValueError as error:
-                hint = samples_hint(self.queue.components, element)
+                hint = samples_hint(self.port.components, element)
                 if not hint:
                     raise
                 raise ValueError("%s; %s" % (error, hint)) from None

@@ -56,9 +56,9 @@ def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
         arrays = [dataset[name] for name in names]
     elif isinstance(dataset, tuple) and dataset and all(isinstance(v, np.ndarray) for v in dataset):
         if len(dataset) != len(components):
-            raise ValueError(
-                "%s: expected %d components (%s), got %d array%s: an array dataset has one array per "
-                "component" % (where, len(names), ", ".join(names), len(dataset), "" if len(dataset) == 1 else "s")
+            raise ValueError(  # worded as element_in_order words an element of the wrong count
+                "Queue %r: expected %d components (%s), got %d array%s: an array dataset has one array per "
+                "component" % (queue_name, len(names), ", ".join(names), len(dataset), "" if len(dataset) == 1 else "s")
             )
         arrays = list(dataset)
     else:
@@ -72,8 +72,8 @@ def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
         schema.component_value(component, array, queue_name)
         if array.ndim != len(component.shape) or array.shape[1:] != tuple(component.shape[1:]):
             raise ValueError(
-                "%s: component %r: expected rows of shape %s (the component's without its batch axis), "
-                "got an array of shape %s" % (where, component.name, tuple(component.shape[1:]), array.shape)
+                "%s: expected rows of shape %s (the component's without its batch axis), got an array of shape %s"
+                % (schema.where(queue_name, component), tuple(component.shape[1:]), array.shape)
             )
     lengths = {len(a) for a in arrays}
     if len(lengths) != 1:

@@ -22,6 +22,7 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import ancestors
 
+from .. import schema
 from .ops import Dequeue
 
 
@@ -34,7 +35,11 @@ def as_data(variable, value):
     if isinstance(value, Variable):
         data = value
     else:
-        data = pt.as_tensor_variable(np.asarray(value, dtype=variable.dtype))
+        # The dequeued variable's component decides, by the one rule (theano_queue/schema.py): int64 labels
+        # for an int32 component are refused, not truncated.
+        op = variable.owner.op
+        component = op.components[variable.owner.outputs.index(variable)]
+        data = pt.as_tensor_variable(schema.cast(component, value, op.queue_name))
     if data.ndim != variable.ndim or data.dtype != variable.dtype:
         raise TypeError(
             "swap: %s is a %d-d %s variable; got %d-d %s data for it"
