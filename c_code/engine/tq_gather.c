@@ -94,21 +94,20 @@ static float half_to_float(uint16_t h)
  * meanwhile: each read is a cache line of its own, which no hardware prefetcher foresees. */
 
 #define PREFETCH 16
-#define COLUMN_LOOP(NAME, FROM_T, TO_T, READ)                                                          \
-    static void NAME(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n, \
-                     const char *next)                                                                 \
-    {                                                                                                  \
-        for (int64_t k = 0; k < n; k++) {                                                              \
-            int64_t ahead = k + PREFETCH;                                                              \
-            if (ahead < n)                                                                             \
-                __builtin_prefetch(src + from[ahead]);                                                 \
-            else if (next && ahead - n < n)                                                            \
-                __builtin_prefetch(next + from[ahead - n]);                                            \
-            FROM_T v;                                                                                  \
-            memcpy(&v, src + from[k], sizeof v);                                                       \
-            TO_T out = (TO_T)READ(v);                                                                  \
-            memcpy(dst + to[k], &out, sizeof out);                                                     \
-        }                                                                                              \
+#define COLUMN_LOOP(NAME, FROM_T, TO_T, READ)                                                                          \
+    static void NAME(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n, const char *next) \
+    {                                                                                                                  \
+        for (int64_t k = 0; k < n; k++) {                                                                              \
+            int64_t ahead = k + PREFETCH;                                                                              \
+            if (ahead < n)                                                                                             \
+                __builtin_prefetch(src + from[ahead]);                                                                 \
+            else if (next && ahead - n < n)                                                                            \
+                __builtin_prefetch(next + from[ahead - n]);                                                            \
+            FROM_T v;                                                                                                  \
+            memcpy(&v, src + from[k], sizeof v);                                                                       \
+            TO_T out = (TO_T)READ(v);                                                                                  \
+            memcpy(dst + to[k], &out, sizeof out);                                                                     \
+        }                                                                                                              \
     }
 typedef void (*column_fn)(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n,
                           const char *next);
@@ -136,24 +135,24 @@ static const column_fn cast_columns[TQ_N_SCALARS][TQ_N_SCALARS] = {TARGETS(COLUM
 
 /* The same type, elements `step` apart: the bytes of each moved as one integer of its size, four at a
  * time (the reads do not wait on each other). */
-#define COPY_LOOP(SIZE, T)                                                                \
-    static void copy_##SIZE(char *dst, const char *src, int64_t n, ptrdiff_t step)        \
-    {                                                                                     \
-        T a, b, c, d;                                                                     \
-        int64_t i = 0;                                                                    \
-        for (; i + 4 <= n; i += 4, src += 4 * step, dst += 4 * SIZE) {                    \
-            memcpy(&a, src, SIZE);                                                        \
-            memcpy(&b, src + step, SIZE);                                                 \
-            memcpy(&c, src + 2 * step, SIZE);                                             \
-            memcpy(&d, src + 3 * step, SIZE);                                             \
-            memcpy(dst, &a, SIZE);                                                        \
-            memcpy(dst + SIZE, &b, SIZE);                                                 \
-            memcpy(dst + 2 * SIZE, &c, SIZE);                                             \
-            memcpy(dst + 3 * SIZE, &d, SIZE);                                             \
-        }                                                                                 \
-        for (; i < n; i++, src += step, dst += SIZE)                                      \
-            memcpy(dst, src, SIZE);                                                       \
-    }                                                                                     \
+#define COPY_LOOP(SIZE, T)                                                         \
+    static void copy_##SIZE(char *dst, const char *src, int64_t n, ptrdiff_t step) \
+    {                                                                              \
+        T a, b, c, d;                                                              \
+        int64_t i = 0;                                                             \
+        for (; i + 4 <= n; i += 4, src += 4 * step, dst += 4 * SIZE) {             \
+            memcpy(&a, src, SIZE);                                                 \
+            memcpy(&b, src + step, SIZE);                                          \
+            memcpy(&c, src + 2 * step, SIZE);                                      \
+            memcpy(&d, src + 3 * step, SIZE);                                      \
+            memcpy(dst, &a, SIZE);                                                 \
+            memcpy(dst + SIZE, &b, SIZE);                                          \
+            memcpy(dst + 2 * SIZE, &c, SIZE);                                      \
+            memcpy(dst + 3 * SIZE, &d, SIZE);                                      \
+        }                                                                          \
+        for (; i < n; i++, src += step, dst += SIZE)                               \
+            memcpy(dst, src, SIZE);                                                \
+    }                                                                              \
     COLUMN_LOOP(column_copy_##SIZE, T, T, READ_PLAIN)
 COPY_LOOP(1, uint8_t)
 COPY_LOOP(2, uint16_t)
@@ -395,12 +394,31 @@ static void gather_chunk(void *arg, size_t chunk)
     }
 }
 
+/* The bytes of memory one row costs to read: a row's bytes, or, for a walked row, the lines its elements
+ * lie in (a line each where they are a line apart or more, the span of each run where they are closer):
+ * a Fortran-order row reads 16 times the bytes it writes, and is shared among the pool's threads as a
+ * copy of that many bytes would be.  At least row_bytes. */
+static size_t row_cost(const tq_rows *src, size_t row_bytes)
+{
+    const tq_row_layout *layout = src->layout;
+    if (!layout)
+        return row_bytes;
+    if (layout->ndim == 0)
+        return 64;
+    int inner = layout->ndim - 1;
+    ptrdiff_t step = layout->strides[inner] < 0 ? -layout->strides[inner] : layout->strides[inner];
+    size_t cost = (size_t)layout->shape[inner] * (size_t)(step >= 64 ? 64 : step);
+    for (int d = 0; d < inner; d++)
+        cost *= (size_t)layout->shape[d];
+    return cost > row_bytes ? cost : row_bytes;
+}
+
 void tq_gather(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n)
 {
     if (n <= 0 || !row_bytes)
         return;
-    size_t total = (size_t)n * row_bytes, chunk = tq_copy_chunk_bytes(total);
-    int64_t per_chunk = (int64_t)(chunk / row_bytes);
+    size_t cost = row_cost(src, row_bytes), total = (size_t)n * cost, chunk = tq_copy_chunk_bytes(total);
+    int64_t per_chunk = (int64_t)(chunk / cost);
     gather_job job = {dst, src, row_bytes, idx, n, per_chunk > 0 ? per_chunk : 1, chunk < total};
     tq_copy_parallel((size_t)((n + job.rows_per_chunk - 1) / job.rows_per_chunk), gather_chunk, &job);
 }
