@@ -92,7 +92,6 @@ static float half_to_float(uint16_t h)
 /* A column of a block of rows (the column walk, below): element k read at src + from[k], written at
  * dst + to[k], the element PREFETCH rows on (or, past the block's end, the next column's) asked for
  * meanwhile: each read is a cache line of its own, which no hardware prefetcher foresees. */
-
 #define PREFETCH 16
 #define COLUMN_LOOP(NAME, FROM_T, TO_T, READ)                                                                          \
     static void NAME(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n, const char *next) \
