@@ -72,6 +72,36 @@ def make_sources(case, n, rng, tmpdir):
     return np.memmap(path, "float32", "r", shape=(n, 784), order="F"), y
 
 
+def copy_bandwidth(x):
+    """Bytes per second a numpy copy of an array the size of x moves (each byte read once, written once): the
+    machine's memory bandwidth as one thread sees it, measured beside the case."""
+    src = np.ones(x.size, dtype=x.dtype)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - started)
+    return src.nbytes / best
+
+
+def lines_per_batch(x, rng, batches=5):
+    """The 64-byte lines of memory a shuffled batch of x's rows lies in, the mean over a few batches."""
+    address = x.__array_interface__["data"][0]
+    inner = np.zeros(1, dtype=np.int64)  # the byte offsets of a row's elements
+    for n, stride in zip(x.shape[1:], x.strides[1:]):
+        inner = (inner[:, None] + np.arange(n, dtype=np.int64)[None, :] * stride).ravel()
+    counts = []
+    for _ in range(batches):
+        rows = rng.choice(len(x), BATCH, replace=False).astype(np.int64)
+        at = address + rows[:, None] * x.strides[0] + inner[None, :]
+        lines = np.unique(at // 64)
+        if x.itemsize > 1:  # an element that crosses a line's end
+            lines = np.union1d(lines, (at + x.itemsize - 1) // 64)
+        counts.append(len(lines))
+    return float(np.mean(counts))
+
+
 def measure(case, quick):
     """ms per step of a light consumer fed by an array Feeder, peak memory while feeding, who gathered."""
     import theano
@@ -108,6 +138,8 @@ def measure(case, quick):
         tracemalloc.stop()
         grown = rss_anon_bytes() - anon
         q.close(cancel_pending=True)
+        lines = lines_per_batch(x, rng)
+        bandwidth = copy_bandwidth(x)
     batch_bytes = BATCH * 784 * 4
     return {
         "case": case,
@@ -115,6 +147,11 @@ def measure(case, quick):
         "gather": gather if isinstance(gather, str) else ",".join("%s:%s" % kv for kv in gather.items()),
         "peak batches": peak / batch_bytes,
         "anon grown batches": grown / batch_bytes,
+        # The memory a batch's images lie in, and the rate the feeding read it at (a step is a batch), against
+        # a numpy copy's: what a layout costs whatever the walk.
+        "x lines per batch": lines,
+        "x line GB/s": lines * 64 / best / 1e9,
+        "copy GB/s": bandwidth / 1e9,
     }
 
 

@@ -3,7 +3,11 @@
  * for rows with a layout, walks each row's elements (cast on the way). */
 #include "tq_gather.h"
 
+#include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "tq_copy.h"
 
@@ -65,16 +69,47 @@ static float half_to_float(uint16_t h)
     X(TQ_FLOAT32, float)      \
     X(TQ_FLOAT64, double)
 
+/* A run of a row: contiguous sources get a loop of their own (one the compiler can unroll and vectorise). */
 #define CONVERT_LOOP(FROM, FROM_T, READ, TO)                                                 \
     static void convert_##FROM##_##TO(char *dst, const char *src, int64_t n, ptrdiff_t step) \
     {                                                                                        \
-        for (int64_t i = 0; i < n; i++) {                                                    \
-            FROM_T v;                                                                        \
-            memcpy(&v, src + i * step, sizeof v);                                            \
-            TO##_T out = (TO##_T)READ(v);                                                    \
+        FROM_T v;                                                                            \
+        TO##_T out;                                                                          \
+        if (step == (ptrdiff_t)sizeof v) {                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                \
+                memcpy(&v, src + (size_t)i * sizeof v, sizeof v);                            \
+                out = (TO##_T)READ(v);                                                       \
+                memcpy(dst + (size_t)i * sizeof out, &out, sizeof out);                      \
+            }                                                                                \
+            return;                                                                          \
+        }                                                                                    \
+        for (int64_t i = 0; i < n; i++, src += step) {                                       \
+            memcpy(&v, src, sizeof v);                                                       \
+            out = (TO##_T)READ(v);                                                           \
             memcpy(dst + (size_t)i * sizeof out, &out, sizeof out);                          \
         }                                                                                    \
     }
+/* A column of a block of rows (the column walk, below): element k read at src + from[k], written at
+ * dst + to[k], the element PREFETCH rows on (or, past the block's end, the next column's) asked for
+ * meanwhile: each read is a cache line of its own, which no hardware prefetcher foresees. */
+#define PREFETCH 16
+#define COLUMN_LOOP(NAME, FROM_T, TO_T, READ)                                                                          \
+    static void NAME(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n, const char *next) \
+    {                                                                                                                  \
+        for (int64_t k = 0; k < n; k++) {                                                                              \
+            int64_t ahead = k + PREFETCH;                                                                              \
+            if (ahead < n)                                                                                             \
+                __builtin_prefetch(src + from[ahead]);                                                                 \
+            else if (next && ahead - n < n)                                                                            \
+                __builtin_prefetch(next + from[ahead - n]);                                                            \
+            FROM_T v;                                                                                                  \
+            memcpy(&v, src + from[k], sizeof v);                                                                       \
+            TO_T out = (TO_T)READ(v);                                                                                  \
+            memcpy(dst + to[k], &out, sizeof out);                                                                     \
+        }                                                                                                              \
+    }
+typedef void (*column_fn)(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n,
+                          const char *next);
 #define TQ_BOOL_T unsigned char
 #define TQ_INT8_T int8_t
 #define TQ_UINT8_T uint8_t
@@ -86,24 +121,70 @@ static float half_to_float(uint16_t h)
 #define TQ_UINT64_T uint64_t
 #define TQ_FLOAT32_T float
 #define TQ_FLOAT64_T double
-#define LOOPS_INTO(TO, TO_T) SOURCES(CONVERT_LOOP, TO)
+#define CAST_COLUMN(FROM, FROM_T, READ, TO) COLUMN_LOOP(column_##FROM##_##TO, FROM_T, TO##_T, READ)
+#define LOOPS_INTO(TO, TO_T) SOURCES(CONVERT_LOOP, TO) SOURCES(CAST_COLUMN, TO)
 TARGETS(LOOPS_INTO)
 
 #define TABLE_ENTRY(FROM, FROM_T, READ, TO) [FROM][TO] = convert_##FROM##_##TO,
 #define TABLE_INTO(TO, TO_T) SOURCES(TABLE_ENTRY, TO)
 static const convert_fn converters[TQ_N_SCALARS][TQ_N_SCALARS] = {TARGETS(TABLE_INTO)};
+#define COLUMN_ENTRY(FROM, FROM_T, READ, TO) [FROM][TO] = column_##FROM##_##TO,
+#define COLUMNS_INTO(TO, TO_T) SOURCES(COLUMN_ENTRY, TO)
+static const column_fn cast_columns[TQ_N_SCALARS][TQ_N_SCALARS] = {TARGETS(COLUMNS_INTO)};
 
-/* The same type, elements apart: one copy per element, of its size. */
-#define COPY_LOOP(SIZE)                                                            \
+/* The same type, elements `step` apart: the bytes of each moved as one integer of its size, four at a
+ * time (the reads do not wait on each other). */
+#define COPY_LOOP(SIZE, T)                                                         \
     static void copy_##SIZE(char *dst, const char *src, int64_t n, ptrdiff_t step) \
     {                                                                              \
-        for (int64_t i = 0; i < n; i++)                                            \
-            memcpy(dst + (size_t)i * SIZE, src + i * step, SIZE);                  \
+        T a, b, c, d;                                                              \
+        int64_t i = 0;                                                             \
+        for (; i + 4 <= n; i += 4, src += 4 * step, dst += 4 * SIZE) {             \
+            memcpy(&a, src, SIZE);                                                 \
+            memcpy(&b, src + step, SIZE);                                          \
+            memcpy(&c, src + 2 * step, SIZE);                                      \
+            memcpy(&d, src + 3 * step, SIZE);                                      \
+            memcpy(dst, &a, SIZE);                                                 \
+            memcpy(dst + SIZE, &b, SIZE);                                          \
+            memcpy(dst + 2 * SIZE, &c, SIZE);                                      \
+            memcpy(dst + 3 * SIZE, &d, SIZE);                                      \
+        }                                                                          \
+        for (; i < n; i++, src += step, dst += SIZE)                               \
+            memcpy(dst, src, SIZE);                                                \
+    }                                                                              \
+    COLUMN_LOOP(column_copy_##SIZE, T, T, READ_PLAIN)
+COPY_LOOP(1, uint8_t)
+COPY_LOOP(2, uint16_t)
+COPY_LOOP(8, uint64_t)
+
+/* 4-byte elements (float32, int32) are the common case, every other one (a view x[:, ::2]) the common
+ * stride: two loads and a shuffle for four elements.  The loads reach 4 bytes past the group's last
+ * element, so only while another element follows it in the run. */
+static void copy_4(char *dst, const char *src, int64_t n, ptrdiff_t step)
+{
+    int64_t i = 0;
+#ifdef __SSE2__
+    if (step == 8)
+        for (; i + 5 <= n; i += 4, src += 32, dst += 16) {
+            __m128 lo = _mm_loadu_ps((const float *)src), hi = _mm_loadu_ps((const float *)(src + 16));
+            _mm_storeu_ps((float *)dst, _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+        }
+#endif
+    uint32_t a, b, c, d;
+    for (; i + 4 <= n; i += 4, src += 4 * step, dst += 16) {
+        memcpy(&a, src, 4);
+        memcpy(&b, src + step, 4);
+        memcpy(&c, src + 2 * step, 4);
+        memcpy(&d, src + 3 * step, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + 4, &b, 4);
+        memcpy(dst + 8, &c, 4);
+        memcpy(dst + 12, &d, 4);
     }
-COPY_LOOP(1)
-COPY_LOOP(2)
-COPY_LOOP(4)
-COPY_LOOP(8)
+    for (; i < n; i++, src += step, dst += 4)
+        memcpy(dst, src, 4);
+}
+COLUMN_LOOP(column_copy_4, uint32_t, uint32_t, READ_PLAIN)
 
 static const size_t scalar_sizes[TQ_N_SCALARS] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
 
@@ -127,6 +208,20 @@ static convert_fn element_loop(const tq_row_layout *layout)
     default: return copy_8;
     }
 }
+
+static column_fn column_loop(const tq_row_layout *layout)
+{
+    if (layout->from != layout->to)
+        return cast_columns[layout->from][layout->to];
+    switch (scalar_sizes[layout->from]) {
+    case 1: return column_copy_1;
+    case 2: return column_copy_2;
+    case 4: return column_copy_4;
+    default: return column_copy_8;
+    }
+}
+
+/* ---- the row walk: each row's elements in turn --------------------------------------- */
 
 /* One row: every run along the last axis through `loop` (a memcpy where the
  * run is the slot's bytes already), the other axes counted like an
@@ -176,8 +271,93 @@ static void gather_chunk_walked(const gather_job *job, int64_t r, int64_t end)
     convert_fn loop = element_loop(layout);
     size_t out_size = scalar_sizes[layout->to];
     char *to = job->dst + (size_t)r * job->row_bytes;
-    for (; r < end; r++)
-        to = walk_row(to, (const char *)job->src->base + job->idx[r] * job->src->stride, layout, loop, out_size);
+    const char *base = job->src->base;
+    /* A row of one axis whose elements are dense (less than a line apart): the next row's lines asked for
+     * while this one is walked (rows lie anywhere: the first lines of each would wait for memory). */
+    ptrdiff_t step = layout->ndim == 1 ? layout->strides[0] : 0;
+    ptrdiff_t span = step > 0 && step < 64 ? step * (layout->shape[0] - 1) : 0;
+    for (; r < end; r++) {
+        if (span && r + 1 < end) {
+            const char *next = base + job->idx[r + 1] * job->src->stride;
+            for (ptrdiff_t at = 0; at < span; at += 64)
+                __builtin_prefetch(next + at);
+        }
+        to = walk_row(to, base + job->idx[r] * job->src->stride, layout, loop, out_size);
+    }
+}
+
+/* ---- the column walk: one element of every row of a block in turn ------------------- */
+
+/* Rows closer to each other than a row's elements are (a Fortran-order array: rows 4 bytes apart, a
+ * row's elements a column apart), with elements a cache line apart or more: a row walk would read
+ * each element from a line, and a page, of its own, in no order.  The column walk reads element e of
+ * every row of a block, the rows sorted by where they lie, then element e + 1: the reads of a column
+ * go forward through it, a few pages for the whole block.  Rows of one element (labels) are one
+ * column: one loop for the chunk. */
+#define COLUMN_MIN_STEP 64
+#define COLUMN_BLOCK 256
+
+static int walks_columns(const tq_rows *src)
+{
+    const tq_row_layout *layout = src->layout;
+    if (layout->ndim == 0)
+        return 1;
+    ptrdiff_t step = layout->strides[layout->ndim - 1], rows = src->stride;
+    step = step < 0 ? -step : step;
+    rows = rows < 0 ? -rows : rows;
+    return step >= COLUMN_MIN_STEP && rows < step;
+}
+
+typedef struct {
+    ptrdiff_t from; /* the row's offset in the source */
+    size_t to;      /* and in the block's rows */
+} row_place;
+
+static int by_source(const void *a, const void *b)
+{
+    ptrdiff_t x = ((const row_place *)a)->from, y = ((const row_place *)b)->from;
+    return (x > y) - (x < y);
+}
+
+/* Moves *offset to the row's next element (C order of its axes); 0 past its last. */
+static int next_element(const tq_row_layout *layout, int64_t *at, ptrdiff_t *offset)
+{
+    for (int d = layout->ndim - 1; d >= 0; d--) {
+        *offset += layout->strides[d];
+        if (++at[d] < layout->shape[d])
+            return 1;
+        *offset -= layout->strides[d] * layout->shape[d];
+        at[d] = 0;
+    }
+    return 0;
+}
+
+static void gather_chunk_columns(const gather_job *job, int64_t r, int64_t end)
+{
+    const tq_row_layout *layout = job->src->layout;
+    const char *base = job->src->base;
+    column_fn loop = column_loop(layout);
+    size_t out_size = scalar_sizes[layout->to];
+    row_place places[COLUMN_BLOCK];
+    ptrdiff_t from[COLUMN_BLOCK];
+    size_t to[COLUMN_BLOCK];
+    for (; r < end; r += COLUMN_BLOCK) {
+        int64_t m = end - r < COLUMN_BLOCK ? end - r : COLUMN_BLOCK;
+        for (int64_t k = 0; k < m; k++)
+            places[k] = (row_place){job->idx[r + k] * job->src->stride, (size_t)k * job->row_bytes};
+        if (layout->ndim) /* a column of single elements needs no order: each is a row's whole */
+            qsort(places, (size_t)m, sizeof *places, by_source);
+        for (int64_t k = 0; k < m; k++)
+            from[k] = places[k].from, to[k] = places[k].to;
+        char *dst = job->dst + (size_t)r * job->row_bytes;
+        int64_t at[TQ_ROW_MAX_DIMS] = {0};
+        ptrdiff_t offset = 0;
+        for (int more = 1; more; dst += out_size) {
+            const char *column = base + offset;
+            more = next_element(layout, at, &offset);
+            loop(dst, column, from, to, m, more ? base + offset : NULL);
+        }
+    }
 }
 
 static void gather_chunk(void *arg, size_t chunk)
@@ -185,7 +365,11 @@ static void gather_chunk(void *arg, size_t chunk)
     const gather_job *job = arg;
     if (job->src->layout) {
         int64_t r = (int64_t)chunk * job->rows_per_chunk;
-        gather_chunk_walked(job, r, r + job->rows_per_chunk < job->n ? r + job->rows_per_chunk : job->n);
+        int64_t end = r + job->rows_per_chunk < job->n ? r + job->rows_per_chunk : job->n;
+        if (walks_columns(job->src))
+            gather_chunk_columns(job, r, end);
+        else
+            gather_chunk_walked(job, r, end);
         return;
     }
     const char *base = job->src->base;
@@ -209,12 +393,31 @@ static void gather_chunk(void *arg, size_t chunk)
     }
 }
 
+/* The bytes of memory one row costs to read: a row's bytes, or, for a walked row, the lines its elements
+ * lie in (a line each where they are a line apart or more, the span of each run where they are closer):
+ * a Fortran-order row reads 16 times the bytes it writes, and is shared among the pool's threads as a
+ * copy of that many bytes would be.  At least row_bytes. */
+static size_t row_cost(const tq_rows *src, size_t row_bytes)
+{
+    const tq_row_layout *layout = src->layout;
+    if (!layout)
+        return row_bytes;
+    if (layout->ndim == 0)
+        return 64;
+    int inner = layout->ndim - 1;
+    ptrdiff_t step = layout->strides[inner] < 0 ? -layout->strides[inner] : layout->strides[inner];
+    size_t cost = (size_t)layout->shape[inner] * (size_t)(step >= 64 ? 64 : step);
+    for (int d = 0; d < inner; d++)
+        cost *= (size_t)layout->shape[d];
+    return cost > row_bytes ? cost : row_bytes;
+}
+
 void tq_gather(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n)
 {
     if (n <= 0 || !row_bytes)
         return;
-    size_t total = (size_t)n * row_bytes, chunk = tq_copy_chunk_bytes(total);
-    int64_t per_chunk = (int64_t)(chunk / row_bytes);
+    size_t cost = row_cost(src, row_bytes), total = (size_t)n * cost, chunk = tq_copy_chunk_bytes(total);
+    int64_t per_chunk = (int64_t)(chunk / cost);
     gather_job job = {dst, src, row_bytes, idx, n, per_chunk > 0 ? per_chunk : 1, chunk < total};
     tq_copy_parallel((size_t)((n + job.rows_per_chunk - 1) / job.rows_per_chunk), gather_chunk, &job);
 }

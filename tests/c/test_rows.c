@@ -1,11 +1,15 @@
 /* The host gather of rows with a layout (c_code/engine/tq_gather.c) without Python: strided, Fortran-order,
  * reversed and 0-stride rows, and rows cast on the way (uint8, int16 -> int32, float16 -> float32, bool ->
  * float64), each gathered row checked element by element against a plain loop, for batches small enough for
- * one thread and large enough to be shared by the copy pool. */
+ * one thread and large enough to be shared by the copy pool, of one row, and of more rows than one block of
+ * the column walk; 2-, 4- and 8-byte elements, every other one up to the last bytes before a page that cannot
+ * be read (the gather reads nothing past a row's last element). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tq_copy.h"
 #include "tq_gather.h"
@@ -36,44 +40,99 @@ static int32_t source_value(int64_t r, int64_t i, int64_t j)
     return (int32_t)((r * 131 + i * 7 + j) % 30000 - 15000);
 }
 
-/* Gathers n rows of an rows x a x b int16 source laid out with element strides (sr, si, sj) into int32
- * (or int16 when same), each element checked against the source read by a plain loop; 1 when exact. */
-static int strided_exact(int64_t rows, int64_t a, int64_t b, ptrdiff_t sr, ptrdiff_t si, ptrdiff_t sj, int same,
-                         int64_t n)
+/* An integer of one of the types the tests use, read from p. */
+static int64_t read_int(const char *p, tq_scalar type)
+{
+    int16_t i16;
+    int32_t i32;
+    int64_t i64;
+    switch (type) {
+    case TQ_INT16: return memcpy(&i16, p, 2), i16;
+    case TQ_INT32: return memcpy(&i32, p, 4), i32;
+    default: return memcpy(&i64, p, 8), i64;
+    }
+}
+
+static void write_int(char *p, tq_scalar type, int64_t v)
+{
+    int16_t i16 = (int16_t)v;
+    int32_t i32 = (int32_t)v;
+    switch (type) {
+    case TQ_INT16: memcpy(p, &i16, 2); break;
+    case TQ_INT32: memcpy(p, &i32, 4); break;
+    default: memcpy(p, &v, 8);
+    }
+}
+
+/* Gathers n rows of an rows x a x b source of `from` integers laid out with element strides (sr, si, sj) into
+ * `to` integers, each element checked against the source read by a plain loop; 1 when exact. */
+static int typed_exact(int64_t rows, int64_t a, int64_t b, ptrdiff_t sr, ptrdiff_t si, ptrdiff_t sj, tq_scalar from,
+                       tq_scalar to, int64_t n)
 {
     /* The buffer spans every element whatever the signs: base sits in its middle. */
     ptrdiff_t reach = (rows * (sr < 0 ? -sr : sr) + a * (si < 0 ? -si : si) + b * (sj < 0 ? -sj : sj) + 1);
-    int16_t *buf = calloc((size_t)(2 * reach + 1), sizeof *buf), *base = buf + reach;
+    size_t in_size = tq_scalar_size(from), out_size = tq_scalar_size(to), row_bytes = (size_t)(a * b) * out_size;
+    char *buf = calloc((size_t)(2 * reach + 1), in_size), *base = buf + reach * (ptrdiff_t)in_size;
     int64_t *idx = malloc((size_t)n * sizeof *idx);
-    size_t out_size = same ? 2 : 4, row_bytes = (size_t)(a * b) * out_size;
     char *out = malloc((size_t)n * row_bytes + 1);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t i = 0; i < a; i++)
             for (int64_t j = 0; j < b; j++)
-                base[r * sr + i * si + j * sj] = (int16_t)source_value(r, i, j);
+                write_int(base + (r * sr + i * si + j * sj) * (ptrdiff_t)in_size, from, source_value(r, i, j));
     some_rows(idx, n, rows, (unsigned)(rows + a * 7 + b));
-    tq_row_layout layout = {2, {a, b}, {si * 2, sj * 2}, TQ_INT16, same ? TQ_INT16 : TQ_INT32};
-    tq_rows src = {base, sr * 2, &layout};
+    ptrdiff_t s = (ptrdiff_t)in_size;
+    tq_row_layout layout = {2, {a, b}, {si * s, sj * s}, from, to};
+    tq_rows src = {base, sr * s, &layout};
     tq_gather(out, &src, row_bytes, idx, n);
     int exact = 1;
     for (int64_t k = 0; k < n && exact; k++)
         for (int64_t e = 0; e < a * b && exact; e++) {
-            int32_t want = base[idx[k] * sr + (e / b) * si + (e % b) * sj], got; /* the plain loop */
-            if (same) {
-                int16_t g;
-                memcpy(&g, out + (size_t)k * row_bytes + (size_t)e * 2, 2);
-                got = g;
-            } else {
-                memcpy(&got, out + (size_t)k * row_bytes + (size_t)e * 4, 4);
-            }
+            int64_t want = read_int(base + (idx[k] * sr + (e / b) * si + (e % b) * sj) * s, from); /* the plain loop */
+            int64_t got = read_int(out + (size_t)k * row_bytes + (size_t)e * out_size, to);
             exact = got == want;
             if (!exact)
-                fprintf(stderr, "row %lld element %lld: got %d, want %d\n", (long long)k, (long long)e, got, want);
+                fprintf(stderr, "row %lld element %lld: got %lld, want %lld\n", (long long)k, (long long)e,
+                        (long long)got, (long long)want);
         }
     free(buf);
     free(idx);
     free(out);
     return exact;
+}
+
+/* The same of int16 sources, into int32 or (same) int16. */
+static int strided_exact(int64_t rows, int64_t a, int64_t b, ptrdiff_t sr, ptrdiff_t si, ptrdiff_t sj, int same,
+                         int64_t n)
+{
+    return typed_exact(rows, a, b, sr, si, sj, TQ_INT16, same ? TQ_INT16 : TQ_INT32, n);
+}
+
+/* Every other 4-byte element of rows x 2 run (a view x[:, ::2]), for runs of 1 to 13 elements, the view's last
+ * element the last bytes before a page that cannot be read: the gather reads nothing past it (the four-at-a-time
+ * loop stops a group short of a run's end).  Every row taken, the last one among them. */
+static void every_other_up_to_a_page_end(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int64_t run = 1; run <= 13; run++) {
+        int64_t rows = 9, n = 3 * rows, idx[27];
+        size_t bytes = (size_t)(rows * 2 * run - 1) * 4, mapped = (bytes + page - 1) / page * page;
+        char *map = mmap(NULL, mapped + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(map != MAP_FAILED && mprotect(map + mapped, page, PROT_NONE) == 0);
+        int32_t *wide = (int32_t *)(map + mapped - bytes), out[27 * 13];
+        for (int64_t e = 0; e < rows * 2 * run - 1; e++)
+            wide[e] = (int32_t)(e * 7919 % 100003);
+        for (int64_t k = 0; k < n; k++)
+            idx[k] = (k * 5 + 3) % rows;
+        tq_row_layout layout = {1, {run}, {8}, TQ_INT32, TQ_INT32};
+        tq_rows src = {wide, (ptrdiff_t)(2 * run * 4), &layout};
+        tq_gather(out, &src, (size_t)run * 4, idx, n);
+        int exact = 1;
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < run; j++)
+                exact &= out[k * run + j] == wide[idx[k] * 2 * run + 2 * j];
+        CHECK(exact);
+        munmap(map, mapped + page);
+    }
 }
 
 /* Rows of one element each (a label array), cast from uint8 and from int16 into int32. */
@@ -152,7 +211,23 @@ int main(void)
         CHECK(strided_exact(50, 3, 5, -15, -5, -1, same, 40));          /* reversed on every axis */
         CHECK(strided_exact(50, 3, 5, 5, 0, 1, same, 40));              /* an axis broadcast: stride 0 */
         CHECK(strided_exact(2000, 28, 28, 1, 2000, 56000, same, 3000)); /* large: shared by the copy pool */
+        CHECK(strided_exact(50, 3, 5, -1, 50, 150, same, 40));          /* Fortran order, rows reversed */
+        CHECK(strided_exact(50, 3, 5, 1, -50, -150, same, 40));         /* Fortran order, axes reversed */
+        CHECK(strided_exact(50, 3, 5, 1, 50, 150, same, 1));            /* a batch of one row */
+        CHECK(strided_exact(50, 1, 1, 1, 50, 50, same, 7));             /* rows of one element, Fortran-like */
+        CHECK(strided_exact(700, 3, 7, 1, 700, 2100, same, 600));       /* more rows than a block of columns */
     }
+    /* 4- and 8-byte elements: C order with every other element, Fortran order, reversed; cast into int64. */
+    static const tq_scalar pairs[][2] = {{TQ_INT32, TQ_INT32}, {TQ_INT64, TQ_INT64}, {TQ_INT32, TQ_INT64}};
+    for (int p = 0; p < 3; p++) {
+        tq_scalar from = pairs[p][0], to = pairs[p][1];
+        CHECK(typed_exact(50, 3, 9, 54, 18, 2, from, to, 40));      /* every other element, runs of 9 */
+        CHECK(typed_exact(50, 2, 4, 16, 8, 2, from, to, 40));       /* every other element, runs of 4 */
+        CHECK(typed_exact(50, 3, 5, 1, 50, 150, from, to, 40));     /* Fortran order */
+        CHECK(typed_exact(50, 3, 5, -30, -10, -2, from, to, 40));   /* every other element, reversed */
+        CHECK(typed_exact(300, 4, 7, 1, 300, 1200, from, to, 300)); /* Fortran order, past one block */
+    }
+    every_other_up_to_a_page_end();
     tq_error err;
     CHECK(tq_copy_set_threads(1, &err) == TQ_OK);
     CHECK(strided_exact(2000, 28, 28, 1, 2000, 56000, 0, 3000)); /* the same on the caller alone */

@@ -174,3 +174,63 @@ def test_a_fortran_memmap_is_gathered_without_a_copy_of_the_whole_array(fortran_
         tracemalloc.stop()
     assert seen == 250 and feeder.stats()["gather"] == {"x": "host", "y": "host"}
     assert peak < 2 * batch_bytes + (1 << 20), "peak %d bytes, a batch is %d" % (peak, batch_bytes)
+
+
+def odd_sources(tmp_path):
+    """23 rows of 5 x 7 laid out every way the engine's gather walks (row walk, column walk, the four-at-a-time
+    loop and its tail), of the component's dtype or cast into it: (source, component dtype) by name."""
+    n = 23
+    x = (np.arange(n * 5 * 7) % 97 - 40).astype("float32").reshape(n, 5, 7)
+    wide = np.zeros((n, 5, 14), dtype="float32")
+    wide[:, :, ::2] = x
+    mapped = np.memmap(str(tmp_path / "x.f32"), "float32", "w+", shape=x.shape, order="F")
+    mapped[...] = x
+    mapped.flush()
+    return {
+        "fortran": (np.asfortranarray(x), "float32"),
+        "fortran memmap": (np.memmap(str(tmp_path / "x.f32"), "float32", "r", shape=x.shape, order="F"), "float32"),
+        "fortran, rows reversed": (np.asfortranarray(x)[::-1], "float32"),
+        "every other element": (wide[:, :, ::2], "float32"),
+        "every other element, reversed": (wide[::-1, ::-1, ::-2], "float32"),
+        "every other row and element": (np.concatenate([wide, wide])[::2, :, ::2], "float32"),
+        "fortran float16 into float32": (np.asfortranarray(x.astype("float16") / np.float16(3)), "float32"),
+        "every other uint8 into float32": ((wide % 200).astype("uint8")[:, :, ::2], "float32"),
+        "reversed int16 into int32": (x.astype("int16")[::-1, :, ::-1], "int32"),
+        "fortran int32 into int64": (np.asfortranarray(x.astype("int32")), "int64"),
+    }
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fortran",
+        "fortran memmap",
+        "fortran, rows reversed",
+        "every other element",
+        "every other element, reversed",
+        "every other row and element",
+        "fortran float16 into float32",
+        "every other uint8 into float32",
+        "reversed int16 into int32",
+        "fortran int32 into int64",
+    ],
+)
+def test_odd_rows_in_small_batches_are_exactly_numpys(tmp_path, name, batch):
+    # Batches of one row and of three (the last one partial: 23 rows), rows of 5 x 7 elements (runs of 7 along
+    # the last axis: one group of four and a tail), uint8 labels cast into int32.
+    x, dtype = odd_sources(tmp_path)[name]
+    y = (np.arange(len(x)) * 37 % 200).astype("uint8")
+    q = tq.Queue([("x", dtype, (batch, 5, 7)), ("y", "int32", (batch,))], capacity=3, target="cpu")
+    got, stats = feed(q, (x, y))
+    check_exact(got, x, y, q)
+    assert stats["gather"] == {"x": "host", "y": "host"}
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_rows_of_no_elements_are_gathered(order):
+    x, y = np.zeros((11, 3, 0), dtype="float32", order=order), np.arange(11, dtype="uint8")
+    q = tq.Queue([("x", "float32", (4, 3, 0)), ("y", "int32", (4,))], capacity=3, target="cpu")
+    got, stats = feed(q, (x, y))
+    check_exact(got, x, y, q)
+    assert stats["gather"] == {"x": "host", "y": "host"}
