@@ -44,7 +44,9 @@ from pretend import pretend_gpu
 
 import theano_queue as tq
 from theano_queue import schema
-from theano_queue.feed import factory, held
+from theano_queue.feed import factory, held, producers
+from theano_queue.feed.arrays import ArrayProducer
+from theano_queue.feed.dispatcher import WorkerProducer
 
 HOST_KINDS = [k for k in KINDS if k != "device"]  # device puts: tests/standin/test_device_contract.py
 
@@ -274,23 +276,53 @@ def test_a_fill_functions_rows_are_checked():
     still_usable(q)
 
 
-@pytest.mark.parametrize("source, runner", sorted(factory.REFUSED))
-def test_a_refused_source_and_runner_pair_says_why(source, runner):
+def test_the_table_holds_every_source_with_every_runner_it_can_be_asked_for():
+    asked = {(s, r) for s in factory.OWN_RUNNER for r in (factory.OWN_RUNNER[s], "workers", "gpu")}
+    assert set(factory.PAIRS) == asked - {("arrays", "gpu")}  # an array dataset with device=True is held
+
+
+#: The producer each allowed pair builds.
+BUILT = {
+    ("fill", "thread"): producers.FillProducer,
+    ("iterable", "thread"): producers.IterableProducer,
+    ("iterable", "workers"): WorkerProducer,
+    ("map", "thread"): producers.InlineMapProducer,
+    ("map", "workers"): WorkerProducer,
+    ("arrays", "copy pool"): ArrayProducer,
+    ("held arrays", "gpu"): held.HeldArrayProducer,
+}
+
+
+@pytest.mark.parametrize("source, runner", sorted(factory.PAIRS))
+def test_every_source_and_runner_pair_is_built_or_refused_with_the_tables_reason(source, runner, monkeypatch):
     q = tq.Queue(XY, capacity=2, target="cpu")
-    arrays = (np.zeros((SAMPLES, 3), "float32"), np.zeros(SAMPLES, "int32"))
+    sample = CASES["good"][1]
+    arrays = tuple(np.stack(values) for values in zip(*(sample(i) for i in range(SAMPLES))))
     given = {
-        "fill": ((), {"fill": lambda x, y: ROWS}),
+        "fill": ((), {"fill": fill_function(q, sample)}),
+        "iterable": ((batches(q, sample),), {}),
+        "map": ((Samples(sample),), {}),
         "arrays": ((arrays,), {}),
         "held arrays": ((arrays,), {"device": True}),
     }
     args, kwargs = given[source]
-    assert runner == "workers"  # the only runner a source can be refused: the others are each source's own
-    with pytest.raises(TypeError) as err:
-        tq.Feeder(q, *args, workers=2, **kwargs)
-    assert str(err.value) == "Feeder(%s): %s" % (q.name, factory.REFUSED[source, runner])
-    if source != "held arrays":  # its own runner is allowed (a held dataset's needs a GPU: tests/cpu/test_held.py)
-        with tq.Feeder(q, *args, **kwargs):
-            pass
+    kwargs = dict(kwargs, **{"workers": {"workers": 2}, "gpu": {"device": True}}.get(runner, {}))
+    if kwargs.get("device"):
+        q = as_gpu_queue(q, monkeypatch)
+    reason = factory.PAIRS[source, runner]
+    if reason:
+        with pytest.raises(TypeError) as err:
+            tq.Feeder(q, *args, **kwargs)
+        assert str(err.value) == "Feeder(%s): %s" % (
+            q.name,
+            reason.format(given=type(args[0]).__name__ if args else None),
+        )
+        assert not q._feeders
+        return
+    with tq.Feeder(q, *args, **kwargs) as f:
+        assert type(f._producer) is BUILT[source, runner]
+        got = drain(q)
+    check_values(q, got, sample)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -124,7 +124,7 @@ class ArrayProducer(InlineMapProducer):
 
     def runs(self):
         """(first position, count) of the batches to put, in order: consecutive, within one epoch each."""
-        sampler, cursor = self.sampler, self.start_cursor
+        sampler, cursor = self.schedule.sampler, self.schedule.start_cursor
         per_epoch, skip = sampler.batches_per_epoch, sorted(cursor.above)
         position = cursor.low
         while per_epoch and (sampler.total is None or position < sampler.total):
@@ -155,13 +155,12 @@ class ArrayProducer(InlineMapProducer):
         self.port._ring.gather_on_host()
 
     def put_runs(self, stop) -> bool:
-        sampler, ring = self.sampler, self.port._ring
+        sampler, ring = self.schedule.sampler, self.port._ring
         per_epoch = sampler.batches_per_epoch
         for position, count in self.runs():
             epoch, first = divmod(position, per_epoch)
             indices = sampler.epoch_indices(epoch)
-            with self.progress.lock:  # before the puts: consumers may take them at once
-                self.progress.log.extend(range(position, position + count))
+            self.progress.committing(*range(position, position + count))
             began, waited = time.perf_counter(), ring.stats()["producer_wait_s"]
             put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop, self.casts)
             self.busy += time.perf_counter() - began - (ring.stats()["producer_wait_s"] - waited)
@@ -177,8 +176,8 @@ class ArrayProducer(InlineMapProducer):
         ``np.take(..., out=)`` only for a C-contiguous source: on any other it
         copies the whole array first.
         """
-        for position in self.sampler.pending(self.start_cursor):
-            indices = self.sampler.batch(position)
+        for position in self.schedule.pending():
+            indices = self.schedule.sampler.batch(position)
             try:
                 with self.port.writer(math.inf, stop) as slot:
                     began = time.perf_counter()
@@ -190,8 +189,7 @@ class ArrayProducer(InlineMapProducer):
                             rows[...] = array[indices]  # one batch read; a safe cast (checked by the schema)
                     slot.rows = len(indices)
                     self.busy += time.perf_counter() - began
-                    with self.progress.lock:  # before the commit: consumers may take it at once
-                        self.progress.log.append(position)
+                    self.progress.committing(position)
             except Stopped:
                 return False
             self.samples += len(indices)

@@ -47,7 +47,7 @@ from ..sampler import split_rows
 from . import protocol as p
 from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context
 from .rows import sample_failed
-from .state import Progress, iterable_state
+from .state import Progress, Schedule, Streams
 from .watch import WorkerWatch
 
 logger = logging.getLogger("theano_queue")
@@ -101,16 +101,16 @@ class WorkerProducer(WorkerWatch):
     ):
         self.feeder, self.port, self.ring = feeder, port, port._ring
         self.n, self.mode, self.ordered, self.timeout = workers, mode, ordered, timeout
-        self.sampler, self.start_cursor = sampler, cursor
-        self.consumed = cursor.copy() if cursor is not None else None
         self.skips = list(skips) if skips is not None else [0] * workers
-        self.consumed_counts = list(self.skips)
         self.context = start_method_context(start_method)
         self.pool = Pool(workers, self.context, dataset_payload(dataset, self.context, feeder.name), feeder.name)
         self.config = {"seed": seed, "epochs": epochs, "skip": self.skips, "queue": port.name}
         self.components = port._layout.engine  # what the slots hold: the engine's components
         self.varying = port._layout.varying
         self.progress = Progress(port._ring)
+        self.schedule = (
+            Schedule(sampler, cursor, self.progress) if mode == "map" else Streams(self.skips, self.progress)
+        )
         self.workers = []
         self.order = collections.deque()  # batches of reserved slots, in ring order
         self.todo = collections.deque()  # items not yet handed to a worker
@@ -125,7 +125,7 @@ class WorkerProducer(WorkerWatch):
         # Ends the reserver's wait for a free slot (it waits without limit) when the run winds down.
         self.reserver_stop = _engine.Stop(self.ring)
         self.wake_r = self.wake_w = None
-        self.positions = sampler.pending(cursor) if mode == "map" else None
+        self.positions = self.schedule.pending() if mode == "map" else None
         self.next_position = next(self.positions, None) if mode == "map" else None
         if mode == "map" and self.next_position is None:
             self.more = False
@@ -373,7 +373,7 @@ class WorkerProducer(WorkerWatch):
             return
         if self.mode == "map":
             try:
-                indices = self.sampler.batch(self.next_position)
+                indices = self.schedule.sampler.batch(self.next_position)
             except Exception as exc:  # bucket_by, the shuffle: the batches before it still go first
                 self.ring.abort(slot)
                 self._fail_later(exc, self.seq)
@@ -465,8 +465,7 @@ class WorkerProducer(WorkerWatch):
 
     def _commit_head(self, batch):
         rows = batch.rows if isinstance(batch.rows, list) else [batch.rows] * len(self.components)
-        with self.progress.lock:
-            self.progress.log.append(batch.key)
+        self.progress.committing(batch.key)
         self.order.popleft()
         self.ring.commit(batch.slot, rows)
         self.feeder.produced += 1
@@ -499,15 +498,7 @@ class WorkerProducer(WorkerWatch):
     # ---- what the Feeder reports --------------------------------------------------------------
 
     def state_dict(self) -> dict:
-        with self.progress.lock:
-            for key in self.progress.consumed_keys():
-                if self.mode == "map":
-                    self.consumed.add(key)
-                else:
-                    self.consumed_counts[key[0]] += 1
-            if self.mode == "map":
-                return self.sampler.state_dict(self.consumed)
-            return iterable_state(self.consumed_counts)
+        return self.schedule.state_dict()
 
     def stats(self) -> dict:
         now = self.ended or time.perf_counter()
@@ -532,5 +523,5 @@ class WorkerProducer(WorkerWatch):
             "start_method": self.context.get_start_method(),
         }
         if self.mode == "map":
-            out["batches_per_epoch"] = self.sampler.batches_per_epoch
+            out["batches_per_epoch"] = self.schedule.sampler.batches_per_epoch
         return out

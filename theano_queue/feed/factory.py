@@ -50,30 +50,67 @@ def check_timeout(timeout: Any, workers: int, where: str, device: Any = False) -
     return float(timeout)
 
 
-#: Who runs a source when no workers are asked for.
+#: The sources, each with the runner it has when neither workers nor the GPU are asked for.  Sources: a fill
+#: function, an iterable of batches, a map-style dataset, an array dataset, one held in GPU memory
+#: (device=True).  Runners: the Feeder's thread, worker processes, the engine's copy pool (native threads),
+#: the GPU.
 OWN_RUNNER = {"fill": "thread", "iterable": "thread", "map": "thread", "arrays": "copy pool", "held arrays": "gpu"}
 
-#: The source x runner pairs a Feeder refuses, each with its reason; every other pair of a source and
-#: "workers" or its own runner is allowed.  Sources: a fill function, an iterable of batches, a map-style
-#: dataset, an array dataset, one held in GPU memory (device=True).  Runners: the Feeder's thread, worker
-#: processes, the engine's copy pool (native threads), the GPU.
-REFUSED = {
-    ("fill", "workers"): "a fill function runs in the feeder's thread alone; workers, shuffle, shard, drop_last, "
-    "epochs, bucket_by, device and state need a dataset",
+_FILL_ALONE = (
+    "a fill function runs in the feeder's thread alone; workers, shuffle, shard, drop_last, "
+    "epochs, bucket_by, device and state need a dataset"
+)
+_DEVICE_NEEDS = (
+    "device=True holds an array dataset in GPU memory: a tuple (component order) or dict (component "
+    "names) of numpy arrays, one per component; got "
+)
+
+#: Every source x runner pair a Feeder's arguments can ask for: None where it is built, else why it is refused
+#: (``{given}``: the type of the dataset given).  An array dataset with device=True is the held source, so
+#: ("arrays", "gpu") is no pair.
+PAIRS = {
+    ("fill", "thread"): None,
+    ("fill", "workers"): _FILL_ALONE,
+    ("fill", "gpu"): _FILL_ALONE,
+    ("iterable", "thread"): None,
+    ("iterable", "workers"): None,
+    ("iterable", "gpu"): _DEVICE_NEEDS + "an iterable of batches ({given})",
+    ("map", "thread"): None,
+    ("map", "workers"): None,
+    ("map", "gpu"): _DEVICE_NEEDS + "a map-style dataset",
+    ("arrays", "copy pool"): None,
     ("arrays", "workers"): "an array dataset is gathered by native threads in this process (the copy pool, "
     "theano_queue._engine.set_copy_threads); worker processes would only copy the same rows again: leave workers=0",
+    ("held arrays", "gpu"): None,
     ("held arrays", "workers"): "with device=True the GPU gathers the rows from its own copy of the arrays; worker "
     "processes would have nothing to do: leave workers=0",
 }
 
 
-def runner(source: str, workers: int, where: str) -> str:
-    """Who runs ``source`` ("workers" when asked for, else its own runner); TypeError with the table's reason."""
-    chosen = "workers" if workers else OWN_RUNNER[source]
-    reason = REFUSED.get((source, chosen))
-    if reason:
-        raise TypeError("%s: %s" % (where, reason))
-    return chosen
+def source_of(dataset: Any, fill: Any, arrays: Optional[list], device: bool, where: str) -> str:
+    """What feeds the queue: "fill", "arrays" ("held arrays" with device=True), "map" or "iterable"."""
+    if fill is not None:
+        return "fill"
+    if arrays is not None:
+        return "held arrays" if device else "arrays"
+    if is_map_style(dataset):
+        return "map"
+    if hasattr(dataset, "__iter__"):
+        return "iterable"
+    raise TypeError(
+        "%s: expected an iterable of batches or a map-style dataset, got %r" % (where, type(dataset).__name__)
+    )
+
+
+def runner_of(source: str, workers: int, device: bool, dataset: Any, where: str) -> str:
+    """Who runs ``source``: the GPU (device=True), worker processes (workers >= 1), else the source's own
+    runner; TypeError with the table's reason for a refused pair.  Asking for both is two pairs to allow."""
+    asked = [name for name, on in (("gpu", device), ("workers", workers)) if on] or [OWN_RUNNER[source]]
+    for chosen in asked:
+        reason = PAIRS[source, chosen]
+        if reason:
+            raise TypeError("%s: %s" % (where, reason.format(given=type(dataset).__name__)))
+    return asked[0]
 
 
 def _flag(value: Any, name: str, meaning: str, where: str) -> None:
@@ -102,8 +139,8 @@ def make_producer(
     timeout: Any = None,
     device: Any = False,
 ) -> Producer:
-    """The producer for a Feeder's arguments: fill, iterable, map-style (inline or workers) or array dataset
-    (gathered on the host, or held in GPU memory with ``device``)."""
+    """The producer for a Feeder's arguments: the source, the runner the table allows it, the source's own
+    arguments checked, then built."""
     where = "Feeder(%s)" % port.name
     _flag(device, "device", "hold the array dataset in GPU memory and gather it there", where)
     _flag(shuffle, "shuffle", "a new order of the samples each epoch", where)
@@ -112,67 +149,51 @@ def make_producer(
     workers = _count(workers, "workers", where)
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where, device)
-    if fill is not None:
-        runner("fill", workers, where)
-        if (
-            shuffle
-            or state is not None
-            or _shard(shard, where) != (0, 1)
-            or drop_last
-            or epochs != 1
-            or bucket_by is not None
-            or device
-        ):
-            raise TypeError("%s: %s" % (where, REFUSED["fill", "workers"]))  # the same arguments are a dataset's
+    arrays = None if fill is not None else array_sources(dataset, port.components, port.name)
+    source = source_of(dataset, fill, arrays, device, where)
+    runner = runner_of(source, workers, device, dataset, where)
+    pool = dict(seed=seed, ordered=ordered, start_method=start_method, timeout=timeout)  # the workers' own
+    if source == "fill":
+        _fill_arguments(shuffle, shard, drop_last, epochs, state, bucket_by, bucket_window, where)
         return FillProducer(feeder, port, fill)
-    layout = port._layout
-    arrays = array_sources(dataset, port.components, port.name)
-    if arrays is not None and layout.varying:
-        raise TypeError(
-            "%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
-            "give a map-style dataset whose samples have their own lengths"
-            % (where, ", ".join(map(repr, layout.variable_names())))
+    if source == "iterable":
+        skips = _iterable_arguments(
+            dataset, workers, shuffle, shard, drop_last, epochs, state, bucket_by, bucket_window, where
         )
-    if device and arrays is None:
-        raise TypeError(
-            "%s: device=True holds an array dataset in GPU memory: a tuple (component order) or dict (component "
-            "names) of numpy arrays, one per component; got %s"
-            % (
-                where,
-                "a map-style dataset"
-                if is_map_style(dataset)
-                else "an iterable of batches (%s)" % type(dataset).__name__,
-            )
-        )
-    if arrays is not None or is_map_style(dataset):
-        sampler, cursor = _sampler(
-            port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
-        )
-        if arrays is not None:
-            if runner("held arrays" if device else "arrays", workers, where) == "gpu":
-                return HeldArrayProducer(feeder, port, arrays, sampler, cursor)
-            return ArrayProducer(feeder, port, arrays, sampler, cursor)
-        if layout.varying and hasattr(dataset, "read_into"):
-            raise TypeError(
-                "%s: read_into(i, row) writes into rows of fixed shape; with variable-length "
-                "component(s) %s the feeder reads dataset[i] instead: remove read_into"
-                % (where, ", ".join(map(repr, layout.variable_names())))
-            )
-        if workers == 0:
-            return InlineMapProducer(feeder, port, dataset, sampler, cursor)
-        return WorkerProducer(
-            feeder,
-            port,
-            dataset,
-            workers,
-            "map",
-            sampler=sampler,
-            cursor=cursor,
-            seed=seed,
-            ordered=ordered,
-            start_method=start_method,
-            timeout=timeout,
-        )
+        if runner == "thread":
+            return IterableProducer(feeder, port, dataset, epochs, skips[0])
+        return WorkerProducer(feeder, port, dataset, workers, "iter", skips=skips, epochs=epochs, **pool)
+    _rows_arguments(port, dataset, source, where)
+    sampler, cursor = _sampler(
+        port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
+    )
+    if source == "held arrays":
+        return HeldArrayProducer(feeder, port, arrays, sampler, cursor)
+    if source == "arrays":
+        return ArrayProducer(feeder, port, arrays, sampler, cursor)
+    if runner == "thread":
+        return InlineMapProducer(feeder, port, dataset, sampler, cursor)
+    return WorkerProducer(feeder, port, dataset, workers, "map", sampler=sampler, cursor=cursor, **pool)
+
+
+def _fill_arguments(shuffle, shard, drop_last, epochs, state, bucket_by, bucket_window, where):
+    """A fill function's own arguments checked: it writes each batch itself, so choosing samples is no
+    argument of its own."""
+    if (
+        shuffle
+        or state is not None
+        or _shard(shard, where) != (0, 1)
+        or drop_last
+        or epochs != 1
+        or bucket_by is not None
+        or bucket_window is not None
+    ):
+        raise TypeError("%s: %s" % (where, _FILL_ALONE))  # the sampling arguments are a dataset's
+
+
+def _iterable_arguments(dataset, workers, shuffle, shard, drop_last, epochs, state, bucket_by, bucket_window, where):
+    """An iterable's own arguments checked: it yields whole batches in its own order, as often as it can be
+    run; the batches ``state`` has each stream skip."""
     if bucket_by is not None or bucket_window is not None:
         raise ValueError(
             "%s: bucket_by groups the samples of a map-style dataset (or an array dataset) into "
@@ -184,34 +205,34 @@ def make_producer(
             "__getitem__ giving one sample); an iterable yields whole batches in its own order: split "
             "it with tq.worker_info() and your rank yourself" % where
         )
-    if not hasattr(dataset, "__iter__"):
-        raise TypeError(
-            "%s: expected an iterable of batches or a map-style dataset, got %r" % (where, type(dataset).__name__)
-        )
     if epochs != 1 and isinstance(dataset, collections.abc.Iterator):
         raise ValueError(
             "%s: epochs=%r needs an iterable that can be run again (a list, or an object whose "
             "__iter__ starts over); a generator or iterator runs once" % (where, epochs)
         )
     try:
-        skips = iterable_skips(state, max(workers, 1), stream_lengths(dataset, epochs, max(workers, 1)))
+        return iterable_skips(state, max(workers, 1), stream_lengths(dataset, epochs, max(workers, 1)))
     except ValueError as exc:
         raise ValueError("%s: %s" % (where, exc)) from None
-    if workers == 0:
-        return IterableProducer(feeder, port, dataset, epochs, skips[0])
-    return WorkerProducer(
-        feeder,
-        port,
-        dataset,
-        workers,
-        "iter",
-        skips=skips,
-        epochs=epochs,
-        seed=seed,
-        ordered=ordered,
-        start_method=start_method,
-        timeout=timeout,
-    )
+
+
+def _rows_arguments(port, dataset, source, where):
+    """A dataset of samples against the queue's variable-length components: an array holds rows of one
+    shape, ``read_into`` writes into rows of fixed shape."""
+    layout = port._layout
+    if not layout.varying:
+        return
+    names = ", ".join(map(repr, layout.variable_names()))
+    if source != "map":
+        raise TypeError(
+            "%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
+            "give a map-style dataset whose samples have their own lengths" % (where, names)
+        )
+    if hasattr(dataset, "read_into"):
+        raise TypeError(
+            "%s: read_into(i, row) writes into rows of fixed shape; with variable-length "
+            "component(s) %s the feeder reads dataset[i] instead: remove read_into" % (where, names)
+        )
 
 
 def _sampler(port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where):

@@ -370,7 +370,7 @@ class Feeder:
     @property
     def batches_per_epoch(self) -> Optional[int]:
         """Elements per epoch of a map-style or array dataset (None for an iterable)."""
-        sampler = getattr(self._producer, "sampler", None)
+        sampler = getattr(getattr(self._producer, "schedule", None), "sampler", None)  # a sampled dataset's
         return sampler.batches_per_epoch if sampler is not None else None
 
     @property

@@ -17,7 +17,7 @@ from ..spec import element_in_order
 from .gil import ThreadClock
 from .rows import RowWriter, SampleError, describe_failure, sample_failed
 from .sources import stream
-from .state import Progress, iterable_state
+from .state import Progress, Schedule, iterable_state
 
 
 class Producer(Protocol):
@@ -177,12 +177,12 @@ class InlineMapProducer(InProcessProducer):
 
     def __init__(self, feeder, port, dataset: Any, sampler, cursor):
         super().__init__(feeder, port)
-        self.sampler, self.start_cursor, self.consumed = sampler, cursor.copy(), cursor.copy()
+        self.schedule = Schedule(sampler, cursor, self.progress)
         self.writer = RowWriter(port._layout, dataset, port.name) if dataset is not None else None
 
     def run(self, stop) -> bool:
-        for position in self.sampler.pending(self.start_cursor):
-            indices = self.sampler.batch(position)
+        for position in self.schedule.pending():
+            indices = self.schedule.sampler.batch(position)
             try:
                 # The writer gives the slot back if filling it raises, and commits it otherwise.
                 with self.port.writer(math.inf, stop) as slot:
@@ -204,8 +204,8 @@ class InlineMapProducer(InProcessProducer):
                 "sample %d (batch %d of epoch %d) raised %s: %s\n\nTraceback:\n%s"
                 % (
                     exc.index,
-                    position % self.sampler.batches_per_epoch,
-                    self.sampler.epoch_of(position),
+                    position % self.schedule.sampler.batches_per_epoch,
+                    self.schedule.sampler.epoch_of(position),
                     type(cause).__name__,
                     cause,
                     text.rstrip(),
@@ -218,14 +218,10 @@ class InlineMapProducer(InProcessProducer):
         finally:
             self.busy += time.perf_counter() - began
         slot.rows = len(indices)
-        with self.progress.lock:  # before the commit: consumers may take it at once
-            self.progress.log.append(position)
+        self.progress.committing(position)
 
     def state_dict(self) -> dict:
-        with self.progress.lock:
-            for position in self.progress.consumed_keys():
-                self.consumed.add(position)
-            return self.sampler.state_dict(self.consumed)
+        return self.schedule.state_dict()
 
     def stats(self) -> dict:
         elapsed = self.elapsed()
@@ -233,6 +229,6 @@ class InlineMapProducer(InProcessProducer):
         stats.update(
             samples=self.samples,
             samples_per_s=self.samples / elapsed if elapsed else 0.0,
-            batches_per_epoch=self.sampler.batches_per_epoch,
+            batches_per_epoch=self.schedule.sampler.batches_per_epoch,
         )
         return stats

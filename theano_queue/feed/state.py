@@ -134,3 +134,44 @@ class Progress:
             keys.append(self.log.popleft())
             self.taken += 1
         return keys
+
+    def committing(self, *keys) -> None:
+        """Logs the keys of the elements about to be committed, in commit order: before the commit, since
+        consumers may take them at once."""
+        with self.lock:
+            self.log.extend(keys)
+
+
+class Schedule:
+    """The schedule of a map-style or array dataset, one for every runner (the Feeder's thread, the worker
+    pool, the copy pool, the GPU): the sampler, the cursor the run starts from, the positions the consumer
+    took (logged in ``progress`` by the runner) and :meth:`state_dict`."""
+
+    def __init__(self, sampler: Any, cursor: Any, progress: Progress):
+        self.sampler, self.start_cursor, self.consumed = sampler, cursor.copy(), cursor.copy()
+        self.progress = progress
+
+    def pending(self):
+        """The positions this run produces, in order (those the resumed state had taken left out)."""
+        return self.sampler.pending(self.start_cursor)
+
+    def state_dict(self) -> dict:
+        with self.progress.lock:
+            for position in self.progress.consumed_keys():
+                self.consumed.add(position)
+            return self.sampler.state_dict(self.consumed)
+
+
+class Streams:
+    """The schedule of an iterable run by workers: one stream per worker, each resumed by skipping the
+    elements it had given; keys are (stream, n)."""
+
+    def __init__(self, skips: List[int], progress: Progress):
+        self.skips, self.consumed = list(skips), list(skips)
+        self.progress = progress
+
+    def state_dict(self) -> dict:
+        with self.progress.lock:
+            for key in self.progress.consumed_keys():
+                self.consumed[key[0]] += 1
+            return iterable_state(self.consumed)

@@ -122,8 +122,8 @@ class WorkerWatch:
             _, _, _, row0, rows = p.MAP_ITEM.unpack_from(item.message)
             indices = np.frombuffer(item.message, np.int64, rows, p.MAP_ITEM.size)
             where = "batch %d of epoch %d" % (
-                item.batch.key % self.sampler.batches_per_epoch,
-                self.sampler.epoch_of(item.batch.key),
+                item.batch.key % self.schedule.sampler.batches_per_epoch,
+                self.schedule.sampler.epoch_of(item.batch.key),
             )
             listed = indices.tolist() if rows <= 8 else "[%s, ... %d]" % (str(indices[:3].tolist())[1:-1], indices[-1])
             if current is not None and current in indices:
