@@ -34,7 +34,8 @@ def test_one_of_two_feeders_on_a_queue_refuses_a_state_that_would_overcount():
 
 def test_a_q_put_during_a_run_makes_the_state_refuse():
     q = tq.Queue(SPEC, capacity=8, target="cpu")
-    feeder = tq.Feeder(q, Tagged(16), name="solo")
+    # More batches than the queue holds: the run is still going (and the queue open) at the second put.
+    feeder = tq.Feeder(q, Tagged(8 * 40), name="solo")
     q.put(np.zeros((8, 5, 3), "float32"), np.zeros(8, "int64"))  # before start: not this run's
     with feeder:
         q.get(timeout=20)
