@@ -218,6 +218,26 @@ class OneThreadAtATime:
     }""" % dict(name=name, who=type(self).__name__, refused=TWO_THREADS, warned=SECOND_THREAD, call=call, fail=fail)
 
 
+class DequeueApply(Apply):
+    """A dequeue's node: cloned onto the same inputs, it is itself.
+
+    ``theano.clone(cost, {w: w2})`` rebuilds every node between the cost and
+    its leaves; a copy of the Dequeue would take an element of its own, so
+    the clone would see another batch than the cost it was made from.
+    PyMC3's ``fit(obj_n_mc > 1)`` clones its loss once per posterior sample
+    inside a ``theano.scan``: with copies the Dequeue (and its token, which
+    scan's gradient cannot zero) would move into the scan's loop and take
+    one element per sample.  Kept as it is, the dequeued variables enter the
+    scan from outside: one element a step, whatever the number of samples.
+    New inputs (a function's own copy of the graph) still make a new node.
+    """
+
+    def clone_with_new_inputs(self, inputs, strict=True):
+        if len(inputs) == len(self.inputs) and all(new is old for new, old in zip(inputs, self.inputs)):
+            return self
+        return super().clone_with_new_inputs(inputs, strict)
+
+
 class Dequeue(OneThreadAtATime, QueueCOp):
     """Takes the next element of a queue: one output per component.
 
@@ -233,7 +253,7 @@ class Dequeue(OneThreadAtATime, QueueCOp):
     c_file = "dequeue.c"
 
     def make_node(self, token):
-        node = Apply(self, [token], self.output_types())
+        node = DequeueApply(self, [token], self.output_types())
         if theano.config.compute_test_value != "off":
             self.set_test_values(node)
         return node
