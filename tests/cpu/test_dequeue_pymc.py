@@ -49,9 +49,16 @@ def test_dequeued_variables_have_test_values_when_asked_and_take_nothing(setting
     assert q.size() == 1  # building the graph took no element
 
 
-def test_no_test_values_by_default():
-    x, _ = make_queue().dequeue()
-    assert not hasattr(x.tag, "test_value")
+def test_dequeued_before_compute_test_value_is_on_still_have_test_values():
+    """The doc's order: q.dequeue() first, then the PyMC3 model (which turns compute_test_value on)."""
+    q = make_queue()
+    q.put(np.ones((4, 3), "float32"), np.arange(4, dtype="int32"))
+    x, y = q.dequeue()
+    with theano.change_flags(compute_test_value="raise"):
+        total = (x.sum(1) + y).sum()
+    assert float(total.tag.test_value) == 0.0
+    assert x.tag.test_value.shape == (4, 3) and y.tag.test_value.dtype == np.int32
+    assert q.size() == 1
 
 
 def test_clone_keeps_the_dequeue_node():
