@@ -27,7 +27,7 @@ from theano.gpuarray.opt import register_opt
 from theano.gpuarray.type import GpuArrayType, get_context, gpu_context_type
 from theano.tensor import lscalar
 
-from .ops import Dequeue, Enqueue, OneThreadAtATime, QueueCOp
+from .ops import Dequeue, DequeueApply, Enqueue, OneThreadAtATime, QueueCOp
 from .paths import header_dirs
 
 GPU_HEADERS = [
@@ -77,7 +77,7 @@ class GpuDequeue(OneThreadAtATime, GpuQueueCOp):
 
     def make_node(self, token):
         outputs = [GpuArrayType(c.dtype, c.broadcastable, context_name=self.context_name)() for c in self.components]
-        return Apply(self, [token], outputs)
+        return DequeueApply(self, [token], outputs)
 
     def c_code(self, node, name, inputs, outputs, sub):
         call = 'tq_gpu_dequeue_into("GpuDequeue", %s, tq_outputs, tq_typecodes, %d, %s)' % (

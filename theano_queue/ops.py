@@ -35,6 +35,7 @@ from theano.compile import optdb
 from theano.compile.sharedvalue import SharedVariable
 from theano.gof import Apply, COp, Optimizer, toolbox
 from theano.gof.type import generic
+from theano.gof.utils import scratchpad
 from theano.gradient import DisconnectedType
 from theano.tensor import TensorType, as_tensor_variable, lscalar
 from theano.tensor.opt import Assert
@@ -218,6 +219,40 @@ class OneThreadAtATime:
     }""" % dict(name=name, who=type(self).__name__, refused=TWO_THREADS, warned=SECOND_THREAD, call=call, fail=fail)
 
 
+class DequeuedTag(scratchpad):
+    """A dequeued variable's tag, whose ``test_value`` is zeros of its component's full shape, made when asked."""
+
+    def __init__(self, shape, dtype):
+        self.__dict__["tq_test_shape"] = (tuple(int(n) for n in shape), np.dtype(dtype))
+
+    def __getattr__(self, name):
+        if name != "test_value" or "tq_test_shape" not in self.__dict__:
+            raise AttributeError(name)
+        shape, dtype = self.__dict__["tq_test_shape"]
+        value = self.__dict__["test_value"] = np.zeros(shape, dtype)
+        return value
+
+
+class DequeueApply(Apply):
+    """A dequeue's node: cloned onto the same inputs, it is itself.
+
+    ``theano.clone(cost, {w: w2})`` rebuilds every node between the cost and
+    its leaves; a copy of the Dequeue would take an element of its own, so
+    the clone would see another batch than the cost it was made from.
+    PyMC3's ``fit(obj_n_mc > 1)`` clones its loss once per posterior sample
+    inside a ``theano.scan``: with copies the Dequeue (and its token, which
+    scan's gradient cannot zero) would move into the scan's loop and take
+    one element per sample.  Kept as it is, the dequeued variables enter the
+    scan from outside: one element a step, whatever the number of samples.
+    New inputs (a function's own copy of the graph) still make a new node.
+    """
+
+    def clone_with_new_inputs(self, inputs, strict=True):
+        if len(inputs) == len(self.inputs) and all(new is old for new, old in zip(inputs, self.inputs)):
+            return self
+        return super().clone_with_new_inputs(inputs, strict)
+
+
 class Dequeue(OneThreadAtATime, QueueCOp):
     """Takes the next element of a queue: one output per component.
 
@@ -233,19 +268,22 @@ class Dequeue(OneThreadAtATime, QueueCOp):
     c_file = "dequeue.c"
 
     def make_node(self, token):
-        node = Apply(self, [token], self.output_types())
-        if theano.config.compute_test_value != "off":
-            self.set_test_values(node)
+        node = DequeueApply(self, [token], self.output_types())
+        self.set_test_values(node)
         return node
 
     def set_test_values(self, node):
         """Zeros of each component's full shape as the outputs' test values (PyMC3 builds its model with them).
 
-        Theano would otherwise compute them by running the Op, which takes an
-        element from the queue (or waits for one) while the graph is built.
+        Made when first asked (:class:`DequeuedTag`), so that they are there
+        whenever ``compute_test_value`` is on, including for a dequeue made
+        before it was turned on (PyMC3 turns it on inside its model), and cost
+        nothing otherwise.  Theano would otherwise compute them by running
+        the Op, which takes an element from the queue (or waits for one)
+        while the graph is built.
         """
         for out, component in zip(node.outputs, self.components):
-            out.tag.test_value = np.zeros([int(n) for n in component.shape], component.dtype)
+            out.tag = DequeuedTag(component.shape, component.dtype)
 
     def perform(self, node, inputs, outputs, params=None):
         if getattr(node.tag, "tq_caller", None) not in (None, threading.get_ident()):
