@@ -17,7 +17,10 @@ fed        a Feeder over the same generator, the step ``f()`` dequeuing
 fed-nohand the same with the dequeue's GIL hand-over off (``_engine.set_gil_hand_over``)
 prefilled  ``f()`` dequeuing from a ring filled beforehand, no producer
 array      an array-dataset Feeder over the same arrays (shuffle=True)
-held       the same, the arrays held in GPU memory (``device=True``: gathered there)
+held       the same, the arrays held in GPU memory (``device=True``: gathered there, by the dequeue on the
+           step's stream)
+held-copy  the same, each batch gathered by the Feeder on the queue's copy stream instead
+           (``_engine.set_held_gather_in_step(0)``: how every held batch was gathered before)
 generator  the generator alone: ``next()``, no step (its numpy gather holds the GIL throughout)
 
 and the ratios the issue asks for: fed / given (<= 1: never slower than the
@@ -46,7 +49,7 @@ import theano_queue as tq  # noqa: E402
 from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
 
-PARTS = ("resident", "given", "fed", "fed-nohand", "prefilled", "array", "held", "generator")
+PARTS = ("resident", "given", "fed", "fed-nohand", "prefilled", "array", "held", "held-copy", "generator")
 BATCH, COLS = 500, 784
 WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -99,7 +102,7 @@ class Step:
         if part == "generator":
             batches = forever(self.data, self.labels, BATCH)
             return time_steps(lambda: next(batches), steps)
-        if part == "held" and not self.queue.on_gpu:
+        if part in ("held", "held-copy") and not self.queue.on_gpu:
             return float("nan")  # device=True holds the arrays in GPU memory: a host queue has none
         if part in ("fed", "fed-nohand"):
             feeder = tq.Feeder(self.queue, forever(self.data, self.labels, BATCH), close_when_done=False)
@@ -111,15 +114,18 @@ class Step:
                 epochs=None,
                 drop_last=True,
                 close_when_done=False,
-                device=part == "held",
+                device=part.startswith("held"),
             )
         was = _engine.set_gil_hand_over(part != "fed-nohand")
+        in_step = _engine.set_held_gather_in_step(0) if part == "held-copy" else None
         try:
             with feeder:
                 seconds = time_steps(self.fed, steps)
                 self.feeder_stats[part] = feeder.stats()
         finally:
             _engine.set_gil_hand_over(was)
+            if in_step is not None:
+                _engine.set_held_gather_in_step(in_step)
         self.queue.close(cancel_pending=True)
         self.queue.reopen()
         return seconds
@@ -177,6 +183,7 @@ def profile(target_s, data, labels, steps, rounds, capacity=3, log=None):
         "prefilled / resident": median["prefilled"] / median["resident"],
         "array / resident": median["array"] / median["resident"],
         "held / resident": median["held"] / median["resident"],
+        "held-copy / resident": median["held-copy"] / median["resident"],
         # The best rounds too: on a shared machine the noise only ever adds time.
         "best fed / given": best["fed"] / best["given"],
         "best fed / prefilled": best["fed"] / best["prefilled"],

@@ -10,6 +10,10 @@ side by side in one run:
   without the queue: the dataset in a ``theano.shared``, a shuffled minibatch indexed inside the graph;
 * a 3-layer MLP step on those batches: fed by ``device=True``, against the same step on a batch already resident
   in a shared variable, and against that shared-variable idiom.
+
+Both take ``device=True`` two ways: as the engine chooses for a batch this large (the Feeder gathers it on the
+queue's copy stream, beside the step), and gathered by the dequeue on the step's own stream, as batches of up to
+2 MiB are (``_engine.set_held_gather_in_step``).
 """
 
 import statistics
@@ -20,6 +24,7 @@ import theano.tensor as T
 
 import theano_queue as tq
 from bench.common import MiB, best_of, mlp_train_step, reading, time_steps
+from theano_queue import _engine
 from theano_queue.probe import h2d_seconds
 
 HIDDEN = 1024
@@ -38,13 +43,20 @@ def pcie_gbps(b, nbytes):
     return nbytes / best_of(lambda: h2d_seconds(nbytes, b.steps_for(nbytes, 4096))) / 1e9
 
 
-def fed_seconds(q, step, data, labels, steps, device):
-    """Seconds per call of step() while an endless shuffled Feeder over (data, labels) fills q."""
-    with tq.Feeder(
-        q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False, device=device
-    ) as feeder:
-        seconds = best_of(lambda: time_steps(step, steps), 2)
-        gather = feeder.stats()["gather"]
+def fed_seconds(q, step, data, labels, steps, device, in_step=False):
+    """Seconds per call of step() while an endless shuffled Feeder over (data, labels) fills q; with
+    ``in_step``, a held batch of any size is gathered by the dequeue on the step's stream (by default only
+    batches of up to 2 MiB are, larger ones by the Feeder on the copy stream)."""
+    was = _engine.set_held_gather_in_step(1 << 62) if in_step else None
+    try:
+        with tq.Feeder(
+            q, (data, labels), shuffle=True, epochs=None, drop_last=True, close_when_done=False, device=device
+        ) as feeder:
+            seconds = best_of(lambda: time_steps(step, steps), 2)
+            gather = feeder.stats()["gather"]
+    finally:
+        if was is not None:
+            _engine.set_held_gather_in_step(was)
     q.close(cancel_pending=True)
     q.reopen()
     return seconds, gather
@@ -88,12 +100,13 @@ def held_dataset(b):
     transfer = reading(theano.function([], x[0, 0]))
     idiom = SharedIdiom(data, labels, batch)
     idiom_transfer = idiom.step(idiom.batch_x[0, 0])
-    seconds = {True: [], False: [], "idiom": []}
+    seconds = {True: [], False: [], "in step": [], "idiom": []}
     gathers = {}
     for _ in range(rounds):
         for device in (True, False):
             spent, gathers[device] = fed_seconds(q, transfer, data, labels, gather_steps, device)
             seconds[device].append(spent)
+        seconds["in step"].append(fed_seconds(q, transfer, data, labels, gather_steps, True, in_step=True)[0])
         seconds["idiom"].append(best_of(lambda: time_steps(idiom_transfer, gather_steps), 2))
     rates = {k: nbytes / statistics.median(v) / 1e9 for k, v in seconds.items()}
     spread = {k: max(v) / min(v) for k, v in seconds.items()}
@@ -110,6 +123,16 @@ def held_dataset(b):
     idiom_gather = rates["idiom"]
     table.append(
         {
+            "what": "batches into a graph, device gather by the dequeue on the step's stream",
+            "MiB": nbytes / MiB,
+            "GB/s": rates["in step"],
+            "x PCIe": rates["in step"] / pcie,
+            "x idiom": rates["in step"] / idiom_gather,
+            "spread": spread["in step"],
+        }
+    )
+    table.append(
+        {
             "what": "shared-variable idiom: minibatch indexed in the graph",
             "GB/s": idiom_gather,
             "x PCIe": idiom_gather / pcie,
@@ -123,6 +146,7 @@ def held_dataset(b):
     loss, updates = mlp_train_step(x, y, cols, HIDDEN, 10, np.random.default_rng(1))
     fed = reading(theano.function([], loss, updates=updates))
     fed_s, _ = fed_seconds(q, fed, data, labels, steps, True)
+    fed_in_step_s, _ = fed_seconds(q, fed, data, labels, steps, True, in_step=True)
     resident_x, resident_y = theano.shared(data[:batch]), theano.shared(labels[:batch])
     loss_r, updates_r = mlp_train_step(resident_x, resident_y, cols, HIDDEN, 10, np.random.default_rng(1))
     resident = reading(theano.function([], loss_r, updates=updates_r))
@@ -136,6 +160,12 @@ def held_dataset(b):
             "step ms": 1e3 * fed_s,
             "x resident": fed_s / resident_s,
             "x idiom": fed_s / idiom_s,
+        },
+        {
+            "what": "MLP step, fed by device=True, gathered by the dequeue on the step's stream",
+            "step ms": 1e3 * fed_in_step_s,
+            "x resident": fed_in_step_s / resident_s,
+            "x idiom": fed_in_step_s / idiom_s,
         },
         {"what": "MLP step, batch resident in a shared variable", "step ms": 1e3 * resident_s},
         {

@@ -56,7 +56,9 @@ static void cuda_swap_staging(tq_backend *self, int a, int b)
     tq_shm_swap_slots(&((cuda_backend *)self)->staging, a, b);
 }
 
-/* The staging may still feed the copy that the slot's last publish started. */
+/* The staging may still feed the copy that the slot's last publish started,
+ * and its row numbers the gather its consumer queued (index_read): the
+ * slot's copy-stream work before that was waited for when it was written. */
 static tq_code cuda_before_write(tq_backend *self, int slot, tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
@@ -64,7 +66,12 @@ static tq_code cuda_before_write(tq_backend *self, int slot, tq_error *err)
     cuda_forget_deferred(b, slot);
     if ((code = cuda_enter(b, err)) != TQ_OK)
         return code;
-    CU(EventSynchronize, (b->filled[slot]));
+    if (b->index_on_stream && b->index_on_stream[slot]) {
+        CU(EventSynchronize, (b->index_read[slot]));
+        b->index_on_stream[slot] = 0;
+    } else {
+        CU(EventSynchronize, (b->filled[slot]));
+    }
 fail:
     cuda_leave();
     return code;
@@ -104,6 +111,7 @@ static tq_code cuda_publish(tq_backend *self, int slot, const tq_extent *extents
         deferred_upload *left = &b->deferred[slot];
         memcpy(left->extents, extents, (size_t)n_extents * sizeof *extents);
         left->n = n_extents;
+        left->gather_rows = -1;
         left->arrived = NULL;
         __atomic_add_fetch(&b->n_deferred, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&b->deferred_lock);
@@ -116,13 +124,25 @@ static tq_code cuda_publish(tq_backend *self, int slot, const tq_extent *extents
     return code;
 }
 
+/* A held batch left to the consumer is gathered into the slot itself for a
+ * reader of the slot's memory (ctx current). */
+static tq_code gather_left_into_slot(cuda_backend *b, int slot, tq_error *err)
+{
+    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_RELAXED))
+        return TQ_OK;
+    pthread_mutex_lock(&b->gather_lock);
+    tq_code code = cuda_gather_left_into_slot(b, slot, err);
+    pthread_mutex_unlock(&b->gather_lock);
+    return code;
+}
+
 static tq_code cuda_read_to_host(tq_backend *self, int slot, const tq_extent *extent, void *dst, tq_error *err)
 {
     cuda_backend *b = (cuda_backend *)self;
     tq_code code;
     if ((code = cuda_enter(b, err)) != TQ_OK)
         return code;
-    if ((code = cuda_start_deferred(b, slot, err)) != TQ_OK)
+    if ((code = gather_left_into_slot(b, slot, err)) != TQ_OK || (code = cuda_start_deferred(b, slot, err)) != TQ_OK)
         goto fail;
     CU(StreamWaitEvent, (b->copy_stream, b->filled[slot], 0));
     CU(MemcpyDtoHAsync, (dst, b->device[slot] + extent->offset, extent->bytes, b->copy_stream));
@@ -168,10 +188,17 @@ fail:
     return code;
 }
 
+/* A held batch left to the consumer is gathered straight into dsts on its
+ * stream; anything else is copied out of the slot. */
 static tq_code cuda_take(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
                          const uint64_t *dsts, tq_error *err)
 {
-    return copy_on_stream((cuda_backend *)self, slot, (CUstream)stream, extents, n, dsts, 0, err);
+    cuda_backend *b = (cuda_backend *)self;
+    int gathered;
+    tq_code code = cuda_gather_for_consumer(b, slot, (CUstream)stream, dsts, 0, NULL, &gathered, err);
+    if (code != TQ_OK || gathered)
+        return code;
+    return copy_on_stream(b, slot, (CUstream)stream, extents, n, dsts, 0, err);
 }
 
 static tq_code cuda_put_from_device(tq_backend *self, int slot, void *stream, const tq_extent *extents, int n,
@@ -229,6 +256,7 @@ static void cuda_destroy(tq_backend *self)
             tq_cu.StreamDestroy(b->copy_stream);
         }
         cuda_spares_release(b);
+        cuda_held_events_release(b);
         if (b->staging_registered) {
             tq_cu.MemHostUnregister(b->staging.base);
             cuda_count_allocated(0, -(int64_t)b->staging.bytes);

@@ -35,6 +35,13 @@ tq_code tq_cuda_current_context(void **cu_context, tq_error *err);
  * Everything else it does goes through the backend table (tq_backend.h). */
 tq_backend *tq_cuda_backend_create(void *cu_context, tq_error *err);
 
+/* The largest batch of an array dataset held in device memory whose gather
+ * the consumer queues on its own stream when it takes the batch (into the
+ * memory it reads, with no driver call in the producer's thread); larger
+ * batches are gathered on the copy stream, beside the step.  Returns the
+ * previous value (for benchmarks that compare the two). */
+size_t tq_cuda_set_held_in_step_max(size_t bytes);
+
 /* Bytes of device and pinned host memory all CUDA rings hold now. */
 void tq_cuda_allocated(uint64_t *device_bytes, uint64_t *pinned_bytes);
 /* Free and total memory of the device of cu_context. */

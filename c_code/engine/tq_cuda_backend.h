@@ -46,13 +46,20 @@ typedef struct {
 /* The kernels of the backend, one module each (tq_cuda_kernels.c). */
 typedef enum { TQ_KERNEL_STRIDED_COPY, TQ_KERNEL_GATHER_ROWS, TQ_KERNELS } tq_kernel;
 
-/* A slot's host-to-device copy that its producer left to the consumer
- * (publish with elements ahead), and the trace's callback for its arrival. */
+/* Work a producer left to the consumer of its slot, and the trace's callback
+ * for its arrival: a host-to-device copy (publish with elements ahead), or
+ * the gather of a small held batch (publish_rows of a held dataset: its row
+ * numbers already in the slot's index_host), which the consumer queues on
+ * its own stream straight into the memory it reads (tq_cuda_held.c). */
 typedef struct {
-    int n; /* extents to copy; -1: nothing left here */
+    int n; /* extents to copy (0 for a gather); -1: nothing left here */
     tq_extent extents[TQ_MAX_COMPONENTS];
     void (*arrived)(void *);
     void *arrived_arg;
+    int64_t gather_rows; /* a held batch's rows; -1: an upload */
+    int n_parts;
+    tq_row_part parts[TQ_MAX_COMPONENTS];
+    attachment held[TQ_MAX_COMPONENTS]; /* where each part is held (all are) */
 } deferred_upload;
 
 /* What the driver said of one allocation a device put read from: its range,
@@ -78,6 +85,8 @@ typedef struct {
     int state;         /* spare_state (atomic: read by claims without the claim) */
     int lent;          /* 1 while claimed (atomic) */
     CUstream borrower; /* the consumer's stream while lent */
+    CUstream freed_on; /* the stream `consumed` was last recorded on, when known */
+    int unread;        /* 1 from its making until its first lend: no reader to wait for */
 } cuda_spare;
 
 #define TQ_KNOWN_ALLOCATIONS 8 /* allocations whose facts a ring keeps */
@@ -93,11 +102,11 @@ typedef struct {
     int staging_registered; /* page-locked with cuMemHostRegister */
     CUdeviceptr *device;
     CUevent *filled, *consumed;
-    /* Uploads left to consumers, per slot; n_deferred counts them, so that a
-     * take with none to start takes no lock. */
+    /* Work left to consumers, per slot; n_deferred counts the uploads and
+     * n_left_gathers the held batches, so that a take with none takes no lock. */
     pthread_mutex_t deferred_lock;
     deferred_upload *deferred;
-    int n_deferred;
+    int n_deferred, n_left_gathers;
     pthread_mutex_t registered_lock;
     host_range *registered;
     int n_registered, registered_cap;
@@ -114,11 +123,15 @@ typedef struct {
     int on_device[TQ_MAX_COMPONENTS];     /* the components whose rows the device copies */
     CUdeviceptr *batch_dsts, *batch_srcs; /* one batch's copies, built under gather_lock */
     size_t *batch_sizes, batch_cap;
-    /* A held dataset's row numbers, index_rows per slot: written on the host
-     * (page-locked), copied to the device before the slot's gather. */
+    /* A held dataset's row numbers, index_rows per slot (as many as a slot
+     * holds): written on the host (page-locked), copied to the device before
+     * the slot's gather.  A gather on a consumer's stream reads them last
+     * (index_on_stream[slot]) before index_read[slot]; else before filled[slot]. */
     int64_t *index_host;
     CUdeviceptr index_device;
     int64_t index_rows;
+    CUevent *index_read;
+    int *index_on_stream;
     /* Device puts (tq_cuda_device.c), under device_lock: events of ctx kept
      * for ordering the copy after a producer's stream, and the facts of the
      * allocations last put from. */
@@ -143,8 +156,15 @@ static inline tq_code cuda_enter(cuda_backend *b, tq_error *err)
 tq_code cuda_upload(cuda_backend *b, int slot, const tq_extent *extents, int n, tq_error *err);
 /* A consumer, before it reads `first`: starts every upload left to it. */
 tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err);
-/* A producer that writes `slot` anew drops an upload still left there. */
+/* A producer that writes `slot` anew drops the work still left there. */
 void cuda_forget_deferred(cuda_backend *b, int slot);
+/* Leaves a held batch's gather to the slot's consumer (its row numbers
+ * already staged). */
+void cuda_leave_gather(cuda_backend *b, int slot, const deferred_upload *gather);
+/* Takes the held batch's gather left for `slot` out of the table; 0 when none was. */
+int cuda_take_left_gather(cuda_backend *b, int slot, deferred_upload *out);
+/* Calls a trace's arrival callback once `stream` has done what is queued on it now. */
+void cuda_arrival_after(deferred_upload *left, CUstream stream, int failed);
 
 /* ---- tq_cuda_pin.c ---- */
 /* A use of the page-locked, mapped range [start, end), locked now when no
@@ -177,14 +197,35 @@ tq_code cuda_held_fits(cuda_backend *b, size_t total, tq_error *err);
 tq_code cuda_hold_range(cuda_backend *b, char *start, char *end, attachment *out, tq_error *err);
 /* Frees what cuda_hold_range allocated (ctx current, nothing queued reads it). */
 void cuda_release_held(attachment *at);
+/* Makes the row numbers' buffers, as many rows a slot as it holds, for
+ * sources of these rows' sizes (ctx current, gather_lock held). */
+tq_code cuda_held_index_make(cuda_backend *b, const size_t *row_bytes, int n, tq_error *err);
 /* Frees the row numbers' buffers (ctx current, nothing queued reads them). */
 void cuda_held_index_free(cuda_backend *b);
+/* Destroys the events of index_read once done (ctx current, at destroy). */
+void cuda_held_events_release(cuda_backend *b);
 /* Queues the gather of component rows idx[0..rows) from held memory into
- * the slot, on the copy stream, for each part whose held[c] is not NULL;
- * the row numbers go up first, their buffers made or grown as needed (ctx
- * current, gather_lock held). */
+ * the slot on the copy stream, for each part whose held[c] is not NULL, the
+ * row numbers first (ctx current, gather_lock held). */
 tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
                          const int64_t *idx, int64_t rows, tq_error *err);
+/* 1 when publish_rows leaves the gather of a batch of every part held to
+ * its consumer: a small one (tq_cuda_set_held_in_step_max). */
+int cuda_held_left_to_consumer(const tq_row_part *parts, int n, int64_t rows);
+/* Leaves that gather to the slot's consumer: the row numbers staged, no
+ * driver call (gather_lock held). */
+tq_code cuda_leave_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
+                        const int64_t *idx, int64_t rows, tq_error *err);
+/* A consumer's take (dsts, one a component) or lend (into `block`, after
+ * `block_free` unless NULL) of a slot whose held batch was left to it: the
+ * gather queued on its stream, *done set to 1; *done 0 when none was left
+ * (ctx not current, gather_lock not held). */
+tq_code cuda_gather_for_consumer(cuda_backend *b, int slot, CUstream stream, const uint64_t *dsts, CUdeviceptr block,
+                                 CUevent block_free, int *done, tq_error *err);
+/* A held batch left to the consumer, gathered into the slot's own device
+ * memory on the copy stream and recorded as filled: for readers of the slot
+ * itself (read_to_host) and a detach (ctx current; gather_lock held). */
+tq_code cuda_gather_left_into_slot(cuda_backend *b, int slot, tq_error *err);
 
 /* ---- tq_cuda_lend.c: the backend table's lend and give_back ---- */
 tq_code cuda_lend(tq_backend *self, int slot, void *stream, int *lease, void **data, tq_error *err);

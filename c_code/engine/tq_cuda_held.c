@@ -64,11 +64,67 @@ void cuda_release_held(attachment *at)
     at->held_bytes = 0;
 }
 
-static tq_code held_index_alloc(cuda_backend *b, int64_t rows, tq_error *err)
+/* The largest batch whose gather a producer leaves to the consumer's stream
+ * (tq_cuda_set_held_in_step_max). */
+static size_t held_in_step_max = (size_t)2 << 20;
+
+size_t tq_cuda_set_held_in_step_max(size_t bytes)
 {
-    size_t bytes = (size_t)b->capacity * (size_t)(rows > 0 ? rows : 1) * sizeof(int64_t);
-    int registered = 0;
+    return __atomic_exchange_n(&held_in_step_max, bytes, __ATOMIC_RELAXED);
+}
+
+/* The events after each slot's last read of its row numbers on a consumer's
+ * stream: made at the first attach, kept until the backend is destroyed (a
+ * producer's before_write reads them without the gather_lock). */
+static tq_code index_read_events(cuda_backend *b, tq_error *err)
+{
     tq_code code = TQ_OK;
+    if (b->index_read)
+        return TQ_OK;
+    CUevent *events = calloc((size_t)b->capacity, sizeof *events);
+    int *on_stream = calloc((size_t)b->capacity, sizeof *on_stream);
+    int made = 0;
+    if (!events || !on_stream) {
+        code = tq_set_error(err, TQ_ENOMEM, "out of host memory for the row numbers' events");
+        goto fail;
+    }
+    for (; made < b->capacity; made++)
+        CU(EventCreate, (&events[made], CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC));
+    b->index_read = events;
+    b->index_on_stream = on_stream;
+    return TQ_OK;
+fail:
+    while (made > 0)
+        tq_cu.EventDestroy(events[--made]);
+    free(events);
+    free(on_stream);
+    return code;
+}
+
+void cuda_held_events_release(cuda_backend *b)
+{
+    for (int i = 0; b->index_read && i < b->capacity; i++) {
+        tq_cu.EventSynchronize(b->index_read[i]);
+        tq_cu.EventDestroy(b->index_read[i]);
+    }
+    free(b->index_read);
+    free(b->index_on_stream);
+    b->index_read = NULL;
+    b->index_on_stream = NULL;
+}
+
+tq_code cuda_held_index_make(cuda_backend *b, const size_t *row_bytes, int n, tq_error *err)
+{
+    size_t all_row_bytes = 0;
+    for (int c = 0; c < n; c++)
+        all_row_bytes += row_bytes[c];
+    /* Every component of an array dataset has a batch's rows: no slot holds more. */
+    int64_t rows = all_row_bytes && b->slot_bytes >= all_row_bytes ? (int64_t)(b->slot_bytes / all_row_bytes) : 1;
+    size_t bytes = (size_t)b->capacity * (size_t)rows * sizeof(int64_t);
+    int registered = 0;
+    tq_code code;
+    if ((code = index_read_events(b, err)) != TQ_OK)
+        return code;
     /* Page-locked, so that the copy of a batch's row numbers is asynchronous. */
     void *host = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (!host)
@@ -77,7 +133,7 @@ static tq_code held_index_alloc(cuda_backend *b, int64_t rows, tq_error *err)
     registered = 1;
     CU(MemAlloc, (&b->index_device, bytes));
     b->index_host = host;
-    b->index_rows = rows > 0 ? rows : 1;
+    b->index_rows = rows;
     cuda_count_allocated((int64_t)bytes, (int64_t)bytes);
     return TQ_OK;
 fail:
@@ -102,23 +158,6 @@ void cuda_held_index_free(cuda_backend *b)
     b->index_rows = 0;
 }
 
-/* Room for the row numbers of `rows`-row batches (ctx current, gather_lock
- * held): made at the first gather, and remade larger (after the gathers in
- * flight, which read the old) when a batch outgrows it. */
-static tq_code held_index_room(cuda_backend *b, int64_t rows, tq_error *err)
-{
-    tq_code code = TQ_OK;
-    if (b->index_host && rows <= b->index_rows)
-        return TQ_OK;
-    if (b->index_host) {
-        CU(StreamSynchronize, (b->copy_stream));
-        cuda_held_index_free(b);
-    }
-    code = held_index_alloc(b, rows, err);
-fail:
-    return code;
-}
-
 /* The widest unit (16, 8, 4, 2 or 1 bytes) dividing every address and size
  * the kernel steps by. */
 static int gather_unit(CUdeviceptr src, long long stride, size_t row_bytes, CUdeviceptr dst)
@@ -130,13 +169,12 @@ static int gather_unit(CUdeviceptr src, long long stride, size_t row_bytes, CUde
     return 1;
 }
 
-/* One kernel: rows idx[0..rows) of part's held source into the slot. */
-static tq_code launch_gather(cuda_backend *b, CUfunction fn, int slot, const tq_row_part *part, const attachment *at,
-                             CUdeviceptr idx, int64_t rows, tq_error *err)
+/* One kernel on `stream`: rows idx[0..rows) of part's held source into dst. */
+static tq_code launch_gather(CUfunction fn, CUstream stream, CUdeviceptr dst, const tq_row_part *part,
+                             const attachment *at, CUdeviceptr idx, int64_t rows, tq_error *err)
 {
     tq_code code = TQ_OK;
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)part->src.base + (CUdeviceptr)at->to_device;
-    CUdeviceptr dst = b->device[slot] + part->offset;
     long long stride = (long long)part->src.stride;
     int unit = gather_unit(src, stride, part->row_bytes, dst);
     unsigned long long row_units = part->row_bytes / (size_t)unit, n = row_units * (unsigned long long)rows;
@@ -146,29 +184,136 @@ static tq_code launch_gather(cuda_backend *b, CUfunction fn, int slot, const tq_
         return TQ_OK;
     /* A grid of at most 8192 blocks of 256 threads covers the H200's SMs
      * many times over; larger batches loop inside the kernel. */
-    CU(LaunchKernel,
-       (fn, (unsigned int)(blocks < 8192 ? blocks : 8192), 1, 1, 256, 1, 1, 0, b->copy_stream, params, NULL));
+    CU(LaunchKernel, (fn, (unsigned int)(blocks < 8192 ? blocks : 8192), 1, 1, 256, 1, 1, 0, stream, params, NULL));
 fail:
     return code;
+}
+
+/* Queues on `stream` the upload of the slot's staged row numbers and one
+ * kernel per held part, part c into dsts[c] or, without dsts, into block at
+ * the part's offset (ctx current). */
+static tq_code gather_staged(cuda_backend *b, int slot, CUstream stream, const tq_row_part *parts,
+                             const attachment *const *held, int n, int64_t rows, const uint64_t *dsts,
+                             CUdeviceptr block, tq_error *err)
+{
+    CUfunction fn;
+    tq_code code;
+    if ((code = cuda_kernel(b, TQ_KERNEL_GATHER_ROWS, &fn, err)) != TQ_OK)
+        return code;
+    int64_t *host = b->index_host + (size_t)slot * (size_t)b->index_rows;
+    CUdeviceptr device = b->index_device + (CUdeviceptr)((size_t)slot * (size_t)b->index_rows * sizeof(int64_t));
+    CU(MemcpyHtoDAsync, (device, host, (size_t)rows * sizeof *host, stream));
+    for (int c = 0; c < n && code == TQ_OK; c++) {
+        CUdeviceptr dst = dsts ? (CUdeviceptr)dsts[c] : block + parts[c].offset;
+        if (held[c])
+            code = launch_gather(fn, stream, dst, &parts[c], held[c], device, rows, err);
+    }
+fail:
+    return code;
+}
+
+/* The slot's row numbers were last read before the event its producer
+ * waited for (before_write: filled, or index_read after a consumer's gather). */
+static tq_code stage_index(cuda_backend *b, int slot, const int64_t *idx, int64_t rows, tq_error *err)
+{
+    if (!b->index_host || rows > b->index_rows)
+        return tq_set_error(err, TQ_EINVAL, "a batch of %lld rows, more than a slot holds (%lld)", (long long)rows,
+                            (long long)b->index_rows);
+    memcpy(b->index_host + (size_t)slot * (size_t)b->index_rows, idx, (size_t)rows * sizeof *idx);
+    return TQ_OK;
+}
+
+int cuda_held_left_to_consumer(const tq_row_part *parts, int n, int64_t rows)
+{
+    size_t bytes = 0;
+    for (int c = 0; c < n; c++)
+        bytes += (size_t)rows * parts[c].row_bytes;
+    return bytes <= __atomic_load_n(&held_in_step_max, __ATOMIC_RELAXED);
 }
 
 tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
                          const int64_t *idx, int64_t rows, tq_error *err)
 {
-    CUfunction fn;
-    tq_code code;
-    if ((code = held_index_room(b, rows, err)) != TQ_OK ||
-        (code = cuda_kernel(b, TQ_KERNEL_GATHER_ROWS, &fn, err)) != TQ_OK)
+    tq_code code = stage_index(b, slot, idx, rows, err);
+    return code == TQ_OK ? gather_staged(b, slot, b->copy_stream, parts, held, n, rows, NULL, b->device[slot], err)
+                         : code;
+}
+
+tq_code cuda_leave_held(cuda_backend *b, int slot, const tq_row_part *parts, const attachment *const *held, int n,
+                        const int64_t *idx, int64_t rows, tq_error *err)
+{
+    deferred_upload gather = {.gather_rows = rows, .n_parts = n};
+    tq_code code = stage_index(b, slot, idx, rows, err);
+    if (code != TQ_OK)
         return code;
-    /* The slot's row numbers were last read by its previous gather, which
-     * its producer waited for (before_write: the slot's filled event). */
-    int64_t *host = b->index_host + (size_t)slot * (size_t)b->index_rows;
-    CUdeviceptr device = b->index_device + (CUdeviceptr)((size_t)slot * (size_t)b->index_rows * sizeof(int64_t));
-    memcpy(host, idx, (size_t)rows * sizeof *idx);
-    CU(MemcpyHtoDAsync, (device, host, (size_t)rows * sizeof *idx, b->copy_stream));
-    for (int c = 0; c < n && code == TQ_OK; c++)
-        if (held[c])
-            code = launch_gather(b, fn, slot, &parts[c], held[c], device, rows, err);
+    for (int c = 0; c < n; c++) {
+        gather.parts[c] = parts[c];
+        gather.held[c] = *held[c];
+    }
+    cuda_leave_gather(b, slot, &gather);
+    return TQ_OK;
+}
+
+/* The gather's parts and where each is held, as gather_staged takes them. */
+static void left_parts(const deferred_upload *left, const attachment **held)
+{
+    for (int c = 0; c < left->n_parts; c++)
+        held[c] = &left->held[c];
+}
+
+tq_code cuda_gather_for_consumer(cuda_backend *b, int slot, CUstream stream, const uint64_t *dsts, CUdeviceptr block,
+                                 CUevent block_free, int *done, tq_error *err)
+{
+    const attachment *held[TQ_MAX_COMPONENTS];
+    deferred_upload left;
+    tq_code code = TQ_OK;
+    *done = 0;
+    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_RELAXED))
+        return TQ_OK;
+    /* Under gather_lock: a detach does not free the held memory between the
+     * take of the gather and its launch. */
+    pthread_mutex_lock(&b->gather_lock);
+    if (!cuda_take_left_gather(b, slot, &left)) {
+        pthread_mutex_unlock(&b->gather_lock);
+        return TQ_OK;
+    }
+    *done = 1;
+    left_parts(&left, held);
+    if ((code = cuda_enter(b, err)) != TQ_OK)
+        goto unlock;
+    if (block_free)
+        CU(StreamWaitEvent, (stream, block_free, 0));
+    code = gather_staged(b, slot, stream, left.parts, held, left.n_parts, left.gather_rows, dsts, block, err);
 fail:
+    /* Recorded on every path: the producer rewrites the row numbers only
+     * after what was queued has read them. */
+    if (tq_cu.EventRecord(b->index_read[slot], stream) == CUDA_SUCCESS)
+        b->index_on_stream[slot] = 1;
+    else
+        tq_cu.StreamSynchronize(stream);
+    cuda_arrival_after(&left, stream, code != TQ_OK);
+    cuda_leave();
+unlock:
+    pthread_mutex_unlock(&b->gather_lock);
+    return code;
+}
+
+tq_code cuda_gather_left_into_slot(cuda_backend *b, int slot, tq_error *err)
+{
+    const attachment *held[TQ_MAX_COMPONENTS];
+    deferred_upload left;
+    tq_code code = TQ_OK;
+    if (!cuda_take_left_gather(b, slot, &left))
+        return TQ_OK;
+    left_parts(&left, held);
+    CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
+    code = gather_staged(b, slot, b->copy_stream, left.parts, held, left.n_parts, left.gather_rows, NULL,
+                         b->device[slot], err);
+    if (code == TQ_OK)
+        CU(EventRecord, (b->filled[slot], b->copy_stream));
+fail:
+    if (code != TQ_OK)
+        tq_cu.StreamSynchronize(b->copy_stream); /* nothing queued reads the row numbers once the slot is dropped */
+    cuda_arrival_after(&left, b->copy_stream, code != TQ_OK);
     return code;
 }

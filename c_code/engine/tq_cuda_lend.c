@@ -10,6 +10,10 @@
  * (once it is a slot's again) waits for that event on the GPU, as every
  * writer of a slot waits for the slot's *consumed* event.  No host wait.
  *
+ * A held batch left to the consumer (tq_cuda_held.c) is gathered straight
+ * into a free spare on the consumer's stream instead: the slot keeps its
+ * block, and the spare goes back as any other.
+ *
  * A spare that cannot be made is not tried again: the consumer copies. */
 #include "tq_cuda_backend.h"
 
@@ -53,6 +57,7 @@ static int make_spare(cuda_backend *b, int k)
         return 0;
     }
     s->state = SPARE_MADE;
+    s->unread = 1;
     return 1;
 }
 
@@ -75,18 +80,36 @@ tq_code cuda_lend(tq_backend *self, int slot, void *stream, int *lease, void **d
         code = tq_set_error(err, TQ_TIMEOUT, "no device memory for a spare block");
         goto fail;
     }
+    cuda_spare *s = &b->spares[k];
+    /* A held batch left to this consumer is gathered straight into the spare,
+     * on its stream, after the spare's last reader (an order the stream
+     * keeps itself when that reader was on it): the slot keeps its block. */
+    int gathered;
+    CUevent block_free = s->unread || s->freed_on == (CUstream)stream ? NULL : s->consumed;
+    if ((code = cuda_gather_for_consumer(b, slot, (CUstream)stream, NULL, s->block, block_free, &gathered, err)) !=
+        TQ_OK)
+        goto fail;
+    if (gathered) {
+        s->unread = 0;
+        s->borrower = (CUstream)stream;
+        *lease = k;
+        *data = (void *)(uintptr_t)s->block;
+        cuda_leave();
+        return TQ_OK;
+    }
     /* An upload left to this consumer is queued first, on the copy stream,
      * and recorded as filled: the wait below covers it. */
     if ((code = cuda_start_deferred(b, slot, err)) != TQ_OK)
         goto fail;
     CU(StreamWaitEvent, ((CUstream)stream, b->filled[slot], 0));
-    cuda_spare *s = &b->spares[k];
     CUdeviceptr block = b->device[slot];
     CUevent consumed = b->consumed[slot];
     b->device[slot] = s->block;
     b->consumed[slot] = s->consumed;
     s->block = block;
     s->consumed = consumed;
+    s->freed_on = NULL; /* a slot's event: recorded on any stream */
+    s->unread = 0;
     s->borrower = (CUstream)stream;
     *lease = k;
     *data = (void *)(uintptr_t)block;
@@ -112,6 +135,7 @@ void cuda_give_back(tq_backend *self, int lease)
                   tq_cu.StreamSynchronize(s->borrower) == CUDA_SUCCESS;
         cuda_leave();
     }
+    s->freed_on = ordered ? s->borrower : NULL;
     s->borrower = NULL;
     if (!ordered) {
         __atomic_store_n(&s->state, SPARE_BROKEN, __ATOMIC_RELAXED);

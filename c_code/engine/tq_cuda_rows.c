@@ -121,8 +121,16 @@ tq_code cuda_detach_all(cuda_backend *b, tq_error *err)
     tq_code code = TQ_OK;
     if (b->gather == TQ_GATHER_HOST && !b->n_attached)
         return TQ_OK;
+    /* Held batches left to consumers read the held memory too: gathered into
+     * their slots now, and the gathers consumers queued are waited for. */
+    for (int slot = 0; slot < b->capacity; slot++) {
+        tq_code gathered = cuda_gather_left_into_slot(b, slot, err);
+        code = code == TQ_OK ? gathered : code;
+        if (b->index_on_stream && b->index_on_stream[slot])
+            tq_cu.EventSynchronize(b->index_read[slot]);
+    }
     CUresult rc = tq_cu.StreamSynchronize(b->copy_stream);
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS && code == TQ_OK)
         code = cuda_error(err, "cuStreamSynchronize", rc);
     release_attachments(b);
     return code;
@@ -169,6 +177,8 @@ tq_code cuda_attach_rows(tq_backend *self, const void *const *ptrs, const size_t
     }
     for (int i = 0; i < m && code == TQ_OK; i++)
         code = attach_range(b, mechanism, &ranges[i], err);
+    if (code == TQ_OK && mechanism == TQ_GATHER_DEVICE)
+        code = cuda_held_index_make(b, row_bytes, n, err);
     if (code == TQ_OK) {
         memcpy(b->on_device, chosen, (size_t)n * sizeof *chosen);
         b->gather = *used = mechanism == TQ_GATHER_DEVICE ? TQ_GATHER_DEVICE : TQ_GATHER_BATCH;
@@ -299,6 +309,13 @@ tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, 
         on_device += at[c] != NULL;
         if (!at[c])
             tq_gather((char *)b->staging.slot[slot] + parts[c].offset, &parts[c].src, parts[c].row_bytes, idx, rows);
+    }
+    /* A small batch, every part held: its consumer queues the gather on its
+     * own stream when it takes the batch, so that this thread makes no
+     * driver call beside the step's own (doc/design.rst, "Small steps"). */
+    if (b->gather == TQ_GATHER_DEVICE && on_device == n && cuda_held_left_to_consumer(parts, n, rows)) {
+        code = cuda_leave_held(b, slot, parts, at, n, idx, rows, err);
+        goto unlock;
     }
     if ((code = cuda_enter(b, err)) != TQ_OK)
         goto unlock;

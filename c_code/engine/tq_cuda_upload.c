@@ -19,24 +19,33 @@ fail:
     return code;
 }
 
-/* Takes what was left for `slot` out of the table; 0 when nothing was.  Under
- * deferred_lock. */
-static int take_deferred(cuda_backend *b, int slot, deferred_upload *out)
+/* Takes what was left for `slot` out of the table: an upload (gather 0) or a
+ * held batch's gather (1), or either (-1); 0 when nothing of that kind was.
+ * Under deferred_lock. */
+static int take_deferred(cuda_backend *b, int slot, int gather, deferred_upload *out)
 {
-    if (b->deferred[slot].n < 0)
+    deferred_upload *left = &b->deferred[slot];
+    if (left->n < 0 || (gather >= 0 && (left->gather_rows >= 0) != gather))
         return 0;
-    *out = b->deferred[slot];
-    b->deferred[slot].n = -1;
-    b->deferred[slot].arrived = NULL;
-    __atomic_sub_fetch(&b->n_deferred, 1, __ATOMIC_RELAXED);
+    *out = *left;
+    left->n = -1;
+    left->arrived = NULL;
+    __atomic_sub_fetch(out->gather_rows >= 0 ? &b->n_left_gathers : &b->n_deferred, 1, __ATOMIC_RELAXED);
     return 1;
+}
+
+void cuda_arrival_after(deferred_upload *left, CUstream stream, int failed)
+{
+    if (left->arrived && (failed || tq_cu.LaunchHostFunc(stream, left->arrived, left->arrived_arg)))
+        left->arrived(left->arrived_arg); /* the trace's mark is freed either way */
 }
 
 /* A consumer, before it reads `first`: starts every upload left to it, that
  * of `first` first and the others in slot order after it.  The context is
  * current.  A producer left its upload only after the slot's data was
  * written, and before the slot was READY: a consumer that reads a slot sees
- * what was left for it (the ring's lock orders the two). */
+ * what was left for it (the ring's lock orders the two).  Held batches' gathers
+ * stay left: each is queued by its own slot's consumer. */
 tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err)
 {
     tq_code code = TQ_OK;
@@ -46,26 +55,45 @@ tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err)
     for (int k = 0; k < b->capacity && code == TQ_OK; k++) {
         int slot = (first + k) % b->capacity;
         deferred_upload left;
-        if (!take_deferred(b, slot, &left))
+        if (!take_deferred(b, slot, 0, &left))
             continue;
         code = cuda_upload(b, slot, left.extents, left.n, err);
-        if (left.arrived && (code != TQ_OK || tq_cu.LaunchHostFunc(b->copy_stream, left.arrived, left.arrived_arg)))
-            left.arrived(left.arrived_arg); /* the trace's mark is freed either way */
+        cuda_arrival_after(&left, b->copy_stream, code != TQ_OK);
     }
     pthread_mutex_unlock(&b->deferred_lock);
     return code;
 }
 
-/* A producer that writes `slot` anew: an upload still left there is of an
- * element that was dropped unread, and must not overwrite the new one. */
+/* A producer that writes `slot` anew: work still left there is of an element
+ * that was dropped unread, and must not overwrite the new one. */
 void cuda_forget_deferred(cuda_backend *b, int slot)
 {
     deferred_upload left;
-    if (!__atomic_load_n(&b->n_deferred, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&b->n_deferred, __ATOMIC_RELAXED) && !__atomic_load_n(&b->n_left_gathers, __ATOMIC_RELAXED))
         return;
     pthread_mutex_lock(&b->deferred_lock);
-    int had = take_deferred(b, slot, &left);
+    int had = take_deferred(b, slot, -1, &left);
     pthread_mutex_unlock(&b->deferred_lock);
     if (had && left.arrived)
         left.arrived(left.arrived_arg);
+}
+
+void cuda_leave_gather(cuda_backend *b, int slot, const deferred_upload *gather)
+{
+    pthread_mutex_lock(&b->deferred_lock);
+    b->deferred[slot] = *gather;
+    b->deferred[slot].n = 0;
+    b->deferred[slot].arrived = NULL;
+    __atomic_add_fetch(&b->n_left_gathers, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&b->deferred_lock);
+}
+
+int cuda_take_left_gather(cuda_backend *b, int slot, deferred_upload *out)
+{
+    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&b->deferred_lock);
+    int had = take_deferred(b, slot, 1, out);
+    pthread_mutex_unlock(&b->deferred_lock);
+    return had;
 }

@@ -198,7 +198,20 @@ static PyObject *device_lending(PyObject *module, PyObject *arg)
     return PyBool_FromLong(set_device_lending(on));
 }
 
+/* set_held_gather_in_step(max_bytes) -> the previous bound (for benchmarks that compare the two gathers). */
+static PyObject *held_gather_in_step(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    unsigned long long bytes = PyLong_AsUnsignedLongLong(arg);
+    if (bytes == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSize_t(tq_cuda_set_held_in_step_max((size_t)bytes));
+}
+
 PyMethodDef engine_functions[] = {
+    {"set_held_gather_in_step", held_gather_in_step, METH_O,
+     "set_held_gather_in_step(max_bytes) -> previous: a held dataset's batches up to this size are gathered by "
+     "the dequeue on its own stream, larger ones by the Feeder on the copy stream."},
     {"set_device_lending", device_lending, METH_O,
      "set_device_lending(on) -> previous: a GPU dequeue lends the slot's device block where a spare is free."},
     {"set_gil_hand_over", gil_hand_over, METH_O,

@@ -154,12 +154,13 @@ static void check_pass(tq_gather_mechanism want, tq_gather_mechanism expect, con
     int device = !refusal && used == TQ_GATHER_BATCH;
     int x_on_device = device && (want == TQ_GATHER_BATCH || row_bytes >= LARGE_ROW);
     int y_on_device = device && want == TQ_GATHER_BATCH;
-    CHECK(fake_registered() == staging + x_on_device + y_on_device, "%s: %d ranges locked, expected %d", what,
-          fake_registered() - staging, x_on_device + y_on_device);
-    /* Held in device memory: x and y, one allocation each, nothing locked. */
+    /* Held in device memory: x and y, one allocation each, and the slots' row
+     * numbers (one buffer page-locked, one on the device) made at the attach. */
     int held = !refusal && used == TQ_GATHER_DEVICE;
-    CHECK(fake_device_allocs() == slots + 2 * held, "%s: %d device allocations, expected %d", what,
-          fake_device_allocs() - slots, 2 * held);
+    CHECK(fake_registered() == staging + x_on_device + y_on_device + held, "%s: %d ranges locked, expected %d", what,
+          fake_registered() - staging, x_on_device + y_on_device + held);
+    CHECK(fake_device_allocs() == slots + 3 * held, "%s: %d device allocations, expected %d", what,
+          fake_device_allocs() - slots, 3 * held);
 
     unsigned long long copied = fake_batch_bytes(), expected = 0;
     int kernels = fake_kernel_gathers(), expected_kernels = 0;
@@ -348,10 +349,11 @@ static void check_held_failures(void)
     CHECK(tq_ring_gather_on_device(ring, ptrs, bytes, read_only, 2, TQ_GATHER_DEVICE, &used, &err) == TQ_OK &&
               used == TQ_GATHER_DEVICE,
           "attach: %s", err.message);
-    /* A short batch first: the row numbers' buffers are made for 2 rows, then grown for 4. */
     put_and_check(ring, (const char *)x, y, 3 * sizeof(float), idx, 2, (char *)got_x, got_y, "a first, short batch");
     tq_rows srcs[2] = {{x, 3 * sizeof(float)}, {y, 4}};
     int slot;
+    /* A batch the producer gathers on the copy stream (none is left to the consumer). */
+    size_t in_step = tq_cuda_set_held_in_step_max(0);
     setenv("FAKE_CUDA_FAIL", "cuLaunchKernel", 1);
     code = tq_ring_reserve_put(ring, -1, NULL, &slot, &err);
     if (code == TQ_OK)
@@ -362,6 +364,23 @@ static void check_held_failures(void)
     CHECK(tq_ring_size(ring) == 0, "the failed put left %d elements", tq_ring_size(ring));
     put_and_check(ring, (const char *)x, y, 3 * sizeof(float), idx, BATCH, (char *)got_x, got_y,
                   "gathered on the device after a failed launch");
+    tq_cuda_set_held_in_step_max(in_step);
+    /* A batch left to the consumer: the put makes no driver call; the read that
+     * gathers it fails, naming the call, and the next element arrives whole. */
+    code = tq_ring_reserve_put(ring, -1, NULL, &slot, &err);
+    if (code == TQ_OK)
+        code = tq_ring_put_rows(ring, slot, srcs, idx, BATCH, &err);
+    CHECK(code == TQ_OK, "a put left to the consumer: %s", err.message);
+    setenv("FAKE_CUDA_FAIL", "cuLaunchKernel", 1);
+    if (code == TQ_OK && tq_ring_reserve_get(ring, -1, NULL, &slot, &err) == TQ_OK) {
+        code = tq_ring_read_to_host(ring, slot, 0, got_x, &err);
+        CHECK(code != TQ_OK && strstr(err.message, "cuLaunchKernel"), "a failed launch fails the read, naming it: %s",
+              code == TQ_OK ? "read" : err.message);
+        tq_ring_release_get(ring, slot);
+    }
+    unsetenv("FAKE_CUDA_FAIL");
+    put_and_check(ring, (const char *)x, y, 3 * sizeof(float), idx, BATCH, (char *)got_x, got_y,
+                  "gathered by the consumer after a failed launch");
     CHECK(tq_ring_gather_on_host(ring, &err) == TQ_OK, "detach: %s", err.message);
     CHECK(fake_device_allocs() == slots && fake_registered() == staging, "left held: %d allocations, %d ranges",
           fake_device_allocs() - slots, fake_registered() - staging);
