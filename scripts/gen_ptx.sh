@@ -1,7 +1,8 @@
 #!/bin/sh
 # Regenerates the PTX headers of the CUDA backend's kernels: c_code/generated/X_ptx.h
-# from c_code/engine/X.cu for every X.cu there (needs nvcc; the package itself
-# builds with gcc alone from the headers in the repo).  The PTX is made for
+# from c_code/engine/X.cu for every X.cu there (needs nvcc, or NVRTC through
+# scripts/nvrtc_ptx.py, and ptxas; the package itself builds with gcc alone
+# from the headers in the repo).  The PTX is made for
 # compute_75 (the oldest CUDA 13 targets) and its ISA version lowered to
 # 7.0, which every driver since CUDA 11.0 JIT-compiles: the kernels use
 # nothing newer.  ptxas checks the result.
@@ -11,7 +12,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for cu in c_code/engine/*.cu; do
     name=$(basename "$cu" .cu)
-    nvcc -ptx -arch=compute_75 -O3 -o "$tmp/k.ptx" "$cu"
+    if command -v nvcc >/dev/null; then
+        nvcc -ptx -arch=compute_75 -O3 -o "$tmp/k.ptx" "$cu"
+    else
+        python3 scripts/nvrtc_ptx.py "$cu" "$tmp/k.ptx"
+    fi
     sed -i -e 's/^\.version .*/.version 7.0/' -e '/^\/\//d' "$tmp/k.ptx"
     ptxas -arch=sm_75 -o /dev/null "$tmp/k.ptx"
     ptxas -arch=sm_90 -o /dev/null "$tmp/k.ptx"

@@ -128,7 +128,7 @@ static tq_code cuda_publish(tq_backend *self, int slot, const tq_extent *extents
  * reader of the slot's memory (ctx current). */
 static tq_code gather_left_into_slot(cuda_backend *b, int slot, tq_error *err)
 {
-    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_ACQUIRE))
         return TQ_OK;
     pthread_mutex_lock(&b->gather_lock);
     tq_code code = cuda_gather_left_into_slot(b, slot, err);

@@ -161,8 +161,11 @@ void cuda_forget_deferred(cuda_backend *b, int slot);
 /* Leaves a held batch's gather to the slot's consumer (its row numbers
  * already staged). */
 void cuda_leave_gather(cuda_backend *b, int slot, const deferred_upload *gather);
-/* Takes the held batch's gather left for `slot` out of the table; 0 when none was. */
+/* Takes the held batch's gather left for `slot` out of the table; 0 when
+ * none was.  Its taker holds gather_lock, and says cuda_left_gather_queued
+ * once the gather and the slot's event after it are queued, or it failed. */
 int cuda_take_left_gather(cuda_backend *b, int slot, deferred_upload *out);
+void cuda_left_gather_queued(cuda_backend *b);
 /* Calls a trace's arrival callback once `stream` has done what is queued on it now. */
 void cuda_arrival_after(deferred_upload *left, CUstream stream, int failed);
 

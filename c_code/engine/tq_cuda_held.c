@@ -268,7 +268,7 @@ tq_code cuda_gather_for_consumer(cuda_backend *b, int slot, CUstream stream, con
     deferred_upload left;
     tq_code code = TQ_OK;
     *done = 0;
-    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_ACQUIRE))
         return TQ_OK;
     /* Under gather_lock: a detach does not free the held memory between the
      * take of the gather and its launch. */
@@ -294,6 +294,7 @@ fail:
     cuda_arrival_after(&left, stream, code != TQ_OK);
     cuda_leave();
 unlock:
+    cuda_left_gather_queued(b);
     pthread_mutex_unlock(&b->gather_lock);
     return code;
 }
@@ -315,5 +316,6 @@ fail:
     if (code != TQ_OK)
         tq_cu.StreamSynchronize(b->copy_stream); /* nothing queued reads the row numbers once the slot is dropped */
     cuda_arrival_after(&left, b->copy_stream, code != TQ_OK);
+    cuda_left_gather_queued(b);
     return code;
 }

@@ -21,7 +21,10 @@ fail:
 
 /* Takes what was left for `slot` out of the table: an upload (gather 0) or a
  * held batch's gather (1), or either (-1); 0 when nothing of that kind was.
- * Under deferred_lock. */
+ * What is taken stays counted (n_deferred, n_left_gathers) until its taker
+ * has queued it (left_queued): a consumer that finds nothing counted waits
+ * for the slot's events, which the taker records first, under the lock it
+ * took it with.  Under deferred_lock. */
 static int take_deferred(cuda_backend *b, int slot, int gather, deferred_upload *out)
 {
     deferred_upload *left = &b->deferred[slot];
@@ -30,8 +33,13 @@ static int take_deferred(cuda_backend *b, int slot, int gather, deferred_upload 
     *out = *left;
     left->n = -1;
     left->arrived = NULL;
-    __atomic_sub_fetch(out->gather_rows >= 0 ? &b->n_left_gathers : &b->n_deferred, 1, __ATOMIC_RELAXED);
     return 1;
+}
+
+/* What take_deferred took is queued (or dropped, or failed). */
+static void left_queued(cuda_backend *b, const deferred_upload *left)
+{
+    __atomic_sub_fetch(left->gather_rows >= 0 ? &b->n_left_gathers : &b->n_deferred, 1, __ATOMIC_RELEASE);
 }
 
 void cuda_arrival_after(deferred_upload *left, CUstream stream, int failed)
@@ -49,7 +57,7 @@ void cuda_arrival_after(deferred_upload *left, CUstream stream, int failed)
 tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err)
 {
     tq_code code = TQ_OK;
-    if (!__atomic_load_n(&b->n_deferred, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&b->n_deferred, __ATOMIC_ACQUIRE))
         return TQ_OK;
     pthread_mutex_lock(&b->deferred_lock);
     for (int k = 0; k < b->capacity && code == TQ_OK; k++) {
@@ -58,6 +66,7 @@ tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err)
         if (!take_deferred(b, slot, 0, &left))
             continue;
         code = cuda_upload(b, slot, left.extents, left.n, err);
+        left_queued(b, &left);
         cuda_arrival_after(&left, b->copy_stream, code != TQ_OK);
     }
     pthread_mutex_unlock(&b->deferred_lock);
@@ -74,6 +83,8 @@ void cuda_forget_deferred(cuda_backend *b, int slot)
     pthread_mutex_lock(&b->deferred_lock);
     int had = take_deferred(b, slot, -1, &left);
     pthread_mutex_unlock(&b->deferred_lock);
+    if (had)
+        left_queued(b, &left); /* dropped unread: nothing to queue */
     if (had && left.arrived)
         left.arrived(left.arrived_arg);
 }
@@ -88,9 +99,11 @@ void cuda_leave_gather(cuda_backend *b, int slot, const deferred_upload *gather)
     pthread_mutex_unlock(&b->deferred_lock);
 }
 
+void cuda_left_gather_queued(cuda_backend *b) { __atomic_sub_fetch(&b->n_left_gathers, 1, __ATOMIC_RELEASE); }
+
 int cuda_take_left_gather(cuda_backend *b, int slot, deferred_upload *out)
 {
-    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&b->n_left_gathers, __ATOMIC_ACQUIRE))
         return 0;
     pthread_mutex_lock(&b->deferred_lock);
     int had = take_deferred(b, slot, 1, out);

@@ -8,27 +8,47 @@
  * (any sign).  Thread i copies the i-th unit of the batch, in C order; a
  * unit is 16, 8, 4, 2 or 1 bytes, the widest that divides the source's
  * address, the stride, the row's bytes and the destination (the host
- * chooses it), so loads and stores are aligned and coalesced.  The unit's
- * row and column come from a 32-bit division when the batch has fewer than
- * 2^32 units (always, in practice), a 64-bit one otherwise. */
+ * chooses it), so loads and stores are aligned and coalesced.  Each thread
+ * loads UNROLL units (a grid's width apart) before it stores any: one load
+ * in flight per thread leaves the device's memory idle between them.  The
+ * unit's row and column come from a 32-bit division when the batch has
+ * fewer than 2^31 units (always, in practice), a 64-bit one otherwise. */
+
+#define UNROLL 4
 
 struct __align__(16) unit16 { unsigned long long a, b; };
 
 template <typename T, typename I>
-__device__ void gather_units(const char *src, long long stride, const long long *idx, T *dst, I row_units, I n)
+__device__ T load_unit(const char *__restrict__ src, long long stride, const long long *__restrict__ idx, I row_units,
+                       I i)
 {
-    I step = (I)gridDim.x * blockDim.x;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
-        I row = i / row_units, col = i - row * row_units;
-        dst[i] = ((const T *)(src + idx[row] * stride))[col];
+    I row = i / row_units, col = i - row * row_units;
+    return ((const T *)(src + idx[row] * stride))[col];
+}
+
+template <typename T, typename I>
+__device__ void gather_units(const char *__restrict__ src, long long stride, const long long *__restrict__ idx,
+                             T *__restrict__ dst, I row_units, I n)
+{
+    I step = (I)gridDim.x * blockDim.x, i = (I)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; n > (I)(UNROLL - 1) * step && i < n - (I)(UNROLL - 1) * step; i += (I)UNROLL * step) {
+        T v[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; k++)
+            v[k] = load_unit<T, I>(src, stride, idx, row_units, i + (I)k * step);
+#pragma unroll
+        for (int k = 0; k < UNROLL; k++)
+            dst[i + (I)k * step] = v[k];
     }
+    for (; i < n; i += step)
+        dst[i] = load_unit<T, I>(src, stride, idx, row_units, i);
 }
 
 template <typename T>
 __device__ void gather_rows(const char *src, long long stride, const long long *idx, char *dst,
                             unsigned long long row_units, unsigned long long n)
 {
-    if (n <= 0xffffffffull)
+    if (n <= 0x7fffffffull) /* i + UNROLL * step stays below 2^32 */
         gather_units<T, unsigned int>(src, stride, idx, (T *)dst, (unsigned int)row_units, (unsigned int)n);
     else
         gather_units<T, unsigned long long>(src, stride, idx, (T *)dst, row_units, n);
