@@ -261,7 +261,8 @@ typedef struct {
     size_t row_bytes;
     const int64_t *idx;
     int64_t n, rows_per_chunk;
-    int streaming; /* a large gather: streaming stores keep it out of the cache */
+    int streaming;                  /* a large gather: streaming stores keep it out of the cache */
+    const struct tuned_walk *tuned; /* a variant of the column walk (tq_gather_tune); NULL: the default */
 } gather_job;
 
 /* The rows of one chunk, each walked element by element. */
@@ -439,13 +440,215 @@ static size_t row_cost(const tq_rows *src, size_t row_bytes)
     return cost > row_bytes ? cost : row_bytes;
 }
 
+/* ---- variants of the column walk, for bench/lines_roof.c (tq_gather_tune) -------------- */
+
+static tq_gather_tuning tuning; /* enabled 0: the default walk */
+
+void tq_gather_tune(const tq_gather_tuning *t) { tuning = t ? *t : (tq_gather_tuning){0}; }
+
+/* The column loop of same-type 4-byte elements with the prefetch distance a run-time value (`by`, 0 for
+ * none) and the prefetch's hint one of four. */
+typedef void (*tuned_fn)(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n,
+                         const char *next, int64_t by);
+#define TUNED_COLUMN(NAME, LOCALITY)                                                                                   \
+    static void NAME(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n, const char *next, \
+                     int64_t by)                                                                                       \
+    {                                                                                                                  \
+        for (int64_t k = 0; k < n; k++) {                                                                              \
+            int64_t ahead = k + by;                                                                                    \
+            if (by > 0) {                                                                                              \
+                if (ahead < n)                                                                                         \
+                    __builtin_prefetch(src + from[ahead], 0, LOCALITY);                                                \
+                else if (next && ahead - n < n)                                                                        \
+                    __builtin_prefetch(next + from[ahead - n], 0, LOCALITY);                                           \
+            }                                                                                                          \
+            uint32_t v;                                                                                                \
+            memcpy(&v, src + from[k], 4);                                                                              \
+            memcpy(dst + to[k], &v, 4);                                                                                \
+        }                                                                                                              \
+    }
+TUNED_COLUMN(tuned_t0, 3)
+TUNED_COLUMN(tuned_t1, 2)
+TUNED_COLUMN(tuned_t2, 1)
+TUNED_COLUMN(tuned_nta, 0)
+static const tuned_fn tuned_loops[4] = {tuned_t0, tuned_t1, tuned_t2, tuned_nta};
+
+typedef struct tuned_walk {
+    tq_gather_tuning t;
+    tuned_fn loop;
+    int64_t ahead;         /* the prefetch distance, 0 for none */
+    size_t n_chunks;       /* t.chunks_per_thread or by_columns: the chunks, rows or elements split evenly */
+    int64_t elements;      /* by_columns: of a row */
+    const ptrdiff_t *from; /* by_columns: every row's offset in the source, sorted */
+    const size_t *to;      /* and in the batch */
+} tuned_walk;
+
+/* Rows split: the default's column walk over blocks of t.block rows. */
+static void tuned_rows(const gather_job *job, int64_t r, int64_t end)
+{
+    const tuned_walk *w = job->tuned;
+    const tq_row_layout *layout = job->src->layout;
+    const char *base = job->src->base;
+    int64_t block = w->t.block > 0 ? w->t.block : w->t.block < 0 ? end - r : COLUMN_BLOCK;
+    block = block < 1 ? 1 : block;
+    row_place *places = malloc((size_t)block * (sizeof *places + sizeof(ptrdiff_t) + sizeof(size_t)));
+    if (!places) {
+        gather_chunk_columns(job, r, end);
+        return;
+    }
+    ptrdiff_t *from = (ptrdiff_t *)(places + block);
+    size_t *to = (size_t *)(from + block);
+    for (; r < end; r += block) {
+        int64_t m = end - r < block ? end - r : block;
+        for (int64_t k = 0; k < m; k++)
+            places[k] = (row_place){job->idx[r + k] * job->src->stride, (size_t)k * job->row_bytes};
+        qsort(places, (size_t)m, sizeof *places, by_source);
+        for (int64_t k = 0; k < m; k++)
+            from[k] = places[k].from, to[k] = places[k].to;
+        char *dst = job->dst + (size_t)r * job->row_bytes;
+        int64_t at[TQ_ROW_MAX_DIMS] = {0};
+        ptrdiff_t offset = 0;
+        for (int more = 1; more; dst += 4) {
+            const char *column = base + offset;
+            more = next_element(layout, at, &offset);
+            w->loop(dst, column, from, to, m, more ? base + offset : NULL, w->ahead);
+        }
+    }
+    free(places);
+}
+
+/* Elements split: chunk `chunk` walks elements [e0, e1) of every row (boundaries 64 bytes of a row apart). */
+static void tuned_columns(const gather_job *job, size_t chunk)
+{
+    const tuned_walk *w = job->tuned;
+    const tq_row_layout *layout = job->src->layout;
+    const char *base = job->src->base;
+    int64_t e0 = (int64_t)chunk * w->elements / (int64_t)w->n_chunks / 16 * 16;
+    int64_t e1 =
+        chunk + 1 == w->n_chunks ? w->elements : (int64_t)(chunk + 1) * w->elements / (int64_t)w->n_chunks / 16 * 16;
+    if (e0 >= e1)
+        return;
+    int64_t at[TQ_ROW_MAX_DIMS] = {0}, rest = e0;
+    ptrdiff_t offset = 0;
+    for (int d = layout->ndim - 1; d >= 0; d--) {
+        at[d] = rest % layout->shape[d];
+        rest /= layout->shape[d];
+        offset += at[d] * layout->strides[d];
+    }
+    char *dst = job->dst + (size_t)e0 * 4;
+    for (int64_t e = e0; e < e1; e++, dst += 4) {
+        const char *column = base + offset;
+        next_element(layout, at, &offset);
+        w->loop(dst, column, w->from, w->to, job->n, e + 1 < e1 ? base + offset : NULL, w->ahead);
+    }
+}
+
+static void tuned_chunk(void *arg, size_t chunk)
+{
+    const gather_job *job = arg;
+    const tuned_walk *w = job->tuned;
+    if (w->t.by_columns) {
+        tuned_columns(job, chunk);
+        return;
+    }
+    int64_t r, end;
+    if (w->n_chunks) {
+        r = (int64_t)chunk * job->n / (int64_t)w->n_chunks;
+        end = (int64_t)(chunk + 1) * job->n / (int64_t)w->n_chunks;
+    } else {
+        r = (int64_t)chunk * job->rows_per_chunk;
+        end = r + job->rows_per_chunk < job->n ? r + job->rows_per_chunk : job->n;
+    }
+    tuned_rows(job, r, end);
+}
+
+/* An LSD radix sort of the rows by where they lie, a byte of the row's index a pass. */
+static void radix_places(row_place *p, row_place *tmp, int64_t n, ptrdiff_t stride)
+{
+    ptrdiff_t step = stride < 0 ? -stride : stride, lo = p[0].from, hi = lo;
+    if (!step)
+        return;
+    for (int64_t k = 1; k < n; k++)
+        lo = p[k].from < lo ? p[k].from : lo, hi = p[k].from > hi ? p[k].from : hi;
+    size_t range = (size_t)((hi - lo) / step);
+    row_place *in = p, *out = tmp;
+    for (int shift = 0; shift < 64 && (shift == 0 || range >> shift); shift += 8) {
+        size_t count[257] = {0};
+        for (int64_t k = 0; k < n; k++)
+            count[((size_t)((in[k].from - lo) / step) >> shift & 255) + 1]++;
+        for (int b = 1; b < 257; b++)
+            count[b] += count[b - 1];
+        for (int64_t k = 0; k < n; k++)
+            out[count[(size_t)((in[k].from - lo) / step) >> shift & 255]++] = in[k];
+        row_place *was = in;
+        in = out, out = was;
+    }
+    if (in != p)
+        memcpy(p, in, (size_t)n * sizeof *p);
+}
+
+static int tunable(const tq_rows *src)
+{
+    const tq_row_layout *layout = src->layout;
+    return tuning.enabled && layout && layout->ndim >= 1 && layout->from == layout->to &&
+           scalar_sizes[layout->from] == 4 && walks_columns(src);
+}
+
+static void tuned_gather(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n)
+{
+    tuned_walk w = {tuning, tuned_loops[tuning.hint & 3], 0, 0, 1, NULL, NULL};
+    w.ahead = tuning.prefetch > 0 ? tuning.prefetch : tuning.prefetch < 0 ? 0 : PREFETCH;
+    gather_job job = {dst, src, row_bytes, idx, n, 1, 0, &w};
+    size_t threads = (size_t)tq_copy_threads(),
+           per = tuning.chunks_per_thread > 0 ? (size_t)tuning.chunks_per_thread : 1;
+    if (tuning.by_columns) {
+        for (int d = 0; d < src->layout->ndim; d++)
+            w.elements *= src->layout->shape[d];
+        row_place *places = malloc((size_t)n * (2 * sizeof *places + sizeof(ptrdiff_t) + sizeof(size_t)));
+        if (!places)
+            goto rows;
+        row_place *tmp = places + n;
+        ptrdiff_t *from = (ptrdiff_t *)(tmp + n);
+        size_t *to = (size_t *)(from + n);
+        for (int64_t k = 0; k < n; k++)
+            places[k] = (row_place){idx[k] * src->stride, (size_t)k * row_bytes};
+        if (tuning.sort == 0)
+            radix_places(places, tmp, n, src->stride);
+        else if (tuning.sort == 1)
+            qsort(places, (size_t)n, sizeof *places, by_source);
+        for (int64_t k = 0; k < n; k++)
+            from[k] = places[k].from, to[k] = places[k].to;
+        w.from = from, w.to = to;
+        size_t most = (size_t)(w.elements + 15) / 16;
+        w.n_chunks = threads * per < most ? threads * per : most;
+        tq_copy_parallel(w.n_chunks, tuned_chunk, &job);
+        free(places);
+        return;
+    }
+rows:
+    w.t.by_columns = 0;
+    if (tuning.chunks_per_thread > 0) {
+        w.n_chunks = threads * per < (size_t)n ? threads * per : (size_t)n;
+        tq_copy_parallel(w.n_chunks, tuned_chunk, &job);
+        return;
+    }
+    size_t cost = row_cost(src, row_bytes), total = (size_t)n * cost, chunk = tq_copy_chunk_bytes(total);
+    int64_t per_chunk = (int64_t)(chunk / cost);
+    job.rows_per_chunk = per_chunk > 0 ? per_chunk : 1;
+    tq_copy_parallel((size_t)((n + job.rows_per_chunk - 1) / job.rows_per_chunk), tuned_chunk, &job);
+}
+
 void tq_gather(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n)
 {
     if (n <= 0 || !row_bytes)
         return;
+    if (tunable(src)) {
+        tuned_gather(dst, src, row_bytes, idx, n);
+        return;
+    }
     size_t cost = row_cost(src, row_bytes), total = (size_t)n * cost, chunk = tq_copy_chunk_bytes(total);
     int64_t per_chunk = (int64_t)(chunk / cost);
-    gather_job job = {dst, src, row_bytes, idx, n, per_chunk > 0 ? per_chunk : 1, chunk < total};
+    gather_job job = {dst, src, row_bytes, idx, n, per_chunk > 0 ? per_chunk : 1, chunk < total, NULL};
     tq_copy_parallel((size_t)((n + job.rows_per_chunk - 1) / job.rows_per_chunk), gather_chunk, &job);
 }
 
