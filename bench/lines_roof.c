@@ -27,8 +27,8 @@
  *   /tmp/lines_roof                       (threads=1,2,4,8,16 and the pool's default, batches=100)
  *   /tmp/lines_roof threads=1,2 batches=10 check=1 file=/tmp/lines_roof.f32 cap=0.2 rounds=4 keep=0
  *
- * cap: the seconds at most a measurement takes at one thread count (over its rounds).  only=WORD: the
- * gathers and ceilings whose names contain WORD (and the C-contiguous gather) only.
+ * cap: the seconds at most a measurement takes at one thread count (over its rounds).  only=WORD,WORD: the
+ * gathers and ceilings whose names contain one of the words (and the C-contiguous gather) only.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -358,7 +358,16 @@ static double run_one(measure *m, int batch_no)
 
 static int selected(const measure *m)
 {
-    return !opt.only || m->what == OVERHEAD || !strcmp(m->name, "c_contiguous") || strstr(m->name, opt.only);
+    if (!opt.only || m->what == OVERHEAD || !strcmp(m->name, "c_contiguous"))
+        return 1;
+    for (const char *w = opt.only; *w; w += strcspn(w, ",") + (w[strcspn(w, ",")] == ',')) {
+        char word[64];
+        size_t len = strcspn(w, ",");
+        snprintf(word, sizeof word, "%.*s", (int)(len < 63 ? len : 63), w);
+        if (len && strstr(m->name, word))
+            return 1;
+    }
+    return 0;
 }
 
 static double ms_of(const char *name)

@@ -228,6 +228,21 @@ int main(void)
         CHECK(typed_exact(300, 4, 7, 1, 300, 1200, from, to, 300)); /* Fortran order, past one block */
     }
     every_other_up_to_a_page_end();
+    /* The column walk's variants (tq_gather_tune, bench/lines_roof.c's): the same rows, 4-byte elements. */
+    static const tq_gather_tuning tunings[] = {{1, 0, 0, 0, 0, 0, 0},  {1, 0, 7, 0, 8, 1, 0},  {1, 0, -1, 1, -1, 3, 0},
+                                               {1, 1, 0, 1, 16, 0, 0}, {1, 1, 0, 4, 64, 2, 0}, {1, 1, 0, 1, 32, 0, 1},
+                                               {1, 1, 0, 3, 5, 0, 2}};
+    for (size_t t = 0; t < sizeof tunings / sizeof *tunings; t++) {
+        tq_gather_tune(&tunings[t]);
+        CHECK(typed_exact(2000, 28, 28, 1, 2000, 56000, TQ_INT32, TQ_INT32, 3000)); /* shared by the pool */
+        CHECK(typed_exact(300, 4, 7, 1, 300, 1200, TQ_INT32, TQ_INT32, 300));
+        CHECK(typed_exact(300, 4, 7, -1, 300, 1200, TQ_INT32, TQ_INT32, 300));      /* rows reversed */
+        CHECK(typed_exact(300, 4, 7, 1, -300, -1200, TQ_INT32, TQ_INT32, 300));     /* axes reversed */
+        CHECK(typed_exact(50, 3, 5, 1, 50, 150, TQ_INT32, TQ_INT32, 1));            /* one row */
+        CHECK(typed_exact(70000, 1, 40, 1, 70000, 70000, TQ_INT32, TQ_INT32, 900)); /* 3 bytes of index */
+        CHECK(typed_exact(50, 3, 5, 1, 50, 150, TQ_INT16, TQ_INT32, 40));           /* not tuned: the default walk */
+    }
+    tq_gather_tune(NULL);
     tq_error err;
     CHECK(tq_copy_set_threads(1, &err) == TQ_OK);
     CHECK(strided_exact(2000, 28, 28, 1, 2000, 56000, 0, 3000)); /* the same on the caller alone */
