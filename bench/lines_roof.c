@@ -236,7 +236,7 @@ static const char *hint_names[] = {"t0", "t1", "t2", "nta"};
 
 typedef struct {
     int what;
-    const char *name;
+    char name[64];
     /* CEILING */
     int memory, shuffled, ahead, hint;
     /* GATHER: fortran 0 the C-contiguous rows; tune.enabled 0 the default walk */
@@ -248,52 +248,99 @@ typedef struct {
     double spent;
 } measure;
 
-/* tune: tq_gather_tuning's fields, {enabled, by_columns, block, chunks_per_thread, prefetch, hint, sort}. */
-static measure measures[] = {
-    {OVERHEAD, "pool_empty_job", 0},
-    {CEILING, "file_sorted_nopf", MEM_FILE, 0, 0, 0},
-    {CEILING, "file_sorted_pf8", MEM_FILE, 0, 8, 0},
-    {CEILING, "file_sorted_pf16", MEM_FILE, 0, 16, 0},
-    {CEILING, "file_sorted_pf32", MEM_FILE, 0, 32, 0},
-    {CEILING, "file_sorted_pf64", MEM_FILE, 0, 64, 0},
-    {CEILING, "file_sorted_pf32_t1", MEM_FILE, 0, 32, 1},
-    {CEILING, "file_sorted_pf32_t2", MEM_FILE, 0, 32, 2},
-    {CEILING, "file_sorted_pf32_nta", MEM_FILE, 0, 32, 3},
-    {CEILING, "file_shuffled_nopf", MEM_FILE, 1, 0, 0},
-    {CEILING, "file_shuffled_pf32", MEM_FILE, 1, 32, 0},
-    {CEILING, "anon4k_sorted_nopf", MEM_ANON4K, 0, 0, 0},
-    {CEILING, "anon4k_sorted_pf32", MEM_ANON4K, 0, 32, 0},
-    {CEILING, "anon4k_shuffled_pf32", MEM_ANON4K, 1, 32, 0},
-    {CEILING, "anonhuge_sorted_nopf", MEM_ANONHUGE, 0, 0, 0},
-    {CEILING, "anonhuge_sorted_pf32", MEM_ANONHUGE, 0, 32, 0},
-    {CEILING, "anonhuge_shuffled_pf32", MEM_ANONHUGE, 1, 32, 0},
-    {GATHER, "c_contiguous", .fortran = 0},
-    {GATHER, "fortran_default", .fortran = 1},
-    /* rows split (the default's): the default's knobs through the variant path (a control), then each
-     * knob changed alone */
-    {GATHER, "rows_control", .fortran = 1, .tune = {1, 0, 0, 0, 0, 0, 0}},
-    {GATHER, "rows_block512", .fortran = 1, .tune = {1, 0, 512, 0, 0, 0, 0}},
-    {GATHER, "rows_blockall", .fortran = 1, .tune = {1, 0, -1, 0, 0, 0, 0}},
-    {GATHER, "rows_even_blockall", .fortran = 1, .tune = {1, 0, -1, 1, 0, 0, 0}},
-    {GATHER, "rows_nopf", .fortran = 1, .tune = {1, 0, 0, 0, -1, 0, 0}},
-    {GATHER, "rows_pf8", .fortran = 1, .tune = {1, 0, 0, 0, 8, 0, 0}},
-    {GATHER, "rows_pf32", .fortran = 1, .tune = {1, 0, 0, 0, 32, 0, 0}},
-    {GATHER, "rows_pf64", .fortran = 1, .tune = {1, 0, 0, 0, 64, 0, 0}},
-    {GATHER, "rows_pf16_t2", .fortran = 1, .tune = {1, 0, 0, 0, 16, 2, 0}},
-    {GATHER, "rows_pf32_t1", .fortran = 1, .tune = {1, 0, 0, 0, 32, 1, 0}},
-    {GATHER, "rows_pf32_t2", .fortran = 1, .tune = {1, 0, 0, 0, 32, 2, 0}},
-    {GATHER, "rows_pf32_nta", .fortran = 1, .tune = {1, 0, 0, 0, 32, 3, 0}},
-    /* split by columns: every row sorted once (radix), each thread a range of every row's elements */
-    {GATHER, "cols_pf16", .fortran = 1, .tune = {1, 1, 0, 1, 16, 0, 0}},
-    {GATHER, "cols_pf32", .fortran = 1, .tune = {1, 1, 0, 1, 32, 0, 0}},
-    {GATHER, "cols_pf64", .fortran = 1, .tune = {1, 1, 0, 1, 64, 0, 0}},
-    {GATHER, "cols_pf32_t2", .fortran = 1, .tune = {1, 1, 0, 1, 32, 2, 0}},
-    {GATHER, "cols_pf64_t2", .fortran = 1, .tune = {1, 1, 0, 1, 64, 2, 0}},
-    {GATHER, "cols_pf32_qsort", .fortran = 1, .tune = {1, 1, 0, 1, 32, 0, 1}},
-    {GATHER, "cols_pf32_unsorted", .fortran = 1, .tune = {1, 1, 0, 1, 32, 0, 2}},
-    {GATHER, "cols_pf32_4chunks", .fortran = 1, .tune = {1, 1, 0, 4, 32, 0, 0}},
-};
-#define N_MEASURES ((int)(sizeof measures / sizeof *measures))
+#define MAX_MEASURES 96
+static measure measures[MAX_MEASURES];
+static int n_measures;
+
+static measure *add(int what, const char *name)
+{
+    measure *m = &measures[n_measures++];
+    m->what = what;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return m;
+}
+
+static void add_ceiling(int memory, int shuffled, int ahead, int hint)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s_%s%.0d%s%s", memory_names[memory], shuffled ? "shuffled" : "sorted",
+             ahead ? "pf" : "nopf", ahead, ahead ? "_" : "", ahead ? hint_names[hint] : "");
+    measure *m = add(CEILING, name);
+    m->memory = memory, m->shuffled = shuffled, m->ahead = ahead, m->hint = hint;
+}
+
+/* A variant of the column walk, named by its knobs: rows (the default's split) or cols, block, even (rows in
+ * equal chunks, one a thread), chunks a thread, prefetch distance and hint, the sort. */
+static void add_walk(int by_columns, int block, int chunks_per_thread, int prefetch, int hint, int sort)
+{
+    char name[64], part[24];
+    snprintf(name, sizeof name, "%s", by_columns ? "cols" : "rows");
+    if (block)
+        snprintf(part, sizeof part, block < 0 ? "_blockall" : "_block%d", block), strcat(name, part);
+    if (chunks_per_thread && (!by_columns || chunks_per_thread > 1))
+        snprintf(part, sizeof part, by_columns ? "_%dchunks" : "_even%d", chunks_per_thread), strcat(name, part);
+    if (prefetch < 0)
+        strcat(name, "_nopf");
+    else
+        snprintf(part, sizeof part, "_pf%d_%s", prefetch ? prefetch : 16, hint_names[hint]), strcat(name, part);
+    if (by_columns && sort)
+        strcat(name, sort == 1 ? "_qsort" : "_unsorted");
+    measure *m = add(GATHER, name);
+    m->fortran = 1;
+    m->tune = (tq_gather_tuning){1, by_columns, block, chunks_per_thread, prefetch, hint, sort};
+}
+
+static void make_measures(void)
+{
+    add(OVERHEAD, "pool_empty_job");
+    /* The file: no prefetch; prefetcht0 at a few distances; prefetcht1 (into L2) further; t2 and nta. */
+    add_ceiling(MEM_FILE, 0, 0, 0);
+    for (int d = 8; d <= 64; d *= 2)
+        add_ceiling(MEM_FILE, 0, d, 0);
+    for (int d = 16; d <= 256; d *= 2)
+        add_ceiling(MEM_FILE, 0, d, 1);
+    add_ceiling(MEM_FILE, 0, 64, 2);
+    add_ceiling(MEM_FILE, 0, 64, 3);
+    add_ceiling(MEM_FILE, 1, 0, 0);
+    add_ceiling(MEM_FILE, 1, 32, 0);
+    add_ceiling(MEM_FILE, 1, 128, 1);
+    for (int mem = MEM_ANON4K; mem <= MEM_ANONHUGE; mem++) {
+        add_ceiling(mem, 0, 0, 0);
+        add_ceiling(mem, 0, 32, 0);
+        add_ceiling(mem, 0, 64, 1);
+        add_ceiling(mem, 0, 128, 1);
+        add_ceiling(mem, 1, 128, 1);
+    }
+    add(GATHER, "c_contiguous");
+    add(GATHER, "fortran_default")->fortran = 1;
+    /* Rows split as the default splits them: its knobs through the variant path (a control: the variant's
+     * prefetch runs on across columns, the default's one column on at most), then one knob at a time.
+     * block31: a block as small as a 16-thread chunk's (31 rows) on any thread count. */
+    add_walk(0, 0, 0, 16, 0, 0);
+    add_walk(0, 512, 0, 16, 0, 0);
+    add_walk(0, -1, 0, 16, 0, 0);
+    add_walk(0, -1, 1, 16, 0, 0);
+    add_walk(0, 0, 0, -1, 0, 0);
+    add_walk(0, 0, 0, 8, 0, 0);
+    add_walk(0, 0, 0, 32, 0, 0);
+    add_walk(0, 0, 0, 64, 0, 0);
+    for (int d = 16; d <= 256; d *= 2)
+        add_walk(0, 0, 0, d, 1, 0);
+    add_walk(0, 0, 0, 64, 2, 0);
+    add_walk(0, 0, 0, 64, 3, 0);
+    add_walk(0, -1, 1, 64, 1, 0);
+    add_walk(0, 31, 0, 16, 0, 0);
+    add_walk(0, 31, 0, 64, 1, 0);
+    /* Split by columns: every row sorted once (radix), each thread a range of every row's elements. */
+    add_walk(1, 0, 1, 16, 0, 0);
+    add_walk(1, 0, 1, 64, 0, 0);
+    add_walk(1, 0, 1, 64, 1, 0);
+    add_walk(1, 0, 1, 128, 1, 0);
+    add_walk(1, 0, 1, 64, 2, 0);
+    add_walk(1, 0, 1, 64, 1, 1);
+    add_walk(1, 0, 1, 64, 1, 2);
+    add_walk(1, 0, 4, 64, 1, 0);
+}
 
 static const uint32_t *file_map, *c_rows, *anon4k;
 static char *slots;
@@ -372,7 +419,7 @@ static int selected(const measure *m)
 
 static double ms_of(const char *name)
 {
-    for (int i = 0; i < N_MEASURES; i++)
+    for (int i = 0; i < n_measures; i++)
         if (!strcmp(measures[i].name, name))
             return 1e3 * median(measures[i].times, measures[i].n_times);
     return 0;
@@ -434,7 +481,7 @@ static const measure *best_of(int what, const char *prefix)
 {
     const measure *best = NULL;
     double best_ms = 0;
-    for (int i = 0; i < N_MEASURES; i++) {
+    for (int i = 0; i < n_measures; i++) {
         const measure *m = &measures[i];
         if (m->what != what || !m->n_times || strncmp(m->name, prefix, strlen(prefix)) ||
             (what == GATHER && !m->fortran))
@@ -449,6 +496,7 @@ static const measure *best_of(int what, const char *prefix)
 int main(int argc, char **argv)
 {
     parse(argc, argv);
+    make_measures();
     int default_threads = tq_copy_threads(), have = 0, n = 0;
     for (int i = 0; i < opt.n_threads; i++)
         have |= opt.threads[i] == default_threads;
@@ -515,7 +563,7 @@ int main(int argc, char **argv)
         tq_error err;
         if (tq_copy_set_threads(threads, &err) != TQ_OK)
             return fprintf(stderr, "lines_roof: %s\n", err.message), 2;
-        for (int i = 0; i < N_MEASURES; i++) {
+        for (int i = 0; i < n_measures; i++) {
             measure *m = &measures[i];
             m->n_times = 0, m->exact = 1, m->checked = 0, m->spent = 0;
             if (selected(m))
@@ -523,7 +571,7 @@ int main(int argc, char **argv)
         }
         int per_round = (opt.batches + opt.rounds - 1) / opt.rounds;
         for (int round = 0; round < opt.rounds; round++)
-            for (int i = 0; i < N_MEASURES; i++) {
+            for (int i = 0; i < n_measures; i++) {
                 measure *m = &measures[i];
                 double budget = opt.cap * (round + 1) / opt.rounds;
                 for (int k = 0; selected(m) && k < per_round && m->n_times < opt.batches && m->spent < budget; k++) {
@@ -535,7 +583,7 @@ int main(int argc, char **argv)
             }
         double overhead = ms_of("pool_empty_job"), c_ms = ms_of("c_contiguous");
         const char *is_default = threads == default_threads ? " default=1" : "";
-        for (int i = 0; i < N_MEASURES; i++) {
+        for (int i = 0; i < n_measures; i++) {
             measure *m = &measures[i];
             if (!m->n_times)
                 continue;
@@ -549,9 +597,17 @@ int main(int argc, char **argv)
                        threads, is_default, m->name, memory_names[m->memory], m->shuffled ? "shuffled" : "sorted",
                        m->ahead, m->ahead ? hint_names[m->hint] : "none", mean_lines, ms, mean_lines * 64 / ms / 1e6,
                        ms > overhead ? mean_lines * 64 / (ms - overhead) / 1e6 : 0.0, m->n_times);
-            else
+            else if (!m->tune.enabled)
                 printf("gather threads=%d%s name=%s ms=%.4f ratio_c=%.3f exact=%d batches=%d\n", threads, is_default,
                        m->name, ms, c_ms > 0 ? ms / c_ms : 0.0, m->exact, m->n_times);
+            else
+                printf("gather threads=%d%s name=%s ms=%.4f ratio_c=%.3f exact=%d batches=%d split=%s block=%d "
+                       "chunks_per_thread=%d prefetch=%d hint=%s sort=%s\n",
+                       threads, is_default, m->name, ms, c_ms > 0 ? ms / c_ms : 0.0, m->exact, m->n_times,
+                       m->tune.by_columns ? "cols" : "rows", m->tune.block, m->tune.chunks_per_thread,
+                       m->tune.prefetch ? m->tune.prefetch : 16,
+                       m->tune.prefetch < 0 ? "none" : hint_names[m->tune.hint],
+                       m->tune.by_columns ? (const char *[]){"radix", "qsort", "none"}[m->tune.sort] : "qsort");
         }
         const measure *best = best_of(GATHER, ""), *roof = best_of(CEILING, "file"),
                       *huge = best_of(CEILING, "anonhuge");

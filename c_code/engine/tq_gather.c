@@ -446,31 +446,43 @@ static tq_gather_tuning tuning; /* enabled 0: the default walk */
 
 void tq_gather_tune(const tq_gather_tuning *t) { tuning = t ? *t : (tq_gather_tuning){0}; }
 
-/* The column loop of same-type 4-byte elements with the prefetch distance a run-time value (`by`, 0 for
- * none) and the prefetch's hint one of four. */
-typedef void (*tuned_fn)(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n,
-                         const char *next, int64_t by);
-#define TUNED_COLUMN(NAME, LOCALITY)                                                                                   \
-    static void NAME(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n, const char *next, \
-                     int64_t by)                                                                                       \
-    {                                                                                                                  \
-        for (int64_t k = 0; k < n; k++) {                                                                              \
-            int64_t ahead = k + by;                                                                                    \
-            if (by > 0) {                                                                                              \
-                if (ahead < n)                                                                                         \
-                    __builtin_prefetch(src + from[ahead], 0, LOCALITY);                                                \
-                else if (next && ahead - n < n)                                                                        \
-                    __builtin_prefetch(next + from[ahead - n], 0, LOCALITY);                                           \
-            }                                                                                                          \
-            uint32_t v;                                                                                                \
-            memcpy(&v, src + from[k], 4);                                                                              \
-            memcpy(dst + to[k], &v, 4);                                                                                \
-        }                                                                                                              \
+/* The column walk of same-type 4-byte elements over `columns` elements of m rows (from the element at
+ * `at0`, `offset0`), with the prefetch distance a run-time value (`by` reads on, 0 for none) and its hint
+ * one of four.  The prefetch runs on a cursor of its own through the reads to come, across as many
+ * columns as it takes (the default's reaches one column on only). */
+typedef void (*tuned_fn)(char *dst, const char *base, const tq_row_layout *layout, const int64_t *at0,
+                         ptrdiff_t offset0, int64_t columns, const ptrdiff_t *from, const size_t *to, int64_t m,
+                         int64_t by);
+#define TUNED_WALK(NAME, LOCALITY)                                                                                    \
+    static void NAME(char *dst, const char *base, const tq_row_layout *layout, const int64_t *at0, ptrdiff_t offset0, \
+                     int64_t columns, const ptrdiff_t *from, const size_t *to, int64_t m, int64_t by)                 \
+    {                                                                                                                 \
+        int64_t at[TQ_ROW_MAX_DIMS], ahead_at[TQ_ROW_MAX_DIMS], ahead_k = 0, ahead_c = by > 0 ? 0 : columns;          \
+        ptrdiff_t offset = offset0, ahead_offset = offset0;                                                           \
+        memcpy(at, at0, sizeof at);                                                                                   \
+        memcpy(ahead_at, at0, sizeof ahead_at);                                                                       \
+        for (int64_t i = 0; i < by && ahead_c < columns; i++)                                                         \
+            if (++ahead_k == m)                                                                                       \
+                ahead_k = 0, ahead_c++, next_element(layout, ahead_at, &ahead_offset);                                \
+        for (int64_t c = 0; c < columns; c++, dst += 4) {                                                             \
+            const char *column = base + offset;                                                                       \
+            for (int64_t k = 0; k < m; k++) {                                                                         \
+                if (ahead_c < columns) {                                                                              \
+                    __builtin_prefetch(base + ahead_offset + from[ahead_k], 0, LOCALITY);                             \
+                    if (++ahead_k == m)                                                                               \
+                        ahead_k = 0, ahead_c++, next_element(layout, ahead_at, &ahead_offset);                        \
+                }                                                                                                     \
+                uint32_t v;                                                                                           \
+                memcpy(&v, column + from[k], 4);                                                                      \
+                memcpy(dst + to[k], &v, 4);                                                                           \
+            }                                                                                                         \
+            next_element(layout, at, &offset);                                                                        \
+        }                                                                                                             \
     }
-TUNED_COLUMN(tuned_t0, 3)
-TUNED_COLUMN(tuned_t1, 2)
-TUNED_COLUMN(tuned_t2, 1)
-TUNED_COLUMN(tuned_nta, 0)
+TUNED_WALK(tuned_t0, 3)
+TUNED_WALK(tuned_t1, 2)
+TUNED_WALK(tuned_t2, 1)
+TUNED_WALK(tuned_nta, 0)
 static const tuned_fn tuned_loops[4] = {tuned_t0, tuned_t1, tuned_t2, tuned_nta};
 
 typedef struct tuned_walk {
@@ -478,7 +490,7 @@ typedef struct tuned_walk {
     tuned_fn loop;
     int64_t ahead;         /* the prefetch distance, 0 for none */
     size_t n_chunks;       /* t.chunks_per_thread or by_columns: the chunks, rows or elements split evenly */
-    int64_t elements;      /* by_columns: of a row */
+    int64_t elements;      /* of a row */
     const ptrdiff_t *from; /* by_columns: every row's offset in the source, sorted */
     const size_t *to;      /* and in the batch */
 } tuned_walk;
@@ -505,14 +517,8 @@ static void tuned_rows(const gather_job *job, int64_t r, int64_t end)
         qsort(places, (size_t)m, sizeof *places, by_source);
         for (int64_t k = 0; k < m; k++)
             from[k] = places[k].from, to[k] = places[k].to;
-        char *dst = job->dst + (size_t)r * job->row_bytes;
         int64_t at[TQ_ROW_MAX_DIMS] = {0};
-        ptrdiff_t offset = 0;
-        for (int more = 1; more; dst += 4) {
-            const char *column = base + offset;
-            more = next_element(layout, at, &offset);
-            w->loop(dst, column, from, to, m, more ? base + offset : NULL, w->ahead);
-        }
+        w->loop(job->dst + (size_t)r * job->row_bytes, base, layout, at, 0, w->elements, from, to, m, w->ahead);
     }
     free(places);
 }
@@ -535,12 +541,7 @@ static void tuned_columns(const gather_job *job, size_t chunk)
         rest /= layout->shape[d];
         offset += at[d] * layout->strides[d];
     }
-    char *dst = job->dst + (size_t)e0 * 4;
-    for (int64_t e = e0; e < e1; e++, dst += 4) {
-        const char *column = base + offset;
-        next_element(layout, at, &offset);
-        w->loop(dst, column, w->from, w->to, job->n, e + 1 < e1 ? base + offset : NULL, w->ahead);
-    }
+    w->loop(job->dst + (size_t)e0 * 4, base, layout, at, offset, e1 - e0, w->from, w->to, job->n, w->ahead);
 }
 
 static void tuned_chunk(void *arg, size_t chunk)
@@ -601,9 +602,9 @@ static void tuned_gather(void *dst, const tq_rows *src, size_t row_bytes, const 
     gather_job job = {dst, src, row_bytes, idx, n, 1, 0, &w};
     size_t threads = (size_t)tq_copy_threads(),
            per = tuning.chunks_per_thread > 0 ? (size_t)tuning.chunks_per_thread : 1;
+    for (int d = 0; d < src->layout->ndim; d++)
+        w.elements *= src->layout->shape[d];
     if (tuning.by_columns) {
-        for (int d = 0; d < src->layout->ndim; d++)
-            w.elements *= src->layout->shape[d];
         row_place *places = malloc((size_t)n * (2 * sizeof *places + sizeof(ptrdiff_t) + sizeof(size_t)));
         if (!places)
             goto rows;
