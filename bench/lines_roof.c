@@ -17,15 +17,18 @@
  *             rows): ms a batch, its ratio to the C-contiguous gather, and whether the first batch's bytes
  *             (every batch's with check=1) equal rows read by a plain element loop;
  *
- * then a summary at the largest thread count: the best Fortran variant's ratio to the C-contiguous rows,
- * and the ratio the ceiling implies (the batch's lines x 64 B at the best ceiling's GB/s, over the C time).
- * The measurements take turns (rounds), each capped in time: about 30 s in all on 16 cores.  Needs ~600 MB
- * of memory and 188 MB of disk for the file (removed at the end unless keep=1).  Build and run from the tree:
+ * then a summary line for each thread count and a final one for the largest: the best Fortran variant's
+ * ratio to the C-contiguous rows (best_ratio), and the ratio the ceiling implies (implied_ratio: the
+ * batch's lines x 64 B at the best file ceiling's GB/s, over the C time; huge_implied_ratio: the same at
+ * the best ceiling over huge pages).  The measurements take turns (rounds of batches/rounds each), each
+ * capped at cap seconds a thread count: 54 measures x 0.15 s x 5 thread counts, about 40 s at most, plus
+ * about 3 s to write the file.  Needs ~600 MB of memory and 188 MB of disk for the file (removed at the
+ * end unless keep=1).  Build and run from the tree:
  *
  *   gcc -std=gnu11 -O2 -Ic_code/engine bench/lines_roof.c c_code/engine/tq_gather.c c_code/engine/tq_copy.c \
  *       c_code/engine/tq_base.c -o /tmp/lines_roof -lpthread
  *   /tmp/lines_roof                       (threads=1,2,4,8,16 and the pool's default, batches=100)
- *   /tmp/lines_roof threads=1,2 batches=10 check=1 file=/tmp/lines_roof.f32 cap=0.2 rounds=4 keep=0
+ *   /tmp/lines_roof threads=1,2 batches=10 check=1 file=/tmp/lines_roof.f32 cap=0.15 rounds=4 keep=0
  *
  * cap: the seconds at most a measurement takes at one thread count (over its rounds).  only=WORD,WORD: the
  * gathers and ceilings whose names contain one of the words (and the C-contiguous gather) only.
@@ -54,7 +57,7 @@ static struct {
     double cap;
     const char *file, *only;
     int threads[32], n_threads;
-} opt = {100, 4, 0, 0, 0.2, "/tmp/lines_roof.f32", NULL, {0}, 0};
+} opt = {100, 4, 0, 0, 0.15, "/tmp/lines_roof.f32", NULL, {0}, 0};
 
 /* ---- the data: element (r, j) is the uint32 r * COLS + j, a finite float's bits ---------------------- */
 
@@ -546,10 +549,10 @@ int main(int argc, char **argv)
     char thp[128], shmem[128];
     read_text("/sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof thp);
     read_text("/sys/kernel/mm/transparent_hugepage/shmem_enabled", shmem, sizeof shmem);
-    printf("config rows=%d cols=%d batch=%d file=%s batches=%d rounds=%d cap_s=%g check=%d cpus=%ld "
+    printf("config rows=%d cols=%d batch=%d file=%s batches=%d rounds=%d cap_s=%g check=%d measures=%d cpus=%ld "
            "default_threads=%d thp=%s shmem_thp=%s\n",
-           ROWS, COLS, BATCH, opt.file, opt.batches, opt.rounds, opt.cap, opt.check, sysconf(_SC_NPROCESSORS_ONLN),
-           default_threads, thp, shmem);
+           ROWS, COLS, BATCH, opt.file, opt.batches, opt.rounds, opt.cap, opt.check, n_measures,
+           sysconf(_SC_NPROCESSORS_ONLN), default_threads, thp, shmem);
     printf("memory file_huge_kb=%ld anonhuge_huge_kb=%ld anon4k_huge_kb=%ld\n", huge_kb(file_map), huge_kb(c_rows),
            huge_kb(anon4k));
     printf("lines fortran_per_batch=%.0f c_per_batch=%.0f ratio=%.2f fortran_mb=%.2f c_mb=%.2f\n", mean_lines, c_lines,
