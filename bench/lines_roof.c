@@ -11,18 +11,17 @@
  *             memory with MADV_HUGEPAGE (what the TLB misses cost): ms a batch and GB/s of lines (gbps_net:
  *             the pool's overhead taken off);
  *   gather    tq_gather (c_code/engine/tq_gather.c) through the pool at that thread count
- *             (tq_copy_set_threads) of the C-contiguous rows, of the Fortran mapping as it is done by
- *             default, and of the Fortran mapping by variants of the column walk (tq_gather_tune,
- *             tq_gather.h: block size, prefetch distance and hint, the batch split by columns rather than
- *             rows): ms a batch, its ratio to the C-contiguous gather, and whether the first batch's bytes
- *             (every batch's with check=1) equal rows read by a plain element loop;
+ *             (tq_copy_set_threads) of the C-contiguous rows and of the Fortran mapping (its column walk
+ *             split by columns among the threads): ms a batch, its ratio to the C-contiguous gather, and
+ *             whether the first batch's bytes (every batch's with check=1) equal rows read by a plain
+ *             element loop;
  *
- * then a summary line for each thread count and a final one for the largest: the best Fortran variant's
- * ratio to the C-contiguous rows (best_ratio), and the ratio the ceiling implies (implied_ratio: the
- * batch's lines x 64 B at the best file ceiling's GB/s, over the C time; huge_implied_ratio: the same at
- * the best ceiling over huge pages).  The measurements take turns (rounds of batches/rounds each), each
- * capped at cap seconds a thread count: 54 measures x 0.15 s x 5 thread counts, about 40 s at most, plus
- * about 3 s to write the file.  Needs ~600 MB of memory and 188 MB of disk for the file (removed at the
+ * then a summary line for each thread count and a final one for the largest: the Fortran gather's ratio
+ * to the C-contiguous rows (fortran_ratio), and the ratio the ceiling implies (implied_ratio: the batch's
+ * lines x 64 B at the best file ceiling's GB/s, over the C time; huge_implied_ratio: the same at the best
+ * ceiling over huge pages).  The measurements take turns (rounds of batches/rounds each), each capped at
+ * cap seconds a thread count: 28 measures x 0.15 s x 5 thread counts, about 21 s at most, plus about 3 s
+ * to write the file.  Needs ~600 MB of memory and 188 MB of disk for the file (removed at the
  * end unless keep=1).  Build and run from the tree:
  *
  *   gcc -std=gnu11 -O2 -Ic_code/engine bench/lines_roof.c c_code/engine/tq_gather.c c_code/engine/tq_copy.c \
@@ -242,16 +241,15 @@ typedef struct {
     char name[64];
     /* CEILING */
     int memory, shuffled, ahead, hint;
-    /* GATHER: fortran 0 the C-contiguous rows; tune.enabled 0 the default walk */
+    /* GATHER: fortran 0 the C-contiguous rows, 1 the Fortran mapping */
     int fortran;
-    tq_gather_tuning tune;
     /* results at one thread count */
     double times[MAX_TIMES];
     int n_times, exact, checked;
     double spent;
 } measure;
 
-#define MAX_MEASURES 96
+#define MAX_MEASURES 32
 static measure measures[MAX_MEASURES];
 static int n_measures;
 
@@ -270,27 +268,6 @@ static void add_ceiling(int memory, int shuffled, int ahead, int hint)
              ahead ? "pf" : "nopf", ahead, ahead ? "_" : "", ahead ? hint_names[hint] : "");
     measure *m = add(CEILING, name);
     m->memory = memory, m->shuffled = shuffled, m->ahead = ahead, m->hint = hint;
-}
-
-/* A variant of the column walk, named by its knobs: rows (the default's split) or cols, block, even (rows in
- * equal chunks, one a thread), chunks a thread, prefetch distance and hint, the sort. */
-static void add_walk(int by_columns, int block, int chunks_per_thread, int prefetch, int hint, int sort)
-{
-    char name[64], part[24];
-    snprintf(name, sizeof name, "%s", by_columns ? "cols" : "rows");
-    if (block)
-        snprintf(part, sizeof part, block < 0 ? "_blockall" : "_block%d", block), strcat(name, part);
-    if (chunks_per_thread && (!by_columns || chunks_per_thread > 1))
-        snprintf(part, sizeof part, by_columns ? "_%dchunks" : "_even%d", chunks_per_thread), strcat(name, part);
-    if (prefetch < 0)
-        strcat(name, "_nopf");
-    else
-        snprintf(part, sizeof part, "_pf%d_%s", prefetch ? prefetch : 16, hint_names[hint]), strcat(name, part);
-    if (by_columns && sort)
-        strcat(name, sort == 1 ? "_qsort" : "_unsorted");
-    measure *m = add(GATHER, name);
-    m->fortran = 1;
-    m->tune = (tq_gather_tuning){1, by_columns, block, chunks_per_thread, prefetch, hint, sort};
 }
 
 static void make_measures(void)
@@ -315,34 +292,7 @@ static void make_measures(void)
         add_ceiling(mem, 1, 128, 1);
     }
     add(GATHER, "c_contiguous");
-    add(GATHER, "fortran_default")->fortran = 1;
-    /* Rows split as the default splits them: its knobs through the variant path (a control: the variant's
-     * prefetch runs on across columns, the default's one column on at most), then one knob at a time.
-     * block31: a block as small as a 16-thread chunk's (31 rows) on any thread count. */
-    add_walk(0, 0, 0, 16, 0, 0);
-    add_walk(0, 512, 0, 16, 0, 0);
-    add_walk(0, -1, 0, 16, 0, 0);
-    add_walk(0, -1, 1, 16, 0, 0);
-    add_walk(0, 0, 0, -1, 0, 0);
-    add_walk(0, 0, 0, 8, 0, 0);
-    add_walk(0, 0, 0, 32, 0, 0);
-    add_walk(0, 0, 0, 64, 0, 0);
-    for (int d = 16; d <= 256; d *= 2)
-        add_walk(0, 0, 0, d, 1, 0);
-    add_walk(0, 0, 0, 64, 2, 0);
-    add_walk(0, 0, 0, 64, 3, 0);
-    add_walk(0, -1, 1, 64, 1, 0);
-    add_walk(0, 31, 0, 16, 0, 0);
-    add_walk(0, 31, 0, 64, 1, 0);
-    /* Split by columns: every row sorted once (radix), each thread a range of every row's elements. */
-    add_walk(1, 0, 1, 16, 0, 0);
-    add_walk(1, 0, 1, 64, 0, 0);
-    add_walk(1, 0, 1, 64, 1, 0);
-    add_walk(1, 0, 1, 128, 1, 0);
-    add_walk(1, 0, 1, 64, 2, 0);
-    add_walk(1, 0, 1, 64, 1, 1);
-    add_walk(1, 0, 1, 64, 1, 2);
-    add_walk(1, 0, 4, 64, 1, 0);
+    add(GATHER, "fortran")->fortran = 1;
 }
 
 static const uint32_t *file_map, *c_rows, *anon4k;
@@ -394,11 +344,9 @@ static double run_one(measure *m, int batch_no)
     char *slot = slots + (size_t)(batch_no % 3) * BATCH * ROW_BYTES;
     static tq_row_layout fortran = {1, {COLS}, {ROWS * 4}, TQ_FLOAT32, TQ_FLOAT32};
     tq_rows c_src = {c_rows, ROW_BYTES, NULL}, f_src = {file_map, 4, &fortran};
-    tq_gather_tune(m->tune.enabled ? &m->tune : NULL);
     began = tq_now();
     tq_gather(slot, m->fortran ? &f_src : &c_src, ROW_BYTES, idx, BATCH);
     took = tq_now() - began;
-    tq_gather_tune(NULL);
     if (!m->checked || opt.check) { /* a slot holds another batch's rows, or 0xff bytes, before */
         m->exact &= exact_rows(slot, idx);
         m->checked = 1;
@@ -486,8 +434,7 @@ static const measure *best_of(int what, const char *prefix)
     double best_ms = 0;
     for (int i = 0; i < n_measures; i++) {
         const measure *m = &measures[i];
-        if (m->what != what || !m->n_times || strncmp(m->name, prefix, strlen(prefix)) ||
-            (what == GATHER && !m->fortran))
+        if (m->what != what || !m->n_times || strncmp(m->name, prefix, strlen(prefix)))
             continue;
         double ms = ms_of(m->name);
         if (!best || ms < best_ms)
@@ -600,38 +547,27 @@ int main(int argc, char **argv)
                        threads, is_default, m->name, memory_names[m->memory], m->shuffled ? "shuffled" : "sorted",
                        m->ahead, m->ahead ? hint_names[m->hint] : "none", mean_lines, ms, mean_lines * 64 / ms / 1e6,
                        ms > overhead ? mean_lines * 64 / (ms - overhead) / 1e6 : 0.0, m->n_times);
-            else if (!m->tune.enabled)
+            else
                 printf("gather threads=%d%s name=%s ms=%.4f ratio_c=%.3f exact=%d batches=%d\n", threads, is_default,
                        m->name, ms, c_ms > 0 ? ms / c_ms : 0.0, m->exact, m->n_times);
-            else
-                printf("gather threads=%d%s name=%s ms=%.4f ratio_c=%.3f exact=%d batches=%d split=%s block=%d "
-                       "chunks_per_thread=%d prefetch=%d hint=%s sort=%s\n",
-                       threads, is_default, m->name, ms, c_ms > 0 ? ms / c_ms : 0.0, m->exact, m->n_times,
-                       m->tune.by_columns ? "cols" : "rows", m->tune.block, m->tune.chunks_per_thread,
-                       m->tune.prefetch ? m->tune.prefetch : 16,
-                       m->tune.prefetch < 0 ? "none" : hint_names[m->tune.hint],
-                       m->tune.by_columns ? (const char *[]){"radix", "qsort", "none"}[m->tune.sort] : "qsort");
         }
-        const measure *best = best_of(GATHER, ""), *roof = best_of(CEILING, "file"),
-                      *huge = best_of(CEILING, "anonhuge");
-        double best_ms = best ? ms_of(best->name) : 0, def_ms = ms_of("fortran_default");
+        const measure *roof = best_of(CEILING, "file"), *huge = best_of(CEILING, "anonhuge");
+        double f_ms = ms_of("fortran");
         double roof_gbps = roof ? mean_lines * 64 / ms_of(roof->name) / 1e6 : 0;
         double huge_gbps = huge ? mean_lines * 64 / ms_of(huge->name) / 1e6 : 0;
         double implied = roof_gbps > 0 ? mean_lines * 64 / roof_gbps / 1e6 : 0;
         double implied_huge = huge_gbps > 0 ? mean_lines * 64 / huge_gbps / 1e6 : 0;
         snprintf(final, sizeof final,
-                 "threads=%d%s c_ms=%.4f default_ms=%.4f default_ratio=%.3f best=%s best_ms=%.4f best_ratio=%.3f "
-                 "ceiling=%s ceiling_gbps=%.2f implied_ms=%.4f implied_ratio=%.3f huge_ceiling=%s huge_gbps=%.2f "
-                 "huge_implied_ratio=%.3f",
-                 threads, is_default, c_ms, def_ms, c_ms > 0 ? def_ms / c_ms : 0.0, best ? best->name : "none", best_ms,
-                 c_ms > 0 ? best_ms / c_ms : 0.0, roof ? roof->name : "none", roof_gbps, implied,
-                 c_ms > 0 ? implied / c_ms : 0.0, huge ? huge->name : "none", huge_gbps,
+                 "threads=%d%s c_ms=%.4f fortran_ms=%.4f fortran_ratio=%.3f ceiling=%s ceiling_gbps=%.2f "
+                 "implied_ms=%.4f implied_ratio=%.3f huge_ceiling=%s huge_gbps=%.2f huge_implied_ratio=%.3f",
+                 threads, is_default, c_ms, f_ms, c_ms > 0 ? f_ms / c_ms : 0.0, roof ? roof->name : "none", roof_gbps,
+                 implied, c_ms > 0 ? implied / c_ms : 0.0, huge ? huge->name : "none", huge_gbps,
                  c_ms > 0 ? implied_huge / c_ms : 0.0);
         printf("summary %s\n", final);
         fflush(stdout);
     }
     printf("final %s elapsed_s=%.1f\n", final, tq_now() - began_all);
-    printf("# At the largest thread count: the best Fortran walk above is best_ratio x the C-contiguous gather; "
+    printf("# At the largest thread count: the Fortran gather above is fortran_ratio x the C-contiguous gather; "
            "reading the batch's lines at the best ceiling's rate would take implied_ratio x (target: 1.5).\n");
     if (!opt.keep)
         unlink(opt.file);

@@ -70,21 +70,6 @@ typedef struct {
  * checked every index and that the layout's pair converts. */
 void tq_gather(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n);
 
-/* Internal, for bench/lines_roof.c only (nothing else calls it): variants of the column walk of
- * Fortran-order rows (same-type 4-byte elements; other rows keep the default walk).  All zero (or
- * tq_gather_tune(NULL)): the default walk, unchanged.  Not thread-safe: set it while no gather runs. */
-typedef struct {
-    int enabled;           /* 0: the default walk, whatever the rest says */
-    int by_columns;        /* 1: every row of the batch sorted once and the row's elements split among the
-                              threads (ranges of 64 bytes of a row); 0: rows split, as the default */
-    int block;             /* rows split: rows a sorted block holds (0: 256; < 0: the whole chunk) */
-    int chunks_per_thread; /* 0: the default split (rows by the bytes they read); n: threads * n equal chunks */
-    int prefetch;          /* reads ahead a read prefetches (0: 16; < 0: none) */
-    int hint;              /* the prefetch: 0 prefetcht0 (the default's), 1 prefetcht1, 2 prefetcht2, 3 prefetchnta */
-    int sort;              /* by_columns: 0 a radix sort of the rows' offsets, 1 qsort, 2 none */
-} tq_gather_tuning;
-void tq_gather_tune(const tq_gather_tuning *tuning);
-
 /* One component of an element whose rows a device backend gathers itself
  * (tq_backend.h, publish_rows): its rows in the source, and where they go. */
 typedef struct {
