@@ -1,6 +1,7 @@
 /* tq_gather.c: see tq_gather.h.  The rows are cut into chunks of about the
  * pool's chunk size; each chunk copies its runs of consecutive indices, or,
- * for rows with a layout, walks each row's elements (cast on the way). */
+ * for rows with a layout, walks each row's elements (cast on the way).
+ * Fortran-order rows of one type are split by columns instead (below). */
 #include "tq_gather.h"
 
 #include <stdlib.h>
@@ -89,7 +90,7 @@ static float half_to_float(uint16_t h)
             memcpy(dst + (size_t)i * sizeof out, &out, sizeof out);                          \
         }                                                                                    \
     }
-/* A column of a block of rows (the column walk, below): element k read at src + from[k], written at
+/* A column of a block of rows cast (the column walk, below): element k read at src + from[k], written at
  * dst + to[k], the element PREFETCH rows on (or, past the block's end, the next column's) asked for
  * meanwhile: each read is a cache line of its own, which no hardware prefetcher foresees. */
 #define PREFETCH 16
@@ -151,8 +152,7 @@ static const column_fn cast_columns[TQ_N_SCALARS][TQ_N_SCALARS] = {TARGETS(COLUM
         }                                                                          \
         for (; i < n; i++, src += step, dst += SIZE)                               \
             memcpy(dst, src, SIZE);                                                \
-    }                                                                              \
-    COLUMN_LOOP(column_copy_##SIZE, T, T, READ_PLAIN)
+    }
 COPY_LOOP(1, uint8_t)
 COPY_LOOP(2, uint16_t)
 COPY_LOOP(8, uint64_t)
@@ -184,7 +184,6 @@ static void copy_4(char *dst, const char *src, int64_t n, ptrdiff_t step)
     for (; i < n; i++, src += step, dst += 4)
         memcpy(dst, src, 4);
 }
-COLUMN_LOOP(column_copy_4, uint32_t, uint32_t, READ_PLAIN)
 
 static const size_t scalar_sizes[TQ_N_SCALARS] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
 
@@ -206,18 +205,6 @@ static convert_fn element_loop(const tq_row_layout *layout)
     case 2: return copy_2;
     case 4: return copy_4;
     default: return copy_8;
-    }
-}
-
-static column_fn column_loop(const tq_row_layout *layout)
-{
-    if (layout->from != layout->to)
-        return cast_columns[layout->from][layout->to];
-    switch (scalar_sizes[layout->from]) {
-    case 1: return column_copy_1;
-    case 2: return column_copy_2;
-    case 4: return column_copy_4;
-    default: return column_copy_8;
     }
 }
 
@@ -293,7 +280,8 @@ static void gather_chunk_walked(const gather_job *job, int64_t r, int64_t end)
  * each element from a line, and a page, of its own, in no order.  The column walk reads element e of
  * every row of a block, the rows sorted by where they lie, then element e + 1: the reads of a column
  * go forward through it, a few pages for the whole block.  Rows of one element (labels) are one
- * column: one loop for the chunk. */
+ * column: one loop for the chunk.  This is the walk of rows cast on the way; rows of one type take the
+ * split by columns below. */
 #define COLUMN_MIN_STEP 64
 #define COLUMN_BLOCK 256
 
@@ -336,7 +324,7 @@ static void gather_chunk_columns(const gather_job *job, int64_t r, int64_t end)
 {
     const tq_row_layout *layout = job->src->layout;
     const char *base = job->src->base;
-    column_fn loop = column_loop(layout);
+    column_fn loop = cast_columns[layout->from][layout->to];
     size_t out_size = scalar_sizes[layout->to];
     row_place places[COLUMN_BLOCK];
     ptrdiff_t from[COLUMN_BLOCK];
@@ -358,6 +346,101 @@ static void gather_chunk_columns(const gather_job *job, int64_t r, int64_t end)
             loop(dst, column, from, to, m, more ? base + offset : NULL);
         }
     }
+}
+
+/* ---- the column walk split by columns: rows of one type ----------------------------- */
+
+/* The batch's rows in its own order, every row's elements split among the threads in ranges of whole
+ * 64-byte lines of a batch row (where the batch's rows start on a line, no two threads write one),
+ * each range walked column by column over all the rows.  A thread then reads its own columns only:
+ * fewer pages (and TLB entries) a thread than a split by rows, whose every thread reads every column.
+ * No sort: a sort of the whole batch would run on one thread before the split, and with reads asked
+ * for this far ahead their order matters little.  The prefetch runs SPLIT_AHEAD reads ahead on a
+ * cursor of its own, across columns, into L2 (prefetcht1: each line is read once, and L1 is too small
+ * to hold what is on its way).  Few elements and many rows (labels, narrow rows): the rows are split
+ * as well.  bench/lines_roof.c measures it against the C-contiguous gather. */
+#define SPLIT_AHEAD 64
+
+typedef void (*split_fn)(char *dst, const char *base, const tq_row_layout *layout, int64_t *at, ptrdiff_t offset,
+                         int64_t columns, const int64_t *idx, ptrdiff_t stride, int64_t m, size_t row_bytes);
+
+/* `columns` elements of rows idx[0..m), from the element at `at` (its offset in a row `offset`). */
+#define SPLIT_LOOP(SIZE, T)                                                                                           \
+    static void split_##SIZE(char *dst, const char *base, const tq_row_layout *layout, int64_t *at, ptrdiff_t offset, \
+                             int64_t columns, const int64_t *idx, ptrdiff_t stride, int64_t m, size_t row_bytes)      \
+    {                                                                                                                 \
+        int64_t ahead_at[TQ_ROW_MAX_DIMS], ahead_k = 0, ahead_c = 0;                                                  \
+        ptrdiff_t ahead_offset = offset;                                                                              \
+        memcpy(ahead_at, at, sizeof ahead_at);                                                                        \
+        for (int i = 0; i < SPLIT_AHEAD && ahead_c < columns; i++)                                                    \
+            if (++ahead_k == m)                                                                                       \
+                ahead_k = 0, ahead_c++, next_element(layout, ahead_at, &ahead_offset);                                \
+        for (int64_t c = 0; c < columns; c++, dst += SIZE) {                                                          \
+            const char *column = base + offset;                                                                       \
+            char *out = dst;                                                                                          \
+            for (int64_t k = 0; k < m; k++, out += row_bytes) {                                                       \
+                if (ahead_c < columns) {                                                                              \
+                    __builtin_prefetch(base + ahead_offset + idx[ahead_k] * stride, 0, 2);                            \
+                    if (++ahead_k == m)                                                                               \
+                        ahead_k = 0, ahead_c++, next_element(layout, ahead_at, &ahead_offset);                        \
+                }                                                                                                     \
+                T v;                                                                                                  \
+                memcpy(&v, column + idx[k] * stride, SIZE);                                                           \
+                memcpy(out, &v, SIZE);                                                                                \
+            }                                                                                                         \
+            next_element(layout, at, &offset);                                                                        \
+        }                                                                                                             \
+    }
+SPLIT_LOOP(1, uint8_t)
+SPLIT_LOOP(2, uint16_t)
+SPLIT_LOOP(4, uint32_t)
+SPLIT_LOOP(8, uint64_t)
+
+typedef struct {
+    char *dst;
+    const tq_rows *src;
+    size_t row_bytes;
+    const int64_t *idx;
+    int64_t n, elements, per_line;     /* elements of a row, and of a 64-byte line of a batch row */
+    size_t lines, by_columns, by_rows; /* lines of a batch row; chunks: by_columns x by_rows */
+    split_fn loop;
+} split_job;
+
+/* Chunk c: the line range c % by_columns of the row range c / by_columns. */
+static void split_chunk(void *arg, size_t chunk)
+{
+    const split_job *job = arg;
+    const tq_row_layout *layout = job->src->layout;
+    size_t c = chunk % job->by_columns, r = chunk / job->by_columns;
+    int64_t e0 = (int64_t)(c * job->lines / job->by_columns) * job->per_line;
+    int64_t e1 = (int64_t)((c + 1) * job->lines / job->by_columns) * job->per_line;
+    int64_t r0 = (int64_t)(r * (size_t)job->n / job->by_rows), r1 = (int64_t)((r + 1) * (size_t)job->n / job->by_rows);
+    e1 = e1 < job->elements ? e1 : job->elements;
+    int64_t at[TQ_ROW_MAX_DIMS] = {0}, rest = e0;
+    ptrdiff_t offset = 0;
+    for (int d = layout->ndim - 1; d >= 0; d--) {
+        at[d] = rest % layout->shape[d];
+        rest /= layout->shape[d];
+        offset += at[d] * layout->strides[d];
+    }
+    size_t size = scalar_sizes[layout->from];
+    job->loop(job->dst + (size_t)r0 * job->row_bytes + (size_t)e0 * size, job->src->base, layout, at, offset, e1 - e0,
+              job->idx + r0, job->src->stride, r1 - r0, job->row_bytes);
+}
+
+/* Over `chunks` chunks at most: as many line ranges as there are lines, the rest by rows. */
+static void gather_split(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n, size_t chunks)
+{
+    static const split_fn loops[9] = {[1] = split_1, [2] = split_2, [4] = split_4, [8] = split_8};
+    const tq_row_layout *layout = src->layout;
+    size_t size = scalar_sizes[layout->from];
+    split_job job = {dst, src, row_bytes, idx, n, 1, (int64_t)(64 / size), 0, 0, 0, loops[size]};
+    for (int d = 0; d < layout->ndim; d++)
+        job.elements *= layout->shape[d];
+    job.lines = (size_t)((job.elements + job.per_line - 1) / job.per_line);
+    job.by_columns = chunks < job.lines ? chunks : job.lines;
+    job.by_rows = chunks / job.by_columns < (size_t)n ? chunks / job.by_columns : (size_t)n;
+    tq_copy_parallel(job.by_columns * job.by_rows, split_chunk, &job);
 }
 
 /* Shuffled rows lie anywhere, and the hardware prefetcher follows a row only once it is inside it: a
@@ -444,6 +527,11 @@ void tq_gather(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *i
     if (n <= 0 || !row_bytes)
         return;
     size_t cost = row_cost(src, row_bytes), total = (size_t)n * cost, chunk = tq_copy_chunk_bytes(total);
+    const tq_row_layout *layout = src->layout;
+    if (layout && layout->from == layout->to && walks_columns(src)) {
+        gather_split(dst, src, row_bytes, idx, n, (total + chunk - 1) / chunk);
+        return;
+    }
     int64_t per_chunk = (int64_t)(chunk / cost);
     gather_job job = {dst, src, row_bytes, idx, n, per_chunk > 0 ? per_chunk : 1, chunk < total};
     tq_copy_parallel((size_t)((n + job.rows_per_chunk - 1) / job.rows_per_chunk), gather_chunk, &job);

@@ -3,7 +3,8 @@
  * float64), each gathered row checked element by element against a plain loop, for batches small enough for
  * one thread and large enough to be shared by the copy pool, of one row, and of more rows than one block of
  * the column walk; 2-, 4- and 8-byte elements, every other one up to the last bytes before a page that cannot
- * be read (the gather reads nothing past a row's last element). */
+ * be read (the gather reads nothing past a row's last element); Fortran-order rows of one type (1- to 8-byte
+ * elements, split by columns) on 1, 2, 3 and 16 threads. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,10 +44,12 @@ static int32_t source_value(int64_t r, int64_t i, int64_t j)
 /* An integer of one of the types the tests use, read from p. */
 static int64_t read_int(const char *p, tq_scalar type)
 {
+    int8_t i8;
     int16_t i16;
     int32_t i32;
     int64_t i64;
     switch (type) {
+    case TQ_INT8: return memcpy(&i8, p, 1), i8;
     case TQ_INT16: return memcpy(&i16, p, 2), i16;
     case TQ_INT32: return memcpy(&i32, p, 4), i32;
     default: return memcpy(&i64, p, 8), i64;
@@ -55,9 +58,11 @@ static int64_t read_int(const char *p, tq_scalar type)
 
 static void write_int(char *p, tq_scalar type, int64_t v)
 {
+    int8_t i8 = (int8_t)v;
     int16_t i16 = (int16_t)v;
     int32_t i32 = (int32_t)v;
     switch (type) {
+    case TQ_INT8: memcpy(p, &i8, 1); break;
     case TQ_INT16: memcpy(p, &i16, 2); break;
     case TQ_INT32: memcpy(p, &i32, 4); break;
     default: memcpy(p, &v, 8);
@@ -189,6 +194,39 @@ static void floats(void)
     CHECK(got[0] == 0.0 && got[1] == 1.0 && got[2] == 0.0 && got[3] == 1.0);
 }
 
+/* Fortran-order rows of one type (the column walk split by columns among the pool's threads, and by rows
+ * where the rows are narrow), 1-, 2-, 4- and 8-byte elements, at the pool's thread count. */
+static void split_by_columns(void)
+{
+    static const tq_scalar types[] = {TQ_INT8, TQ_INT16, TQ_INT32, TQ_INT64};
+    for (int t = 0; t < 4; t++) {
+        tq_scalar type = types[t];
+        CHECK(typed_exact(2000, 28, 28, 1, 2000, 56000, type, type, 1000)); /* shared by the pool */
+        CHECK(typed_exact(2000, 5, 13, 1, 2000, 10000, type, type, 1000));  /* lines split unevenly, and rows */
+        CHECK(typed_exact(300, 4, 7, 1, 300, 1200, type, type, 300));
+        CHECK(typed_exact(300, 4, 7, -1, 300, 1200, type, type, 300));      /* rows reversed */
+        CHECK(typed_exact(300, 4, 7, 1, -300, -1200, type, type, 300));     /* axes reversed */
+        CHECK(typed_exact(300, 4, 7, 1, 1200, -300, type, type, 300));      /* axes swapped, one reversed */
+        CHECK(typed_exact(600, 4, 7, 2, 1200, 4800, type, type, 500));      /* every other row */
+        CHECK(typed_exact(50, 3, 5, 1, 50, 150, type, type, 1));            /* one row */
+        CHECK(typed_exact(70000, 1, 40, 1, 70000, 70000, type, type, 900)); /* a large source */
+        CHECK(typed_exact(5000, 1, 3, 1, 5000, 5000, type, type, 20000));   /* narrow rows: split by rows */
+        CHECK(typed_exact(5000, 1, 1, -1, 5000, 5000, type, type, 20000));  /* one element a row */
+    }
+    int64_t idx[20000], labels[3000];
+    some_rows(idx, 20000, 3000, 11);
+    for (int i = 0; i < 3000; i++)
+        labels[i] = (int64_t)i * 1000003 - 7;
+    static int64_t out[20000];
+    tq_row_layout one = {0, {0}, {0}, TQ_INT64, TQ_INT64};
+    tq_rows src = {labels + 2999, -8, &one}; /* labels of one type, reversed */
+    tq_gather(out, &src, 8, idx, 20000);
+    int exact = 1;
+    for (int i = 0; i < 20000; i++)
+        exact &= out[i] == labels[2999 - idx[i]];
+    CHECK(exact);
+}
+
 /* What the engine has loops for: every pair of one type, the casts into wider types, none into float16. */
 static void converts(void)
 {
@@ -229,6 +267,11 @@ int main(void)
     }
     every_other_up_to_a_page_end();
     tq_error err;
+    static const int thread_counts[] = {1, 2, 3, 16};
+    for (int t = 0; t < 4; t++) {
+        CHECK(tq_copy_set_threads(thread_counts[t], &err) == TQ_OK);
+        split_by_columns();
+    }
     CHECK(tq_copy_set_threads(1, &err) == TQ_OK);
     CHECK(strided_exact(2000, 28, 28, 1, 2000, 56000, 0, 3000)); /* the same on the caller alone */
     printf("%d checks, %d failed\n", checks, failures);
