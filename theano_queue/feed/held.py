@@ -5,10 +5,13 @@ Sampling, sharding, resume, statistics and the runs of batches are an
 array dataset's (:class:`~.arrays.ArrayProducer`); only the gather moves.
 When the Feeder starts, the engine copies each array's bytes into device
 memory of the queue's CUDA context (``Ring.gather_on_device(arrays,
-"device")``); from then on ``Ring.put_rows`` sends each batch's row numbers
-to the device (8 bytes a row) and one kernel per component gathers the
-rows into the slot, on the queue's copy stream, with the GIL released and
-no Python per batch.  The device copy is freed when the run ends.
+"device")``); from then on each batch costs its row numbers (8 bytes a row)
+and one kernel per component, with the GIL released and no Python per
+batch.  ``Ring.put_rows`` stages a small batch's row numbers and leaves the
+gather to the dequeue, which runs it on the step's own stream straight into
+the memory the graph reads; a batch of more than 2 MiB it gathers into the
+slot itself, on the queue's copy stream, beside the step (doc/design.rst,
+"Datasets held in GPU memory").  The device copy is freed when the run ends.
 
 The engine runs the kernel in its own context push, in the Feeder's
 thread, without libgpuarray: libgpuarray 0.7.6 counts its context entries
