@@ -6,8 +6,8 @@
  *                     destruction
  *   tq_cuda_device.c  device arrays put from host code, the strided kernel
  *   tq_cuda_rows.c    the device gather of array datasets' rows
- *   tq_cuda_held.c    array datasets held in device memory, gathered there
  *   tq_cuda_lend.c    a slot's device block lent to its consumer (lend)
+ *   tq_cuda_held.c    array datasets held in device memory, gathered there
  *   tq_cuda_kernels.c the kernels' modules (PTX), loaded at first use
  *   tq_cuda_pin.c     page-locked host memory, register_host
  *   tq_cuda_upload.c  host-to-device uploads, now or left to the consumer
@@ -192,6 +192,12 @@ tq_code cuda_publish_rows(tq_backend *self, int slot, const tq_row_part *parts, 
  * gather_lock held). */
 tq_code cuda_detach_all(cuda_backend *b, tq_error *err);
 
+/* ---- tq_cuda_lend.c: the backend table's lend and give_back ---- */
+tq_code cuda_lend(tq_backend *self, int slot, void *stream, int *lease, void **data, tq_error *err);
+void cuda_give_back(tq_backend *self, int lease);
+/* Frees the spare blocks once nothing reads them (ctx current, none lent). */
+void cuda_spares_release(cuda_backend *b);
+
 /* ---- tq_cuda_held.c: array datasets held in device memory (TQ_GATHER_DEVICE) ---- */
 /* Refuses with the sizes when `total` bytes of sources, and every slot's
  * row numbers, do not fit in the device's free memory (ctx current). */
@@ -229,12 +235,6 @@ tq_code cuda_gather_for_consumer(cuda_backend *b, int slot, CUstream stream, con
  * memory on the copy stream and recorded as filled: for readers of the slot
  * itself (read_to_host) and a detach (ctx current; gather_lock held). */
 tq_code cuda_gather_left_into_slot(cuda_backend *b, int slot, tq_error *err);
-
-/* ---- tq_cuda_lend.c: the backend table's lend and give_back ---- */
-tq_code cuda_lend(tq_backend *self, int slot, void *stream, int *lease, void **data, tq_error *err);
-void cuda_give_back(tq_backend *self, int lease);
-/* Frees the spare blocks once nothing reads them (ctx current, none lent). */
-void cuda_spares_release(cuda_backend *b);
 
 /* ---- tq_cuda_kernels.c ---- */
 /* The kernel, its module loaded into the ring's context at first use (ctx current). */
