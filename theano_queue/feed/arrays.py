@@ -80,6 +80,18 @@ class ArrayProducer(InlineMapProducer):
     #: Batches per engine call at most: bounds how stale ``produced`` is between calls.
     RUN = 256
 
+    @staticmethod
+    def refill_room(capacity: int) -> int:
+        """The free slots a full queue waits for before the next batch: half of them (1 for 2 or 3 slots).
+
+        A Feeder woken by every dequeue runs once per training step, and on
+        a machine with few cores each wake-up takes a core from the step
+        (doc/pymc.rst, "Speed, measured"); woken for half the queue, it
+        writes that many batches in a row while the other half is there to
+        be taken.
+        """
+        return max(1, capacity // 2)
+
     def __init__(self, feeder, port, arrays, sampler, cursor):
         super().__init__(feeder, port, None, sampler, cursor)  # its state, stats and start; not its writer
         self.arrays = arrays
@@ -88,6 +100,7 @@ class ArrayProducer(InlineMapProducer):
         self.casts = casts(arrays, port.components)
         self.paths = gather_paths(port._ring, arrays, port.components)
         self.native = None not in self.paths
+        self.room = self.refill_room(port._ring.capacity)
         #: Who gathers the rows while it runs: one word for every component, or a list of one per component.
         self.gather: Union[str, List[str]] = "host" if self.native else "numpy"
 
@@ -162,7 +175,7 @@ class ArrayProducer(InlineMapProducer):
             indices = sampler.epoch_indices(epoch)
             self.progress.committing(*range(position, position + count))
             began, waited = time.perf_counter(), ring.stats()["producer_wait_s"]
-            put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop, self.casts)
+            put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop, self.casts, self.room)
             self.busy += time.perf_counter() - began - (ring.stats()["producer_wait_s"] - waited)
             self.samples += int(min(len(indices), (first + put) * sampler.batch_size) - first * sampler.batch_size)
             self.feeder.produced += put
