@@ -252,6 +252,25 @@ def test_a_put_beside_a_sleeping_feeder_takes_the_first_free_slot():
         assert not put.is_alive() and q.stats()["enqueued"] == 5
 
 
+def test_the_next_epochs_order_is_computed_beside_the_feeder(monkeypatch):
+    """A shuffled epoch's permutation is made in another thread while the epoch before it is written."""
+    made_in = {}
+    order = Sampler.order
+
+    def recorded(self, epoch):
+        made_in[epoch] = threading.current_thread().name
+        return order(self, epoch)
+
+    monkeypatch.setattr(Sampler, "order", recorded)
+    x, i = dataset()
+    q = queue()
+    with tq.Feeder(q, (x, i), shuffle=True, seed=5, epochs=3) as feeder:
+        got = drain(q)
+    assert made_in[0] == feeder.name and made_in[1] == made_in[2] == "OrderAhead"
+    plain = Sampler(N, BATCH, shuffle=True, seed=5, epochs=3)
+    assert rows_of(got) == [int(r) for e in range(3) for r in plain.order(e)]
+
+
 def test_put_rows_refuses_a_room_below_one():
     x, i = dataset()
     with pytest.raises(ValueError, match="room >= 1"):
