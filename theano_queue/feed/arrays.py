@@ -24,7 +24,7 @@ import math
 import os
 import threading
 import time
-from typing import List, Union
+from typing import List, Optional, Union
 
 import numpy as np
 
@@ -81,8 +81,8 @@ class OrderAhead:
 
     def __init__(self, sampler, epoch: int):
         self.epoch = epoch
-        self.indices = None
-        self.error = None
+        self.indices: Optional[np.ndarray] = None
+        self.error: Optional[BaseException] = None
         self.thread = threading.Thread(target=self.compute, args=(sampler,), name="OrderAhead", daemon=True)
         self.thread.start()
 
