@@ -47,6 +47,7 @@ class Ring:
         count: int,
         stop: Optional[Stop] = ...,
         casts: Optional[Sequence[bool]] = ...,
+        room: int = ...,
     ) -> int: ...
     def gather_paths(
         self, sources: Sequence[np.ndarray], casts: Optional[Sequence[bool]] = ...

@@ -168,8 +168,22 @@ class Sampler:
 
     def epoch_indices(self, epoch):
         """This rank's dataset indices for ``epoch``, in order (int64)."""
-        if self._cached[0] == epoch:
-            return self._cached[1]
+        cached = self._cached  # read once: another thread's keep() never pairs one epoch with another's indices
+        if cached[0] == epoch:
+            return cached[1]
+        mine = self.order(epoch)
+        self.keep(epoch, mine)
+        return mine
+
+    def keep(self, epoch, indices):
+        """Makes ``indices`` (what :meth:`order` gave for ``epoch``) the epoch that :meth:`epoch_indices` gives."""
+        self._cached = (epoch, indices)
+
+    def order(self, epoch):
+        """:meth:`epoch_indices` computed anew, not kept.
+
+        Without ``bucket_by`` it is numpy alone, and any thread may call it.
+        """
         if self.shuffle:
             order = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
             order = order.permutation(self.length).astype(np.int64)
@@ -181,7 +195,6 @@ class Sampler:
         mine = np.ascontiguousarray(order[self.rank : self.total_size : self.world])
         if self.bucket_by is not None:
             mine = self._bucketed(epoch, mine)
-        self._cached = (epoch, mine)
         return mine
 
     def lengths_of(self, indices):

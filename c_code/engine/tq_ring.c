@@ -221,9 +221,19 @@ void tq_ring_drop_slot(tq_ring *ring, int slot, int lost)
 
 /* ---- waiting for a slot -------------------------------------------------------- */
 
+/* Under the lock: whether the next `room` slots at the tail are all FREE. */
+static int has_room(const tq_ring *ring, int room)
+{
+    for (int k = 0; k < room; k++)
+        if (ring->slot_state[slot_of(ring, ring->tail + (uint64_t)k)] != SLOT_FREE)
+            return 0;
+    return 1;
+}
+
 /* Under the lock: takes the slot a producer writes next.  TQ_TIMEOUT while
- * none is free. */
-static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, tq_error *err)
+ * none is free, and, for a producer that found the ring full and asks for
+ * `room` (> 1), until that many are. */
+static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, int room, tq_error *err)
 {
     if (ring->state == TQ_STATE_FAILED)
         return tq_set_error(err, TQ_CLOSED, "failed and takes no more elements: %s", ring->error);
@@ -231,8 +241,14 @@ static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, tq_error
         return tq_set_error(err, TQ_CLOSED, "closed");
     reclaim_dropped_head(ring);
     int s = slot_of(ring, ring->tail);
-    if (ring->slot_state[s] != SLOT_FREE)
+    if (ring->slot_state[s] != SLOT_FREE) {
+        if (room > ring->room_wanted)
+            ring->room_wanted = room;
         return TQ_TIMEOUT;
+    }
+    if (room > 1 && ring->room_wanted > 1 && !has_room(ring, ring->room_wanted < room ? ring->room_wanted : room))
+        return TQ_TIMEOUT;
+    ring->room_wanted = 0;
     ring->slot_state[s] = SLOT_WRITING;
     ring->tail++;
     *slot = s;
@@ -265,7 +281,8 @@ static tq_code try_reserve_get(tq_ring *ring, int *slot, int64_t asked, tq_error
     return TQ_TIMEOUT;
 }
 
-static tq_code reserve(tq_ring *ring, int producer, double deadline, const int *stop, int *slot, tq_error *err)
+static tq_code reserve(tq_ring *ring, int producer, int room, double deadline, const int *stop, int *slot,
+                       tq_error *err)
 {
     pthread_cond_t *cond = producer ? &ring->space : &ring->data;
     double started = 0;
@@ -280,12 +297,16 @@ static tq_code reserve(tq_ring *ring, int producer, double deadline, const int *
             code = tq_set_error(err, TQ_STOPPED, "stopped");
             break;
         }
-        code = producer ? try_reserve_put(ring, slot, asked, err) : try_reserve_get(ring, slot, asked, err);
+        code = producer ? try_reserve_put(ring, slot, asked, room, err) : try_reserve_get(ring, slot, asked, err);
         if (code != TQ_TIMEOUT)
             break;
         if (!started)
             started = tq_now();
-        if (wait_until(cond, &ring->lock, deadline) == ETIMEDOUT) {
+        int plain = producer && room <= 1;
+        ring->plain_waiters += plain;
+        int waited = wait_until(cond, &ring->lock, deadline);
+        ring->plain_waiters -= plain;
+        if (waited == ETIMEDOUT) {
             code = tq_set_error(err, TQ_TIMEOUT, producer ? "no free slot" : "no element");
             break;
         }
@@ -302,12 +323,19 @@ static tq_code reserve(tq_ring *ring, int producer, double deadline, const int *
 
 tq_code tq_ring_reserve_put(tq_ring *ring, double deadline, const int *stop, int *slot, tq_error *err)
 {
-    return reserve(ring, 1, deadline, stop, slot, err);
+    return reserve(ring, 1, 1, deadline, stop, slot, err);
+}
+
+tq_code tq_ring_reserve_put_room(tq_ring *ring, int room, double deadline, const int *stop, int *slot, tq_error *err)
+{
+    if (room > ring->capacity)
+        room = ring->capacity;
+    return reserve(ring, 1, room, deadline, stop, slot, err);
 }
 
 tq_code tq_ring_reserve_get(tq_ring *ring, double deadline, const int *stop, int *slot, tq_error *err)
 {
-    return reserve(ring, 0, deadline, stop, slot, err);
+    return reserve(ring, 0, 1, deadline, stop, slot, err);
 }
 
 void tq_ring_wake(tq_ring *ring)
@@ -365,10 +393,14 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     ring->stats.dequeued++;
     ring->stats.bytes_out += tq_ring_element_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
     TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_CONSUMED);
+    /* A producer asleep for more room than this is left asleep: waking it
+     * would only put it back to sleep, on a core the consumer's step needs. */
+    int wake = ring->plain_waiters > 0 || ring->room_wanted <= 1 || has_room(ring, ring->room_wanted);
     pthread_mutex_unlock(&ring->lock);
     /* After the unlock: the producer it wakes (a feeder waiting for room)
      * does not find the lock still held by the consumer's thread. */
-    pthread_cond_broadcast(&ring->space);
+    if (wake)
+        pthread_cond_broadcast(&ring->space);
 }
 
 tq_code tq_ring_lend(tq_ring *ring, int slot, void *stream, int *lease, void **data, tq_error *err)

@@ -85,6 +85,12 @@ void tq_ring_destroy(tq_ring *ring);
  * device producer reserves and calls tq_ring_put_from_device.  Every put
  * that fails drops its slot. */
 tq_code tq_ring_reserve_put(tq_ring *ring, double deadline, const int *stop, int *slot, tq_error *err);
+/* The same, for a producer that writes several elements in a row (a Feeder):
+ * once it found the ring full, it sleeps until `room` slots are free, so that
+ * a consumer's every get does not wake it for one element (each wake-up takes
+ * a core from the consumer's step on a small machine).  room 1: as
+ * tq_ring_reserve_put. */
+tq_code tq_ring_reserve_put_room(tq_ring *ring, int room, double deadline, const int *stop, int *slot, tq_error *err);
 /* srcs: host memory of each component, rows[c] rows each. */
 tq_code tq_ring_put_from_host(tq_ring *ring, int slot, const void *const *srcs, const int64_t *rows, tq_error *err);
 tq_code tq_ring_begin_host_write(tq_ring *ring, int slot, tq_error *err);

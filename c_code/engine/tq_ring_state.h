@@ -35,6 +35,10 @@ struct tq_ring {
      * slots in [head, tail) are WRITING, READY or DROPPED. */
     uint64_t head, tail;
     int n_ready;
+    /* Producers asleep on `space`: room_wanted, the most free slots one that
+     * asked for room (tq_ring_reserve_put_room) waits for (0: none does);
+     * plain_waiters, how many others wait for any free slot. */
+    int room_wanted, plain_waiters;
 
     tq_state state;
     int cancelled;         /* close(cancel=1): writes still in flight are dropped */

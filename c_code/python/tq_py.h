@@ -101,7 +101,7 @@ PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
  * stop ends it.  The number of batches put (fewer than count when stopped
  * or the indices ran out), or -1 with an exception. */
 Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
-                    int64_t first, int64_t count, PyObject *casts, const int *stop);
+                    int64_t first, int64_t count, PyObject *casts, const int *stop, int room);
 /* Ring.gather_paths(sources, casts=None): per component, how put_rows would
  * read it ("rows", "elements") or None where it cannot. */
 PyObject *Ring_gather_paths(RingObject *self, PyObject *args, PyObject *kwds);
@@ -123,9 +123,11 @@ int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *s
  * it and publish it (the engine's put calls).  `index` counts the slots of
  * one wait from 0. */
 typedef tq_code (*fill_fn)(tq_ring *ring, int slot, void *job, int64_t index, tq_error *err);
-/* Reserves and fills `count` slots in turn, waiting as wait_for_slot does;
- * *done is the number of slots published.  0, or -1 with an exception. */
-int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
+/* Reserves and fills `count` slots in turn, waiting as wait_for_slot does
+ * (and, once it found the ring full, for `room` free slots:
+ * tq_ring_reserve_put_room); *done is the number of slots published.  0, or
+ * -1 with an exception. */
+int produce(RingObject *self, int room, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
             int64_t count, int64_t *done);
 /* The engine's view of a component of this dtype and shape: rows of bytes
  * (a scalar is one row). */

@@ -42,8 +42,6 @@ int parse_timeout(PyObject *obj, double fallback, double *out, const char *who, 
  * libgpuarray context given as its address (pygpu's GpuContext.ptr), or of a
  * CUcontext given as its handle (front ends without libgpuarray, and the
  * tests' stand-in driver). */
-typedef tq_code (*reserve_fn)(tq_ring *, double, const int *, int *, tq_error *);
-
 /* Seconds a consumer waits before its Ring's on_stall hook is told (once per
  * wait); < 0: never.  Set by set_stall_warning (theano_queue/stall.py sets
  * its default on import), read with the GIL held. */
@@ -133,10 +131,9 @@ static void hand_gil_over(RingObject *self)
  * hand the GIL over twice per element.  *done: the slots reserved (and
  * filled); *slot: the last one.  0, or -1 with an exception (Stopped when
  * stop was raised). */
-static int sliced_wait(RingObject *self, int producer, double timeout_s, const int *stop, const char *who, fill_fn fill,
-                       void *job, int64_t count, int64_t *done, int *slot)
+static int sliced_wait(RingObject *self, int producer, int room, double timeout_s, const int *stop, const char *who,
+                       fill_fn fill, void *job, int64_t count, int64_t *done, int *slot)
 {
-    reserve_fn reserve = producer ? tq_ring_reserve_put : tq_ring_reserve_get;
     tq_error err;
     tq_code code = TQ_OK;
     int reserved = 0;
@@ -153,7 +150,8 @@ static int sliced_wait(RingObject *self, int producer, double timeout_s, const i
         Py_BEGIN_ALLOW_THREADS
         for (; *done < count; ++*done) {
             reserved = 0;
-            code = reserve(self->ring, slice_end, stop, slot, &err);
+            code = producer ? tq_ring_reserve_put_room(self->ring, room, slice_end, stop, slot, &err)
+                            : tq_ring_reserve_get(self->ring, slice_end, stop, slot, &err);
             if (code != TQ_OK)
                 break;
             reserved = 1;
@@ -196,14 +194,14 @@ int wait_for_slot(RingObject *self, int producer, double timeout_s, const int *s
     tq_code code = (producer ? tq_ring_reserve_put : tq_ring_reserve_get)(self->ring, 0.0, stop, slot, &err);
     if (code != TQ_TIMEOUT)
         return code == TQ_OK ? 0 : raise_error(who, self, &err);
-    return sliced_wait(self, producer, timeout_s, stop, who, NULL, NULL, 1, &done, slot);
+    return sliced_wait(self, producer, 1, timeout_s, stop, who, NULL, NULL, 1, &done, slot);
 }
 
-int produce(RingObject *self, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
+int produce(RingObject *self, int room, double timeout_s, const int *stop, const char *who, fill_fn fill, void *job,
             int64_t count, int64_t *done)
 {
     int slot;
-    return sliced_wait(self, 1, timeout_s, stop, who, fill, job, count, done, &slot);
+    return sliced_wait(self, 1, room, timeout_s, stop, who, fill, job, count, done, &slot);
 }
 
 /* ---- checks ----------------------------------------------------------------------- */
@@ -339,7 +337,7 @@ Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, doub
         rows[c] = self->ndims[c] ? PyArray_DIM(parts[c], 0) : 1;
         srcs[c] = PyArray_DATA(parts[c]);
     }
-    if (produce(self, timeout_s, stop, who, put_from_host, &job, 1, &put) == 0)
+    if (produce(self, 1, timeout_s, stop, who, put_from_host, &job, 1, &put) == 0)
         result = tq_ring_size(self->ring);
 done:
     for (int c = 0; c < self->n; c++)

@@ -229,19 +229,24 @@ static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds)
     return next_element(self, args, kwds, 1);
 }
 
-/* put_rows(sources, indices, batch, first, count, stop=None, casts=None) -> batches put. */
+/* put_rows(sources, indices, batch, first, count, stop=None, casts=None, room=1) -> batches put. */
 static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"sources", "indices", "batch", "first", "count", "stop", "casts", NULL};
+    static char *kwlist[] = {"sources", "indices", "batch", "first", "count", "stop", "casts", "room", NULL};
     PyObject *sources, *indices, *stop = Py_None, *casts = Py_None;
     long long batch, first, count;
+    int room = 1;
     const int *flag;
     if (ring_usable(self, "Feeder") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|OO", kwlist, &sources, &indices, &batch, &first, &count, &stop,
-                                     &casts) ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|OOi", kwlist, &sources, &indices, &batch, &first, &count, &stop,
+                                     &casts, &room) ||
         stop_flag(self, "Feeder", stop, &flag))
         return NULL;
-    Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, casts, flag);
+    if (room < 1) {
+        PyErr_Format(PyExc_ValueError, "Feeder: queue '%U': expected room >= 1, got %d", self->name, room);
+        return NULL;
+    }
+    Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, casts, flag, room);
     return done < 0 ? NULL : PyLong_FromSsize_t(done);
 }
 
@@ -410,9 +415,10 @@ static PyMethodDef Ring_methods[] = {
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
     {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,
-     "put_rows(sources, indices, batch, first, count, stop=None, casts=None) -> batches put: an array dataset's "
-     "batches first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively without the "
-     "GIL, rows of any strides; casts: one truth per component, the schema allows its source's dtype to be cast."},
+     "put_rows(sources, indices, batch, first, count, stop=None, casts=None, room=1) -> batches put: an array "
+     "dataset's batches first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively "
+     "without the GIL, rows of any strides; casts: one truth per component, the schema allows its source's dtype "
+     "to be cast; room: once the ring is full, wait until that many slots are free before the next batch."},
     {"gather_paths", (PyCFunction)(void (*)(void))Ring_gather_paths, METH_VARARGS | METH_KEYWORDS,
      "gather_paths(sources, casts=None) -> per component 'rows' (copied as they are), 'elements' (walked, or "
      "cast, element by element) or None (put_rows cannot read them)."},

@@ -158,7 +158,7 @@ static tq_code put_batch(tq_ring *ring, int slot, void *job, int64_t index, tq_e
 }
 
 Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
-                    int64_t first, int64_t count, PyObject *casts, const int *stop)
+                    int64_t first, int64_t count, PyObject *casts, const int *stop, int room)
 {
     tq_rows rows[TQ_MAX_COMPONENTS];
     tq_row_layout layouts[TQ_MAX_COMPONENTS];
@@ -190,7 +190,7 @@ Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObje
     int64_t available = (n_idx + batch - 1) / batch - first, put;
     int64_t wanted = count < available ? count : (available > 0 ? available : 0);
     rows_job job = {rows, ix, n_idx, batch, first};
-    int rc = produce(self, -1.0, stop, who, put_batch, &job, wanted, &put);
+    int rc = produce(self, room, -1.0, stop, who, put_batch, &job, wanted, &put);
     /* Stopped: say how many went in; anything else is an error. */
     if (rc == 0 || PyErr_ExceptionMatches(Stopped)) {
         PyErr_Clear();

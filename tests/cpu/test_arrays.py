@@ -218,6 +218,65 @@ def test_put_rows_checks_its_indices():
     assert q.size() == 0
 
 
+def wait_for(condition, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return condition()
+
+
+def test_a_feeder_on_a_full_queue_sleeps_until_half_of_it_is_free():
+    """One dequeue does not wake the Feeder for one batch: it writes again once half the slots are free."""
+    x, i = dataset()
+    q = queue(capacity=4)
+    with tq.Feeder(q, (x, i), epochs=None):
+        assert wait_for(lambda: q.size() == 4)
+        q.get()
+        time.sleep(0.2)
+        assert q.stats()["enqueued"] == 4 and q.size() == 3  # left asleep: one slot free
+        q.get()
+        assert wait_for(lambda: q.stats()["enqueued"] == 6 and q.size() == 4)
+
+
+def test_a_put_beside_a_sleeping_feeder_takes_the_first_free_slot():
+    """Another producer's put is not held back by the Feeder's wait for more room."""
+    x, i = dataset()
+    q = queue(capacity=4)
+    with tq.Feeder(q, (x, i), epochs=None):
+        assert wait_for(lambda: q.size() == 4)
+        put = threading.Thread(target=q.put, args=(np.zeros((BATCH, FEAT), "float32"), np.zeros(BATCH, "int64")))
+        put.start()
+        time.sleep(0.05)
+        q.get()
+        put.join(10)
+        assert not put.is_alive() and q.stats()["enqueued"] == 5
+
+
+def test_the_next_epochs_order_is_computed_beside_the_feeder(monkeypatch):
+    """A shuffled epoch's permutation is made in another thread while the epoch before it is written."""
+    made_in = {}
+    order = Sampler.order
+
+    def recorded(self, epoch):
+        made_in[epoch] = threading.current_thread().name
+        return order(self, epoch)
+
+    monkeypatch.setattr(Sampler, "order", recorded)
+    x, i = dataset()
+    q = queue()
+    with tq.Feeder(q, (x, i), shuffle=True, seed=5, epochs=3) as feeder:
+        got = drain(q)
+    assert made_in[0] == feeder.name and made_in[1] == made_in[2] == "OrderAhead"
+    plain = Sampler(N, BATCH, shuffle=True, seed=5, epochs=3)
+    assert rows_of(got) == [int(r) for e in range(3) for r in plain.order(e)]
+
+
+def test_put_rows_refuses_a_room_below_one():
+    x, i = dataset()
+    with pytest.raises(ValueError, match="room >= 1"):
+        queue()._ring.put_rows((x, i), np.arange(N), BATCH, 0, 1, room=0)
+
+
 def test_stop_ends_a_feeder_blocked_on_a_full_queue():
     x, i = dataset()
     q = queue(capacity=1)
