@@ -12,6 +12,7 @@ from arrays_helpers import check_bit_exact, rows_of
 from helpers import drain, holding_the_gil
 
 import theano_queue as tq
+from theano_queue.feed.arrays import ArrayProducer
 from theano_queue.sampler import Sampler
 
 N, BATCH, FEAT = 103, 8, 7  # 12 full batches and a partial one of 7 rows; rows of 28 bytes
@@ -236,6 +237,19 @@ def test_a_feeder_on_a_full_queue_sleeps_until_half_of_it_is_free():
         assert q.stats()["enqueued"] == 4 and q.size() == 3  # left asleep: one slot free
         q.get()
         assert wait_for(lambda: q.stats()["enqueued"] == 6 and q.size() == 4)
+
+
+def test_a_feeder_of_large_batches_refills_every_free_slot_at_once():
+    """Half a queue of large batches written in a row would hold the cores the step needs: room 1 for them."""
+    rows = ArrayProducer.SMALL_BATCH_BYTES // (4 * 64) + 1
+    x = np.zeros((2 * rows, 64), np.float32)
+    q = tq.Queue([("x", "float32", (rows, 64))], capacity=4)
+    with tq.Feeder(q, (x,), epochs=None):
+        assert wait_for(lambda: q.size() == 4)
+        q.get()
+        assert wait_for(lambda: q.stats()["enqueued"] == 5 and q.size() == 4)
+    assert ArrayProducer.refill_room(4, ArrayProducer.SMALL_BATCH_BYTES - 1) == 2
+    assert ArrayProducer.refill_room(3, 10) == 1
 
 
 def test_a_put_beside_a_sleeping_feeder_takes_the_first_free_slot():

@@ -110,17 +110,23 @@ class ArrayProducer(InlineMapProducer):
     #: Batches per engine call at most: bounds how stale ``produced`` is between calls.
     RUN = 256
 
-    @staticmethod
-    def refill_room(capacity: int) -> int:
-        """The free slots a full queue waits for before the next batch: half of them (1 for 2 or 3 slots).
+    #: A batch gathered by the Feeder's thread alone (the engine shares larger copies among its copy threads).
+    SMALL_BATCH_BYTES = 1 << 20
+
+    @classmethod
+    def refill_room(cls, capacity: int, batch_bytes: int) -> int:
+        """The free slots a full queue waits for before the next batch: half of them for small batches (1 for 2
+        or 3 slots), 1 for large ones.
 
         A Feeder woken by every dequeue runs once per training step, and on
         a machine with few cores each wake-up takes a core from the step
         (doc/pymc.rst, "Speed, measured"); woken for half the queue, it
         writes that many batches in a row while the other half is there to
-        be taken.
+        be taken.  A large batch's gather costs more than the wake-up, and
+        half a queue of them written in a row holds the cores longer than
+        the step can wait (doc/design.rst, "The Feeder's wait for room").
         """
-        return max(1, capacity // 2)
+        return max(1, capacity // 2) if batch_bytes < cls.SMALL_BATCH_BYTES else 1
 
     def __init__(self, feeder, port, arrays, sampler, cursor):
         super().__init__(feeder, port, None, sampler, cursor)  # its state, stats and start; not its writer
@@ -130,7 +136,7 @@ class ArrayProducer(InlineMapProducer):
         self.casts = casts(arrays, port.components)
         self.paths = gather_paths(port._ring, arrays, port.components)
         self.native = None not in self.paths
-        self.room = self.refill_room(port._ring.capacity)
+        self.room = self.refill_room(port._ring.capacity, sum(c.nbytes for c in port.components))
         #: Who gathers the rows while it runs: one word for every component, or a list of one per component.
         self.gather: Union[str, List[str]] = "host" if self.native else "numpy"
 
