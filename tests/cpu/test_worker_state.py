@@ -86,3 +86,28 @@ def test_each_wrong_setting_gets_a_line_saying_what_would_resume_it():
     assert "  seed: saved 3, this Feeder has 4 (give seed=3)" in lines
     with pytest.raises(ValueError, match="it is a list, not a mapping"):
         tq.Feeder(q, Tagged(64), state=[1])
+
+
+def test_an_iterable_run_in_the_feeders_thread_refuses_a_state_after_a_q_put():
+    # The in-thread iterable keeps the same schedule as the worker pool's: keys logged before each commit, so a
+    # foreign put is caught, not counted as one of its own.
+    q = tq.Queue(ONE, capacity=8, target="cpu")
+    feeder = tq.Feeder(q, batches(3), name="solo", close_when_done=False).start()
+    assert q.get(timeout=20)[0][0] == 0
+    assert feeder.join(20)
+    assert feeder.state_dict()["consumed"] == [1]
+    q.put(np.full(4, -1, "float32"), timeout=20)
+    with pytest.raises(NotExact, match="1 element\\(s\\) put into the queue during this run came from elsewhere"):
+        feeder.state_dict()
+
+
+def test_an_iterable_state_counts_only_what_was_taken_not_what_failed_to_go_in():
+    # A batch the queue refused is not a position of the run: the state still resumes at the refused batch.
+    q = tq.Queue(ONE, capacity=4, target="cpu")
+    good = batches(3)
+    feeder = tq.Feeder(q, good + [np.zeros(5, "float32")], name="bad", close_when_done=False).start()
+    feeder.join(20)
+    assert isinstance(feeder.exception, ValueError)
+    for _ in range(3):
+        q.get(timeout=20)
+    assert feeder.state_dict()["consumed"] == [3]

@@ -17,7 +17,7 @@ from ..spec import element_in_order
 from .gil import ThreadClock
 from .rows import RowWriter, SampleError, describe_failure, sample_failed
 from .sources import stream
-from .state import Progress, Schedule, iterable_state
+from .state import Progress, Schedule, Streams
 
 
 class Producer(Protocol):
@@ -139,11 +139,12 @@ def samples_hint(components, element) -> str:
 
 
 class IterableProducer(InProcessProducer):
-    """An iterable of whole batches, run in the Feeder's thread; each batch goes through ``Queue.put``'s door."""
+    """An iterable of whole batches, run in the Feeder's thread; each batch goes through ``Queue.put``'s door.
+    Its schedule is the worker pool's with one stream: a key per batch, logged before its commit."""
 
     def __init__(self, feeder, port, dataset, epochs: Optional[int], skip: int):
         super().__init__(feeder, port)
-        self.skip = skip
+        self.schedule = Streams([skip], self.progress)
         self.stream = stream(dataset, epochs, skip, timer=self)
 
     def run(self, stop) -> bool:
@@ -153,12 +154,14 @@ class IterableProducer(InProcessProducer):
                 element = from_source(next, elements)
             except StopIteration:
                 return True
+            self.progress.committing((0, self.feeder.produced))
             try:
                 self.port.put(element, math.inf, stop)
-            except Stopped:
-                return False
-            except ValueError as error:
-                hint = samples_hint(self.port.components, element)
+            except BaseException as error:
+                self.progress.withdraw()  # refused or stopped before its commit: not a position of the run
+                if isinstance(error, Stopped):
+                    return False
+                hint = samples_hint(self.port.components, element) if isinstance(error, ValueError) else ""
                 if not hint:
                     raise
                 raise ValueError("%s; %s" % (error, hint)) from None
@@ -166,10 +169,7 @@ class IterableProducer(InProcessProducer):
         return False
 
     def state_dict(self) -> dict:
-        if self.progress.base is None:
-            return iterable_state([self.skip])
-        taken = self.progress.ring.stats()["dequeued"] - self.progress.base
-        return iterable_state([self.skip + max(0, taken)])
+        return self.schedule.state_dict()
 
 
 class InlineMapProducer(InProcessProducer):

@@ -141,6 +141,12 @@ class Progress:
         with self.lock:
             self.log.extend(keys)
 
+    def withdraw(self) -> None:
+        """Takes back the key logged last: its element was refused before its commit."""
+        with self.lock:
+            self.log.pop()
+            self.log.total -= 1
+
 
 class Schedule:
     """The schedule of a map-style or array dataset, one for every runner (the Feeder's thread, the worker
