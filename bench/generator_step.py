@@ -46,7 +46,7 @@ import theano  # noqa: E402
 import theano.tensor as T  # noqa: E402
 
 import theano_queue as tq  # noqa: E402
-from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
+from bench.common import busy_wait, mlp_train_step, reading, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
 
 PARTS = ("resident", "given", "fed", "fed-nohand", "prefilled", "array", "held", "held-copy", "generator")
@@ -138,7 +138,7 @@ class Step:
             run = min(self.prefill - 3, steps - done)
             for _ in range(run + 3):
                 self.full.put(next(batches))
-            time.sleep(0.05)  # on a GPU: the copies have landed, and the steps do not wait for them
+            busy_wait(self.resident, 0.05)  # the copies have landed: the steps wait for none of them
             total += run * time_steps(self.fed_full, run, warmup=3)
             done += run
         return total / steps

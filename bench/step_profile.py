@@ -45,7 +45,7 @@ import numpy as np
 import theano
 
 import theano_queue as tq  # noqa: E402
-from bench.common import mlp_train_step, reading, time_steps  # noqa: E402
+from bench.common import busy_wait, mlp_train_step, reading, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
 
 PARTS = ("resident", "given", "prefilled", "array", "held", "iterable")
@@ -140,7 +140,7 @@ def prefilled(case, steps):
         run = min(case.prefill - 3, steps - done)
         for i in range(run + 3):
             case.full.put(case.batches[i % len(case.batches)])
-        time.sleep(0.05)  # on a GPU: the copies have landed, and the steps do not wait for them
+        busy_wait(case.resident, 0.05)  # the copies have landed: the steps wait for none of them
         total += run * time_steps(case.fed_full, run, warmup=3)
         done += run
     return total / steps

@@ -79,8 +79,22 @@ class GpuDequeue(OneThreadAtATime, GpuQueueCOp):
         outputs = [GpuArrayType(c.dtype, c.broadcastable, context_name=self.context_name)() for c in self.components]
         return DequeueApply(self, [token], outputs)
 
+    # The node keeps the buffers that wrap the blocks it was lent (gpu_dequeue.c, tq_block_cache).
+    def c_support_code_struct(self, node, name):
+        return super().c_support_code_struct(node, name) + " tq_block_cache tq_blocks_%s;" % name
+
+    def c_init_code_struct(self, node, name, sub):
+        return super().c_init_code_struct(node, name, sub) + " memset(&tq_blocks_%s, 0, sizeof tq_blocks_%s);" % (
+            name,
+            name,
+        )
+
+    def c_cleanup_code_struct(self, node, name):
+        return "tq_block_cache_clear(&tq_blocks_%s);" % name
+
     def c_code(self, node, name, inputs, outputs, sub):
-        call = 'tq_gpu_dequeue_into("GpuDequeue", %s, tq_outputs, tq_typecodes, %d, %s)' % (
+        call = 'tq_gpu_dequeue_into(&tq_blocks_%s, "GpuDequeue", %s, tq_outputs, tq_typecodes, %d, %s)' % (
+            name,
             inputs[0],
             len(outputs),
             sub["params"],

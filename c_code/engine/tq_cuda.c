@@ -77,13 +77,6 @@ fail:
     return code;
 }
 
-/* The largest element whose upload a producer leaves to the consumer.  The
- * driver calls it saves cost tens of microseconds a step, which matters for
- * small elements (short steps); a larger element's copy takes longer than
- * that on the bus, and its pipeline keeps the producer's own, earliest
- * issue (doc/design.rst, "Small steps"). */
-#define DEFER_MAX_BYTES (2u << 20)
-
 /* 1 when the element's upload may be left to the consumer: every extent is
  * read from the slot's staging (not from user memory, which its owner may
  * change once the put returns), and it is small. */
@@ -95,7 +88,7 @@ static int may_defer(const tq_extent *extents, int n)
             return 0;
         bytes += extents[i].bytes;
     }
-    return bytes <= DEFER_MAX_BYTES;
+    return bytes <= TQ_CUDA_LEFT_TO_CONSUMER_MAX;
 }
 
 /* With elements ahead of this one, the consumer starts the upload when it

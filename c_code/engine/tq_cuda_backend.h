@@ -143,12 +143,16 @@ typedef struct {
     cuda_spare spares[TQ_CUDA_SPARES]; /* lend's spare blocks, made at first use */
 } cuda_backend;
 
+/* The largest element whose upload a producer leaves to its consumer, and
+ * the default bound of a held batch whose gather it leaves so.  The driver
+ * calls it saves cost tens of microseconds a step, which matters for small
+ * elements (short steps); a larger element's copy takes longer than that on
+ * the bus, and its pipeline keeps the producer's own, earliest issue
+ * (doc/design.rst, "Small steps"). */
+#define TQ_CUDA_LEFT_TO_CONSUMER_MAX ((size_t)2 << 20)
+
 /* Every driver call runs with the ring's context current, in any thread. */
-static inline tq_code cuda_enter(cuda_backend *b, tq_error *err)
-{
-    CUresult rc = tq_cu.CtxPushCurrent(b->ctx);
-    return rc == CUDA_SUCCESS ? TQ_OK : cuda_error(err, "cuCtxPushCurrent", rc);
-}
+static inline tq_code cuda_enter(cuda_backend *b, tq_error *err) { return cuda_enter_context(b->ctx, err); }
 
 /* ---- tq_cuda_upload.c ---- */
 /* Queues the copy of a slot's extents to the device on the copy stream: after

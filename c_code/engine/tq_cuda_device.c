@@ -294,10 +294,9 @@ static tq_code copy_after_producer(cuda_backend *b, const tq_device_src *src, tq
     CUcontext ctx = stream_context(b, src);
     int own = ctx == b->ctx;
     CUevent event = NULL;
-    CUresult rc;
     tq_code code = TQ_OK;
-    if (!own && (rc = tq_cu.CtxPushCurrent(ctx)) != CUDA_SUCCESS)
-        return cuda_error(err, "cuCtxPushCurrent", rc);
+    if (!own && (code = cuda_enter_context(ctx, err)) != TQ_OK)
+        return code;
     if (own && (code = take_event(b, &event, err)) != TQ_OK)
         goto fail;
     if (!own)
@@ -318,10 +317,10 @@ fail:
 static tq_code producer_after_copy(cuda_backend *b, const tq_device_src *src, int slot, tq_error *err)
 {
     CUcontext ctx = stream_context(b, src);
-    CUresult rc = ctx == b->ctx ? CUDA_SUCCESS : tq_cu.CtxPushCurrent(ctx);
-    if (rc != CUDA_SUCCESS)
-        return cuda_error(err, "cuCtxPushCurrent", rc);
-    rc = tq_cu.StreamWaitEvent((CUstream)src->stream, b->filled[slot], 0);
+    tq_code code;
+    if (ctx != b->ctx && (code = cuda_enter_context(ctx, err)) != TQ_OK)
+        return code;
+    CUresult rc = tq_cu.StreamWaitEvent((CUstream)src->stream, b->filled[slot], 0);
     if (ctx != b->ctx)
         cuda_leave();
     return rc == CUDA_SUCCESS ? TQ_OK : cuda_error(err, "cuStreamWaitEvent", rc);

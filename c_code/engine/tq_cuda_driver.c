@@ -91,6 +91,9 @@ tq_code tq_cuda_current_context(void **cu_context, tq_error *err)
     return TQ_OK;
 }
 
+__thread int tq_cu_depth;
+__thread unsigned long long tq_cu_pushed;
+
 /* ---- what the backend holds ------------------------------------------------------- */
 
 static uint64_t device_allocated, pinned_allocated;
@@ -112,10 +115,9 @@ tq_code tq_cuda_mem_info(void *cu_context, size_t *free_bytes, size_t *total_byt
     tq_code code = tq_cuda_load(err);
     if (code != TQ_OK)
         return code;
-    CUresult rc = tq_cu.CtxPushCurrent((CUcontext)cu_context);
-    if (rc != CUDA_SUCCESS)
-        return cuda_error(err, "cuCtxPushCurrent", rc);
-    rc = tq_cu.MemGetInfo(free_bytes, total_bytes);
+    if ((code = cuda_enter_context((CUcontext)cu_context, err)) != TQ_OK)
+        return code;
+    CUresult rc = tq_cu.MemGetInfo(free_bytes, total_bytes);
     cuda_leave();
     return rc == CUDA_SUCCESS ? TQ_OK : cuda_error(err, "cuMemGetInfo", rc);
 }

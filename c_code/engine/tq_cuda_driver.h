@@ -133,11 +133,41 @@ tq_code cuda_error(tq_error *err, const char *call, CUresult rc);
         }                                            \
     } while (0)
 
-/* Pops the context a call pushed (cuCtxPushCurrent). */
+/* This thread's depth of cuda_enter_context calls not yet left, and at each
+ * of the first 64 depths whether that call pushed its context.  A context
+ * already current is not pushed again: a push and its pop cost the driver
+ * microseconds, several a small step when nested (doc/design.rst). */
+#define TQ_CU_TRACKED_DEPTH 64
+extern __thread int tq_cu_depth;
+extern __thread unsigned long long tq_cu_pushed;
+
+/* Makes ctx current on this thread until the matching cuda_leave. */
+static inline tq_code cuda_enter_context(CUcontext ctx, tq_error *err)
+{
+    CUcontext current = NULL;
+    int depth = tq_cu_depth;
+    int push = depth >= TQ_CU_TRACKED_DEPTH || tq_cu.CtxGetCurrent(&current) != CUDA_SUCCESS || current != ctx;
+    if (push) {
+        CUresult rc = tq_cu.CtxPushCurrent(ctx);
+        if (rc != CUDA_SUCCESS)
+            return cuda_error(err, "cuCtxPushCurrent", rc);
+    }
+    if (depth < TQ_CU_TRACKED_DEPTH) {
+        unsigned long long bit = 1ull << depth;
+        tq_cu_pushed = push ? tq_cu_pushed | bit : tq_cu_pushed & ~bit;
+    }
+    tq_cu_depth = depth + 1;
+    return TQ_OK;
+}
+
+/* Leaves the last cuda_enter_context: pops its context if it pushed it. */
 static inline void cuda_leave(void)
 {
-    CUcontext popped;
-    tq_cu.CtxPopCurrent(&popped);
+    int depth = --tq_cu_depth;
+    if (depth >= TQ_CU_TRACKED_DEPTH || (tq_cu_pushed >> depth) & 1) {
+        CUcontext popped;
+        tq_cu.CtxPopCurrent(&popped);
+    }
 }
 
 #endif /* TQ_CUDA_DRIVER_H */

@@ -66,7 +66,7 @@ void cuda_release_held(attachment *at)
 
 /* The largest batch whose gather a producer leaves to the consumer's stream
  * (tq_cuda_set_held_in_step_max). */
-static size_t held_in_step_max = (size_t)2 << 20;
+static size_t held_in_step_max = TQ_CUDA_LEFT_TO_CONSUMER_MAX;
 
 size_t tq_cuda_set_held_in_step_max(size_t bytes)
 {

@@ -17,11 +17,54 @@
  * reused; copied outputs are reused when their shape still fits.
  */
 
+/* The libgpuarray buffers that wrap lent blocks, kept by the node from call
+ * to call: making one creates two CUDA events and freeing it destroys them,
+ * four driver calls for each output of each step.  A ring lends the same few
+ * blocks over and over (its slots' and its spares'); one bucket per address,
+ * replaced on a miss.  A buffer made with cuda_make_buf never frees its
+ * block, so one kept past its ring's end only wraps a stale address: it is
+ * used again only for a block of the same address and size, which it then
+ * wraps correctly. */
+#define TQ_BLOCK_BUCKETS 1024
+typedef struct {
+    CUdeviceptr addr;
+    size_t bytes;
+    gpudata *buffer; /* one reference, the node's */
+} tq_block_bucket;
+typedef struct {
+    tq_block_bucket buckets[TQ_BLOCK_BUCKETS];
+} tq_block_cache;
+
+static void tq_block_cache_clear(tq_block_cache *cache)
+{
+    for (int k = 0; k < TQ_BLOCK_BUCKETS; k++)
+        if (cache->buckets[k].buffer)
+            gpudata_release(cache->buckets[k].buffer);
+    memset(cache, 0, sizeof *cache);
+}
+
+/* A buffer wrapping [addr, addr + bytes), borrowed from the cache; NULL when
+ * libgpuarray could not make one. */
+static gpudata *tq_block_buffer(tq_block_cache *cache, gpucontext *ctx, CUdeviceptr addr, size_t bytes)
+{
+    tq_block_bucket *bucket = &cache->buckets[(addr * 0x9E3779B97F4A7C15ull) >> 54]; /* the top 10 bits */
+    if (bucket->buffer && bucket->addr == addr && bucket->bytes == bytes)
+        return bucket->buffer;
+    gpudata *made = cuda_make_buf(ctx, addr, bytes);
+    if (!made)
+        return NULL;
+    if (bucket->buffer)
+        gpudata_release(bucket->buffer); /* the views made of it still hold it */
+    bucket->addr = addr;
+    bucket->bytes = bytes;
+    bucket->buffer = made;
+    return made;
+}
+
 /* Views of the lent block for each output (the Lease their base); -1 with an
  * exception when one cannot be made.  Theano's stream already waits for the
- * element.  cuda_make_buf's buffers are not libgpuarray's: freeing the last
- * view frees the wrapper, never the block. */
-static int tq_gpu_wrap_lent(PyObject *ring, int slot, PyObject *lease, const uint64_t *addrs,
+ * element. */
+static int tq_gpu_wrap_lent(tq_block_cache *cache, PyObject *ring, int slot, PyObject *lease, const uint64_t *addrs,
                             PyGpuArrayObject ***outputs, const int *typecodes, int n_outputs, PyGpuContextObject *ctx)
 {
     for (int c = 0; c < n_outputs; c++) {
@@ -35,18 +78,16 @@ static int tq_gpu_wrap_lent(PyObject *ring, int slot, PyObject *lease, const uin
             strides[d] = (ssize_t)bytes;
             bytes *= sizes[d];
         }
-        gpudata *block = cuda_make_buf(ctx->ctx, (CUdeviceptr)addrs[c], bytes);
+        gpudata *block = tq_block_buffer(cache, ctx->ctx, (CUdeviceptr)addrs[c], bytes);
         if (!block) {
             PyErr_SetString(PyExc_MemoryError, "GpuDequeue: libgpuarray could not wrap a lent device block");
             return -1;
         }
         PyGpuArrayObject *view =
             pygpu_fromgpudata(block, 0, typecodes[c], (unsigned int)ndim, sizes, strides, ctx, 1, lease, Py_None);
-        if (view)
-            cuda_record(block, GPUARRAY_CUDA_WAIT_WRITE); /* for streams that order on the buffer */
-        gpudata_release(block);                           /* the view holds it now */
         if (!view)
             return -1;
+        cuda_record(block, GPUARRAY_CUDA_WAIT_WRITE); /* for streams that order on the buffer */
         Py_XSETREF(*outputs[c], view);
     }
     return 0;
@@ -77,8 +118,8 @@ static int tq_gpu_copy_out(const char *who, PyObject *ring, int slot, PyGpuArray
     return rc;
 }
 
-static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObject ***outputs, const int *typecodes,
-                               int n_outputs, PyGpuContextObject *ctx)
+static int tq_gpu_dequeue_into(tq_block_cache *cache, const char *who, PyObject *token, PyGpuArrayObject ***outputs,
+                               const int *typecodes, int n_outputs, PyGpuContextObject *ctx)
 {
     uint64_t addrs[TQ_MAX_COMPONENTS];
     PyObject *lease = NULL;
@@ -90,21 +131,22 @@ static int tq_gpu_dequeue_into(const char *who, PyObject *token, PyGpuArrayObjec
         Py_DECREF(ring);
         return -1;
     }
-    /* Theano hands back what this node output last time.  A lent view is
-     * dropped, never written into: its block goes back to the ring once
-     * nobody else holds it, and is then free to lend again. */
-    for (int c = 0; c < n_outputs; c++)
-        if (*outputs[c] && tq_api->is_lease((*outputs[c])->base))
-            Py_CLEAR(*outputs[c]);
     /* Held, not only entered: on a thread other than the one that entered
      * libgpuarray's context, cuda_enter would leave it without one. */
     int held = 0;
     rc = tq_api->hold_device(ring, who, &held);
     if (rc == 0) {
+        /* Theano hands back what this node output last time.  A lent view is
+         * dropped, never written into: its block goes back to the ring once
+         * nobody else holds it (in the context held now), and is then free
+         * to lend again. */
+        for (int c = 0; c < n_outputs; c++)
+            if (*outputs[c] && tq_api->is_lease((*outputs[c])->base))
+                Py_CLEAR(*outputs[c]);
         cuda_enter(ctx->ctx);
         rc = tq_api->gpu_lend(ring, who, slot, cuda_get_stream(ctx->ctx), (PyObject *)ctx, &lease, addrs);
         if (rc == 1)
-            rc = tq_gpu_wrap_lent(ring, slot, lease, addrs, outputs, typecodes, n_outputs, ctx);
+            rc = tq_gpu_wrap_lent(cache, ring, slot, lease, addrs, outputs, typecodes, n_outputs, ctx);
         else if (rc == 0)
             rc = tq_gpu_copy_out(who, ring, slot, outputs, typecodes, n_outputs, ctx);
         cuda_exit(ctx->ctx);

@@ -179,3 +179,34 @@ def test_a_failed_gather_on_the_consumers_stream_raises_naming_the_call_and_the_
     """
         ),
     )
+
+
+def test_a_lend_pushes_no_context_where_the_rings_is_already_current(fake):  # noqa: F811
+    # GpuDequeue holds the ring's context across its call (hold_device); the lend, the consumer's gather in it
+    # and the give-back of the block then push and pop nothing: each pair costs the driver microseconds.
+    run(
+        fake,
+        body(
+            """
+        driver.fake_cuda_calls.argtypes = [ctypes.c_char_p]
+        pushes = lambda: driver.fake_cuda_calls(b"cuCtxPushCurrent_v2")
+        put(0)
+        before = pushes()
+        rows, lease, where = ring.lend_device(dsts, STREAM)  # no context current: the ring's is pushed
+        assert lease is not None and pushes() > before
+        del lease
+        put(1)
+        assert driver.cuCtxPushCurrent_v2(ctypes.c_void_p(PRIMARY)) == 0
+        before = pushes()
+        rows, lease, where = ring.lend_device(dsts, STREAM)
+        assert lease is not None
+        assert [view(w, x).tolist() for w, x in zip(where, batch(1))] == [x.tolist() for x in batch(1)]
+        del lease
+        assert pushes() == before
+        current = ctypes.c_void_p()
+        assert driver.cuCtxGetCurrent(ctypes.byref(current)) == 0 and current.value == PRIMARY  # still ours
+        driver.cuCtxPopCurrent_v2(None)
+        assert driver.cuCtxGetCurrent(ctypes.byref(current)) == 0 and not current.value  # and nothing left pushed
+        """
+        ),
+    )
