@@ -131,8 +131,11 @@ static int tq_gpu_dequeue_into(tq_block_cache *cache, const char *who, PyObject 
         Py_DECREF(ring);
         return -1;
     }
-    /* Held, not only entered: on a thread other than the one that entered
-     * libgpuarray's context, cuda_enter would leave it without one. */
+    /* libgpuarray's context entered first, then the ring's held: the hold
+     * pushes a context only where the entry made none current.  libgpuarray
+     * counts entries once per context, for every thread: on a thread other
+     * than the one that entered it first, cuda_enter pushes nothing. */
+    cuda_enter(ctx->ctx);
     int held = 0;
     rc = tq_api->hold_device(ring, who, &held);
     if (rc == 0) {
@@ -143,16 +146,15 @@ static int tq_gpu_dequeue_into(tq_block_cache *cache, const char *who, PyObject 
         for (int c = 0; c < n_outputs; c++)
             if (*outputs[c] && tq_api->is_lease((*outputs[c])->base))
                 Py_CLEAR(*outputs[c]);
-        cuda_enter(ctx->ctx);
         rc = tq_api->gpu_lend(ring, who, slot, cuda_get_stream(ctx->ctx), (PyObject *)ctx, &lease, addrs);
         if (rc == 1)
             rc = tq_gpu_wrap_lent(cache, ring, slot, lease, addrs, outputs, typecodes, n_outputs, ctx);
         else if (rc == 0)
             rc = tq_gpu_copy_out(who, ring, slot, outputs, typecodes, n_outputs, ctx);
-        cuda_exit(ctx->ctx);
         if (held)
             tq_api->release_device(ring);
     }
+    cuda_exit(ctx->ctx);
     Py_XDECREF(lease); /* the views hold it */
     tq_api->get_end(ring, slot);
     Py_DECREF(ring);
