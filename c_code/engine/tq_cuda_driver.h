@@ -136,7 +136,7 @@ tq_code cuda_error(tq_error *err, const char *call, CUresult rc);
 /* This thread's depth of cuda_enter_context calls not yet left, and at each
  * of the first 64 depths whether that call pushed its context.  A context
  * already current is not pushed again: a push and its pop cost the driver
- * microseconds, several a small step when nested (doc/design.rst). */
+ * microseconds, several a small step when nested (doc/design.rst, the GpuDequeue's steps). */
 #define TQ_CU_TRACKED_DEPTH 64
 extern __thread int tq_cu_depth;
 extern __thread unsigned long long tq_cu_pushed;

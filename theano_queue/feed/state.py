@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import threading
-from typing import Any, Deque, List, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -107,7 +107,7 @@ class Progress:
     def __init__(self, ring: Any):
         self.ring = ring
         self.lock = threading.Lock()
-        self.log: Deque[Any] = _Log()
+        self.log = _Log()
         self.base = self.enqueued_base = None
         self.taken = 0
 
