@@ -24,7 +24,7 @@ def time_steps(step, steps, warmup=3):
 def busy_wait(step, seconds):
     """Calls step() for `seconds`: a wait (for a ring's copies to land, say) that keeps the GPU as busy as the
     timed steps do.  A sleep would let an H200's clocks drop within milliseconds (to 345 MHz idle), and the
-    steps timed after it would pay for the climb back (doc/bench/notes.rst, "A pre-filled ring")."""
+    steps timed after it would pay for the climb back (doc/bench/notes.rst, "The GPU dequeue's host time")."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         step()

@@ -138,6 +138,9 @@ def samples_hint(components, element) -> str:
     return ""
 
 
+ONE_STREAM = (0, None)  # the key of every batch of an iterable run in the Feeder's thread: its one stream
+
+
 class IterableProducer(InProcessProducer):
     """An iterable of whole batches, run in the Feeder's thread; each batch goes through ``Queue.put``'s door.
     Its schedule is the worker pool's with one stream: a key per batch, logged before its commit."""
@@ -154,7 +157,7 @@ class IterableProducer(InProcessProducer):
                 element = from_source(next, elements)
             except StopIteration:
                 return True
-            self.progress.committing((0, self.feeder.produced))
+            self.progress.committing_one(ONE_STREAM)
             try:
                 self.port.put(element, math.inf, stop)
             except BaseException as error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import threading
-from typing import Any, List, Optional
+from typing import Any, Deque, List, Optional
 
 import numpy as np
 
@@ -76,21 +76,6 @@ def iterable_skips(state: Any, streams: int, lengths: Optional[List[int]] = None
     return [int(c) for c in consumed]
 
 
-class _Log(collections.deque):
-    """The log of committed keys, counting every key ever logged (taken ones included)."""
-
-    total = 0
-
-    def append(self, key):
-        self.total += 1
-        super().append(key)
-
-    def extend(self, keys):
-        keys = list(keys)
-        self.total += len(keys)
-        super().extend(keys)
-
-
 class NotExact(RuntimeError):
     """state_dict() cannot say exactly where the consumer is (Feeder.state_dict names why)."""
 
@@ -99,7 +84,8 @@ class Progress:
     """What the consumer has taken of what a producer committed, for state_dict().
 
     Producers append a key per element to ``log`` *before* committing it, in
-    commit order, which is the order consumers take elements in.  The ring's
+    commit order, which is the order consumers take elements in; ``logged``
+    counts every key ever logged (taken ones included).  The ring's
     ``dequeued`` counter, less its value when the feeder started, says how
     many of them were taken.
     """
@@ -107,7 +93,8 @@ class Progress:
     def __init__(self, ring: Any):
         self.ring = ring
         self.lock = threading.Lock()
-        self.log = _Log()
+        self.log: Deque[Any] = collections.deque()
+        self.logged = 0
         self.base = self.enqueued_base = None
         self.taken = 0
 
@@ -122,7 +109,7 @@ class Progress:
             return []
         stats = self.ring.stats()
         # Keys are logged before their commit, so more puts than keys means someone else put too.
-        foreign = stats["enqueued"] - self.enqueued_base - self.log.total
+        foreign = stats["enqueued"] - self.enqueued_base - self.logged
         if foreign > 0:
             raise NotExact(
                 "%d element(s) put into the queue during this run came from elsewhere (q.put, or another "
@@ -139,13 +126,21 @@ class Progress:
         """Logs the keys of the elements about to be committed, in commit order: before the commit, since
         consumers may take them at once."""
         with self.lock:
+            self.logged += len(keys)
             self.log.extend(keys)
+
+    def committing_one(self, key) -> None:
+        """committing(key) for a producer that is the run's only thread logging keys (an iterable in the
+        Feeder's thread), without the lock: the key is counted before it is held, and deque's append is
+        atomic, so a reader never sees a commit that the log does not count."""
+        self.logged += 1
+        self.log.append(key)
 
     def withdraw(self) -> None:
         """Takes back the key logged last: its element was refused before its commit."""
         with self.lock:
             self.log.pop()
-            self.log.total -= 1
+            self.logged -= 1
 
 
 class Schedule:
