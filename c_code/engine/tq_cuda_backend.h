@@ -125,10 +125,12 @@ typedef struct {
     size_t *batch_sizes, batch_cap;
     /* A held dataset's row numbers, index_rows per slot (as many as a slot
      * holds): written on the host (page-locked), copied to the device before
-     * the slot's gather.  A gather on a consumer's stream reads them last
-     * (index_on_stream[slot]) before index_read[slot]; else before filled[slot]. */
+     * a large batch's gather, read by a small batch's kernel where they are
+     * (index_mapped: index_host's device address, 0 when the device cannot).
+     * A gather on a consumer's stream reads them last (index_on_stream[slot])
+     * before index_read[slot]; else before filled[slot]. */
     int64_t *index_host;
-    CUdeviceptr index_device;
+    CUdeviceptr index_device, index_mapped;
     int64_t index_rows;
     CUevent *index_read;
     int *index_on_stream;

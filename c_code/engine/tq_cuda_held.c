@@ -1,8 +1,10 @@
 /* tq_cuda_held.c: array datasets held in device memory (TQ_GATHER_DEVICE,
  * Feeder(device=True)).  tq_cuda_rows.c attaches the sources' byte ranges
  * here: each is copied once into memory of the ring's context, and each
- * batch is gathered from there into the slot by one kernel per component
- * (tq_gather_rows.cu), on the copy stream, after the batch's row numbers.
+ * batch is gathered from there into the slot by one kernel for up to
+ * TQ_GATHER_PARTS components (tq_gather_rows.cu), on the copy stream, after
+ * the batch's row numbers; a small batch left to its consumer is gathered on
+ * the consumer's stream, its row numbers read where the host wrote them.
  * Nothing crosses the bus per batch but 8 bytes a row. */
 #include "tq_cuda_backend.h"
 
@@ -125,13 +127,16 @@ tq_code cuda_held_index_make(cuda_backend *b, const size_t *row_bytes, int n, tq
     tq_code code;
     if ((code = index_read_events(b, err)) != TQ_OK)
         return code;
-    /* Page-locked, so that the copy of a batch's row numbers is asynchronous. */
+    /* Page-locked, so that the copy of a batch's row numbers is asynchronous,
+     * and mapped, so that a small batch's kernel reads them without one. */
     void *host = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
     if (!host)
         return tq_set_error(err, TQ_ENOMEM, "out of host memory for the row numbers (%zu bytes)", bytes);
-    CU(MemHostRegister, (host, bytes, CU_MEMHOSTREGISTER_PORTABLE));
+    CU(MemHostRegister, (host, bytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
     registered = 1;
     CU(MemAlloc, (&b->index_device, bytes));
+    if (!tq_cu.MemHostGetDevicePointer || tq_cu.MemHostGetDevicePointer(&b->index_mapped, host, 0) != CUDA_SUCCESS)
+        b->index_mapped = 0; /* uploaded before each gather instead */
     b->index_host = host;
     b->index_rows = rows;
     cuda_count_allocated((int64_t)bytes, (int64_t)bytes);
@@ -141,6 +146,7 @@ fail:
         tq_cu.MemHostUnregister(host);
     free(host);
     b->index_device = 0;
+    b->index_mapped = 0;
     return code;
 }
 
@@ -155,6 +161,7 @@ void cuda_held_index_free(cuda_backend *b)
     cuda_count_allocated(-(int64_t)bytes, -(int64_t)bytes);
     b->index_host = NULL;
     b->index_device = 0;
+    b->index_mapped = 0;
     b->index_rows = 0;
 }
 
@@ -169,45 +176,85 @@ static int gather_unit(CUdeviceptr src, long long stride, size_t row_bytes, CUde
     return 1;
 }
 
-/* One kernel on `stream`: rows idx[0..rows) of part's held source into dst. */
-static tq_code launch_gather(CUfunction fn, CUstream stream, CUdeviceptr dst, const tq_row_part *part,
-                             const attachment *at, CUdeviceptr idx, int64_t rows, tq_error *err)
+/* The kernel's argument (tq_gather_rows.cu's struct tq_gather_parts): the
+ * parts one launch gathers, one row of blocks each. */
+#define TQ_GATHER_PARTS 8
+typedef struct {
+    CUdeviceptr src[TQ_GATHER_PARTS], dst[TQ_GATHER_PARTS];
+    long long stride[TQ_GATHER_PARTS];
+    unsigned long long row_units[TQ_GATHER_PARTS], n[TQ_GATHER_PARTS];
+    int unit[TQ_GATHER_PARTS];
+} tq_gather_parts;
+
+/* Adds rows idx[0..rows) of part's held source into dst to the launch's parts. */
+static void add_part(tq_gather_parts *p, int k, CUdeviceptr dst, const tq_row_part *part, const attachment *at,
+                     int64_t rows)
 {
-    tq_code code = TQ_OK;
     CUdeviceptr src = (CUdeviceptr)(uintptr_t)part->src.base + (CUdeviceptr)at->to_device;
     long long stride = (long long)part->src.stride;
     int unit = gather_unit(src, stride, part->row_bytes, dst);
-    unsigned long long row_units = part->row_bytes / (size_t)unit, n = row_units * (unsigned long long)rows;
-    unsigned long long blocks = (n + 255) / 256;
-    void *params[] = {&src, &stride, &idx, &dst, &row_units, &n, &unit};
-    if (!n)
+    p->src[k] = src;
+    p->dst[k] = dst;
+    p->stride[k] = stride;
+    p->unit[k] = unit;
+    p->row_units[k] = part->row_bytes / (size_t)unit;
+    p->n[k] = p->row_units[k] * (unsigned long long)rows;
+}
+
+/* One kernel on `stream` for the first `count` parts of p. */
+static tq_code launch_gather(CUfunction fn, CUstream stream, tq_gather_parts *p, int count, CUdeviceptr idx,
+                             tq_error *err)
+{
+    tq_code code = TQ_OK;
+    unsigned long long most = 0;
+    for (int k = 0; k < count; k++)
+        most = p->n[k] > most ? p->n[k] : most;
+    unsigned long long blocks = (most + 255) / 256;
+    void *params[] = {p, &idx};
+    if (!most)
         return TQ_OK;
-    /* A grid of at most 8192 blocks of 256 threads covers the H200's SMs
-     * many times over; larger batches loop inside the kernel. */
-    CU(LaunchKernel, (fn, (unsigned int)(blocks < 8192 ? blocks : 8192), 1, 1, 256, 1, 1, 0, stream, params, NULL));
+    /* A grid of at most 8192 blocks of 256 threads a part covers the H200's
+     * SMs many times over; larger batches loop inside the kernel. */
+    CU(LaunchKernel,
+       (fn, (unsigned int)(blocks < 8192 ? blocks : 8192), (unsigned int)count, 1, 256, 1, 1, 0, stream, params, NULL));
 fail:
     return code;
 }
 
-/* Queues on `stream` the upload of the slot's staged row numbers and one
- * kernel per held part, part c into dsts[c] or, without dsts, into block at
- * the part's offset (ctx current). */
+/* Queues on `stream` the gather of every held part, part c into dsts[c] or,
+ * without dsts, into block at the part's offset, TQ_GATHER_PARTS parts a
+ * kernel (ctx current).  The kernels read the slot's row numbers where the
+ * host staged them when `mapped` and the device can (a small batch's:
+ * a copy up would cost the consumer's thread a driver call), else after
+ * their upload on `stream`. */
 static tq_code gather_staged(cuda_backend *b, int slot, CUstream stream, const tq_row_part *parts,
                              const attachment *const *held, int n, int64_t rows, const uint64_t *dsts,
-                             CUdeviceptr block, tq_error *err)
+                             CUdeviceptr block, int mapped, tq_error *err)
 {
     CUfunction fn;
     tq_code code;
+    tq_gather_parts launch;
+    int count = 0;
     if ((code = cuda_kernel(b, TQ_KERNEL_GATHER_ROWS, &fn, err)) != TQ_OK)
         return code;
+    size_t offset = (size_t)slot * (size_t)b->index_rows * sizeof(int64_t);
     int64_t *host = b->index_host + (size_t)slot * (size_t)b->index_rows;
-    CUdeviceptr device = b->index_device + (CUdeviceptr)((size_t)slot * (size_t)b->index_rows * sizeof(int64_t));
-    CU(MemcpyHtoDAsync, (device, host, (size_t)rows * sizeof *host, stream));
+    CUdeviceptr idx = b->index_device + (CUdeviceptr)offset;
+    if (mapped && b->index_mapped)
+        idx = b->index_mapped + (CUdeviceptr)offset;
+    else
+        CU(MemcpyHtoDAsync, (idx, host, (size_t)rows * sizeof *host, stream));
     for (int c = 0; c < n && code == TQ_OK; c++) {
-        CUdeviceptr dst = dsts ? (CUdeviceptr)dsts[c] : block + parts[c].offset;
-        if (held[c])
-            code = launch_gather(fn, stream, dst, &parts[c], held[c], device, rows, err);
+        if (!held[c])
+            continue;
+        add_part(&launch, count++, dsts ? (CUdeviceptr)dsts[c] : block + parts[c].offset, &parts[c], held[c], rows);
+        if (count == TQ_GATHER_PARTS) {
+            code = launch_gather(fn, stream, &launch, count, idx, err);
+            count = 0;
+        }
     }
+    if (code == TQ_OK && count)
+        code = launch_gather(fn, stream, &launch, count, idx, err);
 fail:
     return code;
 }
@@ -235,7 +282,7 @@ tq_code cuda_gather_held(cuda_backend *b, int slot, const tq_row_part *parts, co
                          const int64_t *idx, int64_t rows, tq_error *err)
 {
     tq_code code = stage_index(b, slot, idx, rows, err);
-    return code == TQ_OK ? gather_staged(b, slot, b->copy_stream, parts, held, n, rows, NULL, b->device[slot], err)
+    return code == TQ_OK ? gather_staged(b, slot, b->copy_stream, parts, held, n, rows, NULL, b->device[slot], 0, err)
                          : code;
 }
 
@@ -283,7 +330,7 @@ tq_code cuda_gather_for_consumer(cuda_backend *b, int slot, CUstream stream, con
         goto unlock;
     if (block_free)
         CU(StreamWaitEvent, (stream, block_free, 0));
-    code = gather_staged(b, slot, stream, left.parts, held, left.n_parts, left.gather_rows, dsts, block, err);
+    code = gather_staged(b, slot, stream, left.parts, held, left.n_parts, left.gather_rows, dsts, block, 1, err);
 fail:
     /* Recorded on every path: the producer rewrites the row numbers only
      * after what was queued has read them. */
@@ -309,7 +356,7 @@ tq_code cuda_gather_left_into_slot(cuda_backend *b, int slot, tq_error *err)
     left_parts(&left, held);
     CU(StreamWaitEvent, (b->copy_stream, b->consumed[slot], 0));
     code = gather_staged(b, slot, b->copy_stream, left.parts, held, left.n_parts, left.gather_rows, NULL,
-                         b->device[slot], err);
+                         b->device[slot], 1, err);
     if (code == TQ_OK)
         CU(EventRecord, (b->filled[slot], b->copy_stream));
 fail:

@@ -19,13 +19,16 @@
 
 /* The libgpuarray buffers that wrap lent blocks, kept by the node from call
  * to call: making one creates two CUDA events and freeing it destroys them,
- * four driver calls for each output of each step.  A ring lends the same few
- * blocks over and over (its slots' and its spares'); one bucket per address,
- * replaced on a miss.  A buffer made with cuda_make_buf never frees its
- * block, so one kept past its ring's end only wraps a stale address: it is
- * used again only for a block of the same address and size, which it then
- * wraps correctly. */
+ * and a step that made one per output took tens of microseconds longer.  A
+ * ring lends the same few blocks over and over (its slots' and its spares':
+ * hundreds for a ring filled ahead); each address is looked for in
+ * TQ_BLOCK_PROBES buckets from its hash's, and one not found takes an empty
+ * bucket there or, all taken, the first one's.  A buffer made with
+ * cuda_make_buf never frees its block, so one kept past its ring's end only
+ * wraps a stale address: it is used again only for a block of the same
+ * address and size, which it then wraps correctly. */
 #define TQ_BLOCK_BUCKETS 1024
+#define TQ_BLOCK_PROBES 8
 typedef struct {
     CUdeviceptr addr;
     size_t bytes;
@@ -47,9 +50,17 @@ static void tq_block_cache_clear(tq_block_cache *cache)
  * libgpuarray could not make one. */
 static gpudata *tq_block_buffer(tq_block_cache *cache, gpucontext *ctx, CUdeviceptr addr, size_t bytes)
 {
-    tq_block_bucket *bucket = &cache->buckets[(addr * 0x9E3779B97F4A7C15ull) >> 54]; /* the top 10 bits */
-    if (bucket->buffer && bucket->addr == addr && bucket->bytes == bytes)
-        return bucket->buffer;
+    size_t first = (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 54); /* the top 10 bits */
+    tq_block_bucket *bucket = NULL;
+    for (size_t k = 0; k < TQ_BLOCK_PROBES; k++) {
+        tq_block_bucket *at = &cache->buckets[(first + k) % TQ_BLOCK_BUCKETS];
+        if (at->buffer && at->addr == addr && at->bytes == bytes)
+            return at->buffer;
+        if (!bucket && (!at->buffer || at->addr == addr))
+            bucket = at; /* empty, or this address's of another size */
+    }
+    if (!bucket)
+        bucket = &cache->buckets[first];
     gpudata *made = cuda_make_buf(ctx, addr, bytes);
     if (!made)
         return NULL;

@@ -86,23 +86,36 @@ static CUresult strided_copy(void **params)
     return OK;
 }
 
-/* The gather of held rows (c_code/engine/tq_gather_rows.cu): its arguments, as
- * tq_cuda_held.c passes them; misaligned units fail as they would on a GPU. */
-static CUresult gather_rows(void **params)
+/* The gather of held rows (c_code/engine/tq_gather_rows.cu): its argument, as
+ * tq_cuda_held.c lays it out; part k is gathered by row k of the grid's blocks. */
+#define GATHER_PARTS 8
+struct gather_parts {
+    unsigned long long src[GATHER_PARTS], dst[GATHER_PARTS];
+    long long stride[GATHER_PARTS];
+    unsigned long long row_units[GATHER_PARTS], n[GATHER_PARTS];
+    int unit[GATHER_PARTS];
+};
+
+/* Misaligned units fail as they would on a GPU. */
+static CUresult gather_rows(void **params, unsigned int parts)
 {
-    const char *src = *(const char **)params[0];
-    long long stride = *(long long *)params[1];
-    const long long *idx = *(const long long **)params[2];
-    char *dst = *(char **)params[3];
-    unsigned long long row_units = *(unsigned long long *)params[4], n = *(unsigned long long *)params[5];
-    int unit = *(int *)params[6];
-    if (unit != 1 && unit != 2 && unit != 4 && unit != 8 && unit != 16)
+    const struct gather_parts *p = params[0];
+    const long long *idx = *(const long long **)params[1];
+    if (parts > GATHER_PARTS)
         return ERR_INVALID_VALUE;
-    for (unsigned long long i = 0; i < n; i++) {
-        const char *from = src + idx[i / row_units] * stride + (i % row_units) * (unsigned)unit;
-        if ((uintptr_t)from % (unsigned)unit || (uintptr_t)(dst + i * (unsigned)unit) % (unsigned)unit)
-            return ERR_MISALIGNED_ADDRESS;
-        memcpy(dst + i * (unsigned)unit, from, (size_t)unit);
+    for (unsigned int k = 0; k < parts; k++) {
+        const char *src = (const char *)(uintptr_t)p->src[k];
+        char *dst = (char *)(uintptr_t)p->dst[k];
+        unsigned long long row_units = p->row_units[k], n = p->n[k];
+        int unit = p->unit[k];
+        if (unit != 1 && unit != 2 && unit != 4 && unit != 8 && unit != 16)
+            return ERR_INVALID_VALUE;
+        for (unsigned long long i = 0; i < n; i++) {
+            const char *from = src + idx[i / row_units] * p->stride[k] + (i % row_units) * (unsigned)unit;
+            if ((uintptr_t)from % (unsigned)unit || (uintptr_t)(dst + i * (unsigned)unit) % (unsigned)unit)
+                return ERR_MISALIGNED_ADDRESS;
+            memcpy(dst + i * (unsigned)unit, from, (size_t)unit);
+        }
     }
     COUNT(kernel_gathers, 1);
     return OK;
@@ -119,5 +132,5 @@ CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsign
     if (!gx || !gy || !gz || !bx || !by || !bz || !params)
         return ERR_INVALID_VALUE;
     log_line("kernel", stream);
-    return function == (const void *)strided_copy_name ? strided_copy(params) : gather_rows(params);
+    return function == (const void *)strided_copy_name ? strided_copy(params) : gather_rows(params, gy);
 }

@@ -6,8 +6,8 @@ array dataset's (:class:`~.arrays.ArrayProducer`); only the gather moves.
 When the Feeder starts, the engine copies each array's bytes into device
 memory of the queue's CUDA context (``Ring.gather_on_device(arrays,
 "device")``); from then on each batch costs its row numbers (8 bytes a row)
-and one kernel per component, with the GIL released and no Python per
-batch.  ``Ring.put_rows`` stages a small batch's row numbers and leaves the
+and one kernel for up to eight components, with the GIL released and no
+Python per batch.  ``Ring.put_rows`` stages a small batch's row numbers and leaves the
 gather to the dequeue, which runs it on the step's own stream straight into
 the memory the graph reads; a batch of more than 2 MiB it gathers into the
 slot itself, on the queue's copy stream, beside the step (doc/design.rst,
