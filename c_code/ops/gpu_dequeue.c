@@ -19,14 +19,14 @@
 
 /* The libgpuarray buffers that wrap lent blocks, kept by the node from call
  * to call: making one creates two CUDA events and freeing it destroys them,
- * and a step that made one per output took tens of microseconds longer.  A
- * ring lends the same few blocks over and over (its slots' and its spares':
- * hundreds for a ring filled ahead); each address is looked for in
- * TQ_BLOCK_PROBES buckets from its hash's, and one not found takes an empty
- * bucket there or, all taken, the first one's.  A buffer made with
- * cuda_make_buf never frees its block, so one kept past its ring's end only
- * wraps a stale address: it is used again only for a block of the same
- * address and size, which it then wraps correctly. */
+ * four driver calls for each output of each step.  A ring lends the same few
+ * blocks over and over (its slots' and its spares': hundreds for a ring
+ * filled ahead); each address is looked for in TQ_BLOCK_PROBES buckets from
+ * its hash's, and one not found takes an empty bucket there or, all taken,
+ * the first one's.  A buffer made with cuda_make_buf never frees its block,
+ * so one kept past its ring's end only wraps a stale address: it is used
+ * again only for a block of the same address and size, which it then wraps
+ * correctly. */
 #define TQ_BLOCK_BUCKETS 1024
 #define TQ_BLOCK_PROBES 8
 typedef struct {
