@@ -78,6 +78,26 @@ class Port:
             raise
         return self._ring.commit(slot, rows)
 
+    def put_given(self, box, timeout, stop=None):
+        """put(box's one element) for a producer that keeps nothing of it: box (a list of one) is emptied.
+
+        When nothing else holds the element's arrays either (a batch made by
+        fancy indexing, ``x[idx]``, and yielded), the ring's putter thread
+        copies them after this returns, and the producer's thread keeps the
+        GIL (doc/design.rst, "The GIL and a Feeder over an iterable").
+        Anything else is put at once, as :meth:`put` puts it.  Refused, the
+        element stays in box.  ``flush_given`` waits for those copies.
+        """
+        if not self._layout.varying and (_all_arrays(box[0], len(self.components)) or _bare_array(box[0], self)):
+            return self._ring.put_given(box, timeout, stop)
+        size = self.put(box[0], timeout, stop)
+        box.clear()
+        return size
+
+    def flush_given(self):
+        """Waits until every element of :meth:`put_given` is in the queue; raises the first that failed."""
+        self._ring.flush_given()
+
     def _device_readers(self, element):
         """The readers of a tuple of device arrays, one per component, for a GPU queue; None for anything else.
 
@@ -154,6 +174,11 @@ def _all_arrays(element, n):
         if type(value) is not np.ndarray:
             return False
     return True
+
+
+def _bare_array(value, port):
+    """True for a bare numpy array put into a queue of one component (it is that component)."""
+    return type(value) is np.ndarray and len(port.components) == 1
 
 
 _mapping_types: dict[type, bool] = {}  # type -> whether it is a Mapping: isinstance asks the ABC's registry every time

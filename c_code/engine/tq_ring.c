@@ -27,9 +27,7 @@ static struct timespec to_timespec(double t)
     return ts;
 }
 
-/* Waits on cond until signalled or the deadline (see tq_ring.h) passes.
- * Returns 0, or ETIMEDOUT once the deadline has passed. */
-static int wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadline)
+int tq_ring_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadline)
 {
     if (deadline < 0 || deadline > FOREVER_S)
         return pthread_cond_wait(cond, lock);
@@ -175,6 +173,7 @@ void tq_ring_destroy(tq_ring *ring)
 {
     if (!ring)
         return;
+    tq_ring_stop_later(ring);              /* its last jobs write into the backend's slots */
     ring->backend->destroy(ring->backend); /* waits for device callbacks into the trace */
     tq_trace_destroy(ring->trace_store);
     pthread_cond_destroy(&ring->space);
@@ -304,7 +303,7 @@ static tq_code reserve(tq_ring *ring, int producer, int room, double deadline, c
             started = tq_now();
         int plain = producer && room <= 1;
         ring->plain_waiters += plain;
-        int waited = wait_until(cond, &ring->lock, deadline);
+        int waited = tq_ring_wait_until(cond, &ring->lock, deadline);
         ring->plain_waiters -= plain;
         if (waited == ETIMEDOUT) {
             code = tq_set_error(err, TQ_TIMEOUT, producer ? "no free slot" : "no element");

@@ -93,6 +93,23 @@ tq_code tq_ring_reserve_put(tq_ring *ring, double deadline, const int *stop, int
 tq_code tq_ring_reserve_put_room(tq_ring *ring, int room, double deadline, const int *stop, int *slot, tq_error *err);
 /* srcs: host memory of each component, rows[c] rows each. */
 tq_code tq_ring_put_from_host(tq_ring *ring, int slot, const void *const *srcs, const int64_t *rows, tq_error *err);
+/* The same, finished later: the ring's putter thread (started on first use)
+ * fills the reserved slot from srcs and publishes it, in the order of these
+ * calls, while the caller goes on.  srcs must stay as they are until
+ * tq_ring_later_done passes *ticket.  A put that fails there drops its slot
+ * and is reported by tq_ring_later_wait.  Fails here (the slot given up) only
+ * when the thread cannot start. */
+tq_code tq_ring_put_later(tq_ring *ring, int slot, const void *const *srcs, const int64_t *rows, uint64_t *ticket,
+                          tq_error *err);
+/* How many puts handed to tq_ring_put_later are done (published or failed):
+ * every ticket below it. */
+uint64_t tq_ring_later_done(tq_ring *ring);
+/* The first failure of those puts not yet reported (and now reported), else TQ_OK. */
+tq_code tq_ring_later_failure(tq_ring *ring, tq_error *err);
+/* Waits until every put handed over so far is done; then the first of their
+ * failures not yet reported, else TQ_OK (TQ_TIMEOUT when the deadline
+ * passed first). */
+tq_code tq_ring_later_wait(tq_ring *ring, double deadline, tq_error *err);
 tq_code tq_ring_begin_host_write(tq_ring *ring, int slot, tq_error *err);
 void *tq_ring_write_ptr(tq_ring *ring, int slot, int component);
 tq_code tq_ring_commit_put(tq_ring *ring, int slot, const int64_t *rows, tq_error *err);

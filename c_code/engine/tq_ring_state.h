@@ -1,8 +1,9 @@
 /*
  * tq_ring_state.h: the ring's state, private to the two files that keep it:
- * tq_ring.c (creation, reservations, consumers, the state machine) and
- * tq_ring_put.c (the put side: extents, publish, gathered and device puts),
- * which calls the helpers below and nothing else of tq_ring.c.
+ * tq_ring.c (creation, reservations, consumers, the state machine),
+ * tq_ring_put.c (the put side: extents, publish, gathered and device puts)
+ * and tq_ring_later.c (puts finished on the ring's putter thread), which call
+ * the helpers below and nothing else of tq_ring.c.
  */
 #ifndef TQ_RING_STATE_H
 #define TQ_RING_STATE_H
@@ -15,6 +16,8 @@
 /* Deadlines beyond this many seconds of the clock are no deadline: a
  * timespec could not hold them. */
 #define FOREVER_S 1e12
+
+typedef struct tq_later tq_later;
 
 typedef enum { SLOT_FREE = 0, SLOT_WRITING, SLOT_READY, SLOT_READING, SLOT_DROPPED } slot_state;
 
@@ -49,6 +52,7 @@ struct tq_ring {
     tq_backend *backend;
     tq_trace *trace_store; /* made by the first trace, freed with the ring */
     tq_trace *trace;       /* == trace_store while recording, else NULL (atomic) */
+    tq_later *later;       /* the putter of tq_ring_put_later, made on first use (tq_ring_later.c) */
 };
 
 /* The trace being recorded, or NULL: the only cost of tracing when it is off. */
@@ -58,6 +62,13 @@ struct tq_ring {
         if (trace_)                                                           \
             hook(trace_, __VA_ARGS__);                                        \
     } while (0)
+
+/* Waits on cond (its lock held) until signalled or the deadline (see
+ * tq_ring.h) passes.  Returns 0, or ETIMEDOUT once the deadline has passed. */
+int tq_ring_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadline);
+/* Ends the ring's putter once its jobs are done (tq_ring_destroy), and frees it. */
+void tq_ring_stop_later(tq_ring *ring);
+void tq_later_destroy(tq_later *later);
 
 /* Under the lock, before n_ready changes: adds the time at the old fill. */
 void tq_ring_fill_changes(tq_ring *ring);

@@ -14,6 +14,7 @@
  *   tq_py_stop.c      the Stop type
  *   tq_py_device.c    device arrays: checked puts, device gets, DLPack
  *   tq_py_rows.c      array datasets' rows: put_rows, each source's layout and cast
+ *   tq_py_given.c     elements their producer gave up, copied later by the ring's putter
  *   tq_py_element.c   the waits, element checks, put and get, lending
  *   tq_py_gpuarray.c  the bridges to libgpuarray (pygpu's contexts)
  *   tq_py_errors.c    the exceptions, the one error mapping, ring_usable
@@ -63,6 +64,15 @@ typedef struct {
     double gil_wait_s;
     unsigned long long gil_takes;
     int gil_wanted;
+    /* How often a producer got to run Python (took the GIL back, or entered put_given), and whether one is
+     * back in its source after a put_given (atomic: a consumer handing the GIL over reads them without it). */
+    unsigned long long producer_runs;
+    int producer_in_source;
+    unsigned long long hand_overs[2]; /* the consumer's hand-overs: [0] in vain (the producer did not run), [1] taken */
+    /* Elements given to put_given that the ring's putter copies later (tq_py_given.c): the checked arrays of
+     * each are held here, oldest first, until the putter is past its ticket.  NULL until the first. */
+    struct given_element *given;
+    int given_first, given_count;
 } RingObject;
 
 extern PyTypeObject RingType, StopType, LeaseType, DLPackOwnerType;
@@ -106,6 +116,17 @@ Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObje
  * read it ("rows", "elements") or None where it cannot. */
 PyObject *Ring_gather_paths(RingObject *self, PyObject *args, PyObject *kwds);
 
+/* ---- tq_py_given.c ---- */
+/* Puts box's one element (box: a list of one) and empties box; when nothing else can reach the
+ * element's arrays the ring's putter copies them after this returns.  The queue's size after it, or -1
+ * with an exception (the element then stays in box; a failure of an earlier given put is raised here). */
+Py_ssize_t put_given(RingObject *self, PyObject *box, double timeout_s, const int *stop);
+/* Waits (timeout_s < 0: no limit) until every given element is in the ring, lets go of them, and the
+ * producer has left its source; 0, or -1 with the first of their failures not yet raised. */
+int flush_given(RingObject *self, double timeout_s);
+/* Lets go of every element held for the putter (after tq_ring_destroy stopped it), of a ring of capacity. */
+void release_given(RingObject *self, int capacity);
+
 /* ---- tq_py_element.c ---- */
 /* Seconds a consumer's wait lasts before its Ring's on_stall hook is called
  * (once per wait; < 0: never); returns the setting it replaces. */
@@ -135,6 +156,22 @@ tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_in
 /* 0 when an array of this shape fits component c, else -1 with ValueError
  * naming the queue and the component (the same from every entry). */
 int check_dims(RingObject *self, int c, int ndim, const npy_intp *dims);
+/* Component c of an element as the engine takes it: a new reference to a C-contiguous array of its
+ * dtype that fits its slot (obj itself where it is one), or NULL with an exception naming the component. */
+PyArrayObject *checked_component(RingObject *self, int c, PyObject *obj);
+/* Checks an element (a sequence of one value per component) before anything is reserved: parts[c] gets
+ * checked_component's array, srcs[c] its data and rows[c] its rows.  0, or -1 with an exception (parts
+ * then all NULL). */
+int check_element(RingObject *self, PyObject *arrays, PyArrayObject **parts, const void **srcs, int64_t *rows);
+void release_parts(PyArrayObject **parts, int n);
+/* Puts a checked element: waits for a slot as wait_for_slot does, copies it in and publishes it.  The
+ * queue's size after it, or -1 with an exception. */
+Py_ssize_t put_checked(RingObject *self, const char *who, const void *const *srcs, const int64_t *rows,
+                       double timeout_s, const int *stop);
+/* The hand-over's signals from a producer (see hand_gil_over): it is in the ring's code, with the GIL
+ * (producer_back); it goes back to its source, or leaves it (producer_to_source). */
+void producer_back(RingObject *self);
+void producer_to_source(RingObject *self, int going);
 /* Validates and puts one element; the queue's size after it, or -1. */
 Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop);
 /* The shape of component c of a reserved element: ndim, dims filled. */

@@ -84,12 +84,27 @@ static double want_gil(RingObject *self)
     return tq_now();
 }
 
-/* ... and has it (GIL held): the wait is counted, and a consumer handing it over is told. */
+/* ... and has it (GIL held): the wait is counted, and a consumer handing it over is told (producer_runs). */
 static void took_gil(RingObject *self, double wanted_at)
 {
     self->gil_wait_s += tq_now() - wanted_at;
-    __atomic_add_fetch(&self->gil_takes, 1, __ATOMIC_SEQ_CST);
+    self->gil_takes++;
+    __atomic_add_fetch(&self->producer_runs, 1, __ATOMIC_SEQ_CST);
     __atomic_sub_fetch(&self->gil_wanted, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A producer that gave its element up (put_given) and went back to its source for the next one will want
+ * the GIL when the source's own release ends (numpy's copies release it): a consumer hands it over then too.
+ * producer_back: the producer is in the ring's code again, so it has the GIL. */
+void producer_back(RingObject *self)
+{
+    __atomic_store_n(&self->producer_in_source, 0, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&self->producer_runs, 1, __ATOMIC_SEQ_CST);
+}
+
+void producer_to_source(RingObject *self, int going)
+{
+    __atomic_store_n(&self->producer_in_source, going, __ATOMIC_SEQ_CST);
 }
 
 /* Whether consumers hand the GIL over (set_gil_hand_over; on by default). */
@@ -103,22 +118,27 @@ int set_gil_hand_over(int on)
 }
 
 /* A consumer about to take the ring's last element (GIL held) while a producer waits for the GIL after
- * its put: the consumer gives the GIL up until the producer has it (HAND_OVER_MAX_S at most), then waits
- * its turn.  Otherwise the producer would get the GIL only when the consumer next blocks on an empty ring
- * (and the step would then wait for the producer's Python and its copy) or when the interpreter's switch
- * interval (5 ms) forces a drop: a producer behind a consumer that holds the GIL through its steps
- * (Theano's VM does) keeps up this way, its copy overlapping the step.  With more elements ready the
- * producer is ahead: it takes the GIL when the consumer's thread releases it (a GPU step's read-back). */
+ * its put, or is back in its source after a put_given: the consumer gives the GIL up until the producer
+ * has run (HAND_OVER_MAX_S at most), then waits its turn.  Otherwise the producer would get the GIL only
+ * when the consumer next blocks on an empty ring (and the step would then wait for the producer's Python
+ * and its copy) or when the interpreter's switch interval (5 ms) forces a drop: a producer behind a
+ * consumer that holds the GIL through its steps (Theano's VM does) keeps up this way, its copy
+ * overlapping the step.  With more elements ready the producer is ahead: it takes the GIL when the
+ * consumer's thread releases it (a GPU step's read-back). */
 static void hand_gil_over(RingObject *self)
 {
-    if (__atomic_load_n(&self->gil_wanted, __ATOMIC_SEQ_CST) <= 0 || tq_ring_size(self->ring) > 1)
+    int wanted = __atomic_load_n(&self->gil_wanted, __ATOMIC_SEQ_CST) > 0 ||
+                 __atomic_load_n(&self->producer_in_source, __ATOMIC_SEQ_CST);
+    if (!wanted || tq_ring_size(self->ring) > 1)
         return;
-    unsigned long long seen = __atomic_load_n(&self->gil_takes, __ATOMIC_SEQ_CST);
+    unsigned long long seen = __atomic_load_n(&self->producer_runs, __ATOMIC_SEQ_CST);
+    int ran;
     Py_BEGIN_ALLOW_THREADS
     double until = tq_now() + HAND_OVER_MAX_S;
-    while (__atomic_load_n(&self->gil_takes, __ATOMIC_SEQ_CST) == seen && tq_now() < until)
+    while (!(ran = __atomic_load_n(&self->producer_runs, __ATOMIC_SEQ_CST) != seen) && tq_now() < until)
         sched_yield();
     Py_END_ALLOW_THREADS
+    self->hand_overs[ran]++;
 }
 
 /* The one wait of the face: reserves `count` slots in turn (a producer's
@@ -258,7 +278,7 @@ int check_dims(RingObject *self, int c, int ndim, const npy_intp *dims)
  * An array of the exact dtype is the fast path; anything else is the
  * schema's to turn into one or to refuse (Ring.cast, theano_queue/schema.py:
  * the one rule, one wording), and is refused when the ring has none. */
-static PyArrayObject *checked_component(RingObject *self, int c, PyObject *obj)
+PyArrayObject *checked_component(RingObject *self, int c, PyObject *obj)
 {
     PyArray_Descr *want = self->descrs[c];
     PyArrayObject *arr;
@@ -308,15 +328,10 @@ static tq_code put_from_host(tq_ring *ring, int slot, void *job, int64_t index, 
     return tq_ring_put_from_host(ring, slot, e->srcs, e->rows, err);
 }
 
-Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop)
+int check_element(RingObject *self, PyObject *arrays, PyArrayObject **parts, const void **srcs, int64_t *rows)
 {
-    PyArrayObject *parts[TQ_MAX_COMPONENTS] = {NULL};
-    const void *srcs[TQ_MAX_COMPONENTS];
-    int64_t rows[TQ_MAX_COMPONENTS];
-    Py_ssize_t result = -1;
-    element_job job = {srcs, rows};
-    int64_t put;
-
+    for (int c = 0; c < self->n; c++)
+        parts[c] = NULL;
     PyObject *seq = PySequence_Fast(arrays, "an element is a sequence of arrays, one per component");
     if (!seq)
         return -1;
@@ -327,23 +342,50 @@ Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, doub
         PyErr_Format(PyExc_ValueError, "Queue '%U': expected %d components (%U), got %zd", self->name, self->n,
                      names ? names : self->name, PySequence_Fast_GET_SIZE(seq));
         Py_XDECREF(names);
-        goto done;
+        Py_DECREF(seq);
+        return -1;
     }
-    /* Every check before the reservation: bad input costs the queue nothing. */
     for (int c = 0; c < self->n; c++) {
         parts[c] = checked_component(self, c, PySequence_Fast_GET_ITEM(seq, c));
-        if (!parts[c])
-            goto done;
+        if (!parts[c]) {
+            Py_DECREF(seq);
+            release_parts(parts, self->n);
+            return -1;
+        }
         rows[c] = self->ndims[c] ? PyArray_DIM(parts[c], 0) : 1;
         srcs[c] = PyArray_DATA(parts[c]);
     }
-    if (produce(self, 1, timeout_s, stop, who, put_from_host, &job, 1, &put) == 0)
-        result = tq_ring_size(self->ring);
-done:
-    for (int c = 0; c < self->n; c++)
-        Py_XDECREF(parts[c]);
     Py_DECREF(seq);
-    return result;
+    return 0;
+}
+
+void release_parts(PyArrayObject **parts, int n)
+{
+    for (int c = 0; c < n; c++)
+        Py_CLEAR(parts[c]);
+}
+
+Py_ssize_t put_checked(RingObject *self, const char *who, const void *const *srcs, const int64_t *rows,
+                       double timeout_s, const int *stop)
+{
+    element_job job = {srcs, rows};
+    int64_t put;
+    if (produce(self, 1, timeout_s, stop, who, put_from_host, &job, 1, &put))
+        return -1;
+    return tq_ring_size(self->ring);
+}
+
+Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop)
+{
+    PyArrayObject *parts[TQ_MAX_COMPONENTS];
+    const void *srcs[TQ_MAX_COMPONENTS];
+    int64_t rows[TQ_MAX_COMPONENTS];
+    /* Every check before the reservation: bad input costs the queue nothing. */
+    if (check_element(self, arrays, parts, srcs, rows))
+        return -1;
+    Py_ssize_t size = put_checked(self, who, srcs, rows, timeout_s, stop);
+    release_parts(parts, self->n);
+    return size;
 }
 
 /* ---- get ---------------------------------------------------------------------- */

@@ -112,13 +112,15 @@ static void Ring_dealloc(RingObject *self)
     /* In a forked child the ring is the parent's: its locks may be held by
      * threads that do not exist here, and its device memory is not ours.
      * Leave it be. */
+    int capacity = self->ring ? tq_ring_capacity(self->ring) : 1;
     if (self->ring && self->forks == fork_count) {
         tq_ring *ring = self->ring;
         self->ring = NULL;
-        Py_BEGIN_ALLOW_THREADS /* a device backend may wait for its copies */
+        Py_BEGIN_ALLOW_THREADS /* a device backend may wait for its copies, the putter for its last */
         tq_ring_destroy(ring);
         Py_END_ALLOW_THREADS
     }
+    release_given(self, capacity); /* the putter read them until destroy stopped it */
     if (self->descrs)
         for (int c = 0; c < self->n; c++)
             Py_XDECREF(self->descrs[c]);
@@ -147,6 +149,33 @@ static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     Py_ssize_t size = put_element(self, "Queue.put", arrays, t, flag);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
+}
+
+/* put_given(box, timeout=None, stop=None) -> size: see put_given. */
+static PyObject *Ring_put_given(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"box", "timeout", "stop", NULL};
+    PyObject *box, *timeout = Py_None, *stop = Py_None;
+    const int *flag;
+    double t;
+    if (ring_usable(self, "Queue.put") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &box, &timeout, &stop) ||
+        parse_timeout(timeout, self->timeout, &t, "Queue.put", self->name) || stop_flag(self, "Queue.put", stop, &flag))
+        return NULL;
+    Py_ssize_t size = put_given(self, box, t, flag);
+    return size < 0 ? NULL : PyLong_FromSsize_t(size);
+}
+
+/* flush_given(timeout=None): see flush_given (None: no limit). */
+static PyObject *Ring_flush_given(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    double t;
+    if (ring_usable(self, "Queue.put") || !PyArg_ParseTupleAndKeywords(args, kwds, "|O", kwlist, &timeout) ||
+        parse_timeout(timeout, -1.0, &t, "Queue.put", self->name) || flush_given(self, t))
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* put_device(sources, timeout=None, stop=None) -> size: see put_device_element. */
@@ -321,6 +350,13 @@ static PyObject *Ring_gil_wait(RingObject *self, PyObject *unused)
     return Py_BuildValue("(dK)", self->gil_wait_s, self->gil_takes);
 }
 
+/* hand_overs() -> (taken, in vain): the consumers' hand-overs of the GIL, all told. */
+static PyObject *Ring_hand_overs(RingObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_BuildValue("(KK)", self->hand_overs[1], self->hand_overs[0]);
+}
+
 static PyObject *Ring_get_closed(RingObject *self, void *unused)
 {
     (void)unused;
@@ -404,6 +440,13 @@ static PyMethodDef Ring_methods[] = {
     {"put", (PyCFunction)(void (*)(void))Ring_put, METH_VARARGS | METH_KEYWORDS,
      "put(arrays, timeout=None, stop=None) -> size: validate and put one element, waiting for a free slot\n"
      "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set."},
+    {"put_given", (PyCFunction)(void (*)(void))Ring_put_given, METH_VARARGS | METH_KEYWORDS,
+     "put_given(box, timeout=None, stop=None) -> size: put box's one element (a list of one) and empty box;\n"
+     "when nothing else holds the element and its arrays, the ring's putter thread copies them after this\n"
+     "returns, and the caller keeps the GIL (flush_given waits for those copies)."},
+    {"flush_given", (PyCFunction)(void (*)(void))Ring_flush_given, METH_VARARGS | METH_KEYWORDS,
+     "flush_given(timeout=None): wait until every element given to put_given is in the ring; raises the\n"
+     "first failure among them."},
     {"put_device", (PyCFunction)(void (*)(void))Ring_put_device, METH_VARARGS | METH_KEYWORDS,
      "put_device(sources, timeout=None, stop=None) -> size: put one element of device arrays, each\n"
      "(ptr, shape, strides or None, dtype, stream or None), copied device to device on the copy stream."},
@@ -432,6 +475,9 @@ static PyMethodDef Ring_methods[] = {
     {"stats", (PyCFunction)Ring_stats, METH_NOARGS, "stats() -> dict of counters."},
     {"gil_wait", (PyCFunction)Ring_gil_wait, METH_NOARGS,
      "gil_wait() -> (seconds, count): producers' waits to take the GIL back after their puts' copies."},
+    {"hand_overs", (PyCFunction)Ring_hand_overs, METH_NOARGS,
+     "hand_overs() -> (taken, in vain): consumers' hand-overs of the GIL to a producer, and those in which it "
+     "did not run."},
     {"reserve", (PyCFunction)(void (*)(void))Ring_reserve, METH_VARARGS | METH_KEYWORDS,
      "reserve(timeout=None, stop=None) -> (slot, views): writable views over a free slot's staging."},
     {"commit", (PyCFunction)Ring_commit, METH_VARARGS, "commit(slot, rows) -> size: publish a reserved slot."},

@@ -10,8 +10,12 @@ for the GIL, so that the Feeder keeps an element ready for (nearly) every step.
 ``Feeder.stats()`` reports the thread's GIL waits.
 """
 
+import sys
+import threading
+import time
+
 import numpy as np
-from gil_handover_helpers import STEPS, steps_finding_an_element
+from gil_handover_helpers import STEPS, hold_gil, steps_finding_an_element
 
 import theano_queue as tq
 from theano_queue import _engine
@@ -25,6 +29,46 @@ def test_a_feeder_keeps_up_with_a_loop_that_holds_the_gil():
     assert ready >= 0.85 * STEPS, ready
 
 
+def test_the_dequeue_hands_the_gil_to_a_producer_back_from_its_source():
+    # A producer gave its element up (put_given) and went back to its source, whose own work gives the GIL
+    # up (numpy's copies do; here a sleep), and now wants the GIL back.  The loop, which holds the GIL, hands
+    # it over as it takes the element: the producer runs before the dequeue returns, not after the step.
+    q = tq.Queue([("x", "float32", (4096,))], capacity=4, target="cpu")
+    resumed = []
+
+    def producer():
+        q._port.put_given([np.zeros(4096, "float32")], 5.0)
+        time.sleep(0.01)  # the source's own work, without the GIL
+        resumed.append(time.perf_counter())  # needs the GIL back
+        q._port.put_given([np.ones(4096, "float32")], 5.0)
+        q._port.flush_given()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)  # no forced switch: the loop gives the GIL up only where it hands it over
+    try:
+        thread = threading.Thread(target=producer)
+        thread.start()
+        time.sleep(0.002)  # the producer's first put is made, and it sleeps in its source
+        hold_gil(0.05)  # a step: the producer's sleep ends inside it
+        (first,) = q.get(timeout=5)
+        got_at = time.perf_counter()
+        hold_gil(0.05)
+        thread.join(10)
+    finally:
+        sys.setswitchinterval(interval)
+    assert first[0] == 0.0 and len(resumed) == 1
+    assert resumed[0] < got_at, "the producer waited for the GIL until after the dequeue"
+    assert q.get(timeout=5)[0][0] == 1.0
+
+
+def test_a_feeder_whose_source_gives_the_gil_up_delivers_every_batch_in_order():
+    # The generator's fancy indexing gives the GIL up for its copy, as users' generators do (x[idx]).
+    big = np.arange(4096 * 512, dtype="float32").reshape(4096, 512)
+    order = np.random.default_rng(0).permutation(4096)
+    ready, _ = steps_finding_an_element(hand_over=True, source=lambda i: big[order[(i * 64) % 3968 :][:64]])
+    assert ready > 0  # the order and exactness are the helper's checks
+
+
 def test_the_hand_over_can_be_turned_off_and_says_what_it_was():
     was = _engine.set_gil_hand_over(False)
     try:
@@ -36,7 +80,8 @@ def test_the_hand_over_can_be_turned_off_and_says_what_it_was():
 
 def test_feeder_stats_report_the_threads_gil_waits_and_processor_time():
     q = tq.Queue([("x", "float32", (8,))], capacity=64, target="cpu")
-    with tq.Feeder(q, (np.full(8, i, "float32") for i in range(50))) as feeder:
+    rows = np.arange(50 * 8, dtype="float32").reshape(50, 8)
+    with tq.Feeder(q, (row for row in rows)) as feeder:  # views of rows: copied before each put returns
         feeder.join(10)
     stats = feeder.stats()
     # One wait for the GIL after each put's copy; nothing else waited (the ring had room for everything).
@@ -49,9 +94,10 @@ def test_feeder_stats_report_the_threads_gil_waits_and_processor_time():
 
 def test_a_second_queue_counts_its_own_waits():
     first, second = (tq.Queue([("x", "float32", (8,))], capacity=16, target="cpu") for _ in range(2))
-    with tq.Feeder(first, (np.zeros(8, "float32") for _ in range(10))) as feeder:
+    rows = np.zeros((10, 8), "float32")
+    with tq.Feeder(first, (row for row in rows)) as feeder:
         feeder.join(10)
-    with tq.Feeder(second, (np.zeros(8, "float32") for _ in range(3))) as other:
+    with tq.Feeder(second, (row for row in rows[:3])) as other:
         other.join(10)
     assert feeder.stats()["gil_waits"] == 10
     assert other.stats()["gil_waits"] == 3

@@ -12,4 +12,6 @@ pytestmark = pytest.mark.gpu
 def test_a_feeder_keeps_up_with_a_loop_that_holds_the_gil_on_a_gpu_queue():
     ready, stats = steps_finding_an_element(hand_over=True, target=None)  # the queue on Theano's GPU
     assert ready >= 0.85 * STEPS, ready
-    assert stats["gil_waits"] >= STEPS
+    # Each element was either copied by the ring's putter (its put kept the GIL) or waited for the GIL after
+    # its put's copy, and a dequeue handed the GIL over to it.
+    assert stats["hand_overs_taken"] > 0, stats

@@ -96,3 +96,24 @@ def test_a_put_without_a_stream_polls_for_its_copy_before_it_sleeps_on_the_event
         assert ring.get()[0].tolist() == x.tolist() and ring.stats()["dropped"] == 1
     """,
     )
+
+
+def test_a_gpu_queues_feeder_gives_fresh_batches_to_the_rings_putter(fake):  # noqa: F811
+    # The putter thread copies into the pinned staging and issues the upload on the copy stream (the CUDA
+    # backend's put, from a thread of the engine's own): every batch arrives exact and in order, and
+    # nothing stays held (run() checks the stand-in's memory after the process ends).
+    run(
+        fake,
+        """
+        import theano_queue as tq
+        q = gpu_queue([("x", "float32", (64, 32)), ("y", "int64", (64,))], capacity=3, name="given")
+        data = np.arange(1024 * 32, dtype=np.float32).reshape(1024, 32)
+        orders = [np.random.default_rng(i).permutation(1024)[:64] for i in range(30)]
+        with tq.Feeder(q, ((data[o], o.copy()) for o in orders), close_when_done=False) as feeder:
+            got = [q.get() for _ in range(30)]
+            feeder.join(10)
+        assert all(np.array_equal(x, data[o]) and np.array_equal(y, o) for (x, y), o in zip(got, orders))
+        assert feeder.stats()["gil_waits"] < 30  # puts that found a free slot left their copies to the putter
+        q.close()
+        """,
+    )

@@ -6,6 +6,7 @@ Worker processes have theirs in :mod:`.dispatcher`, array datasets in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any, Optional, Protocol
@@ -151,19 +152,33 @@ class IterableProducer(InProcessProducer):
         self.stream = stream(dataset, epochs, skip, timer=self)
 
     def run(self, stop) -> bool:
+        try:
+            ended = self.put_each(stop)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the run's own failure is the one to tell
+                self.port.flush_given()
+            raise
+        self.port.flush_given()  # every element given is in the queue before the run counts as ended
+        return ended
+
+    def put_each(self, stop) -> bool:
         elements = iter(self.stream)
+        # Each element goes from the source into this box and from the box into the queue, so that this
+        # frame holds no reference to it: the engine may copy it after the put returns (Port.put_given).
+        box: list = []
         while not stop.is_set():
             try:
-                element = from_source(next, elements)
+                box.append(from_source(next, elements))
             except StopIteration:
                 return True
             self.progress.committing_one(ONE_STREAM)
             try:
-                self.port.put(element, math.inf, stop)
+                self.port.put_given(box, math.inf, stop)
             except BaseException as error:
                 self.progress.withdraw()  # refused or stopped before its commit: not a position of the run
                 if isinstance(error, Stopped):
                     return False
+                element = box.pop() if box else None
                 hint = samples_hint(self.port.components, element) if isinstance(error, ValueError) else ""
                 if not hint:
                     raise

@@ -130,7 +130,11 @@ def stream(dataset: Any, epochs: Optional[int], skip: int = 0, timer=None) -> It
             if skip:
                 skip -= 1
                 continue
-            yield element
+            # Handed over in a box the frame empties: the stream keeps no reference to an element it gave, so
+            # that a put may find the element's arrays held by nothing else (Port.put_given).
+            box = [element]
+            del element
+            yield box.pop()
         if empty:
             return
         epoch += 1
