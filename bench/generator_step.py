@@ -28,7 +28,8 @@ loop it replaces), fed / prefilled (<= 1.05) and each against resident: the
 median over rounds of the part's run over a resident run just before it,
 with the spread of those ratios (largest over smallest).  The
 fed part's ``Feeder.stats()`` says where the Feeder's thread spent its time
-(``gil_wait_s``: waiting for the GIL after its puts).
+(``gil_wait_s``: waiting for the GIL after its puts), and ``Ring.hand_overs`` the
+consumer's hand-overs of the GIL to it (``hand_overs_taken``, ``hand_overs_in_vain``).
 """
 
 if __name__ == "__main__" and "--cpu" in __import__("sys").argv:
@@ -125,9 +126,12 @@ class Step:
         was = _engine.set_gil_hand_over(part != "fed-nohand")
         in_step = _engine.set_held_gather_in_step(0) if part == "held-copy" else None
         try:
+            hand_overs = self.queue._ring.hand_overs()
             with feeder:
                 seconds = time_steps(self.fed, steps)
                 self.feeder_stats[part] = feeder.stats()
+            taken, vain = (now - before for now, before in zip(self.queue._ring.hand_overs(), hand_overs))
+            self.feeder_stats[part].update(hand_overs_taken=taken, hand_overs_in_vain=vain)
         finally:
             _engine.set_gil_hand_over(was)
             if in_step is not None:
@@ -217,7 +221,16 @@ def profile(target_s, data, labels, steps, rounds, capacity=3, log=None):
         "ratios": ratios,
         "fed feeder": {
             k: fed[k]
-            for k in ("busy", "thread_cpu_s", "gil_wait_s", "gil_waits", "gil_wait_share", "gil_bound")
+            for k in (
+                "busy",
+                "thread_cpu_s",
+                "gil_wait_s",
+                "gil_waits",
+                "gil_wait_share",
+                "gil_bound",
+                "hand_overs_taken",
+                "hand_overs_in_vain",
+            )
             if k in fed
         },
         "fed-nohand feeder": {
