@@ -2,9 +2,11 @@
 
 The fresh venv sees .venv-pymc's packages (a .pth file), as a user's PyMC venv
 would hold them; pip builds the package in isolation (pyproject.toml) and
-must neither ask for Theano nor move numpy or PyTensor.
+must neither ask for Theano nor move numpy or PyTensor, plainly or with the
+``[pytensor]`` extra.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -60,6 +62,18 @@ def test_plain_pip_install_into_a_pymc_venv_imports_both(tmp_path):
     assert any(name.startswith("theano_queue-") for name in installed), installed
     check = subprocess.run([*pip, "check"], capture_output=True, text=True, env=env, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
+    # The command doc/pymc.rst gives PyMC users, theano_queue[pytensor]: its extra is met by PyMC's own
+    # PyTensor (2.38.x), so pip would install the package alone, neither Theano nor another PyTensor or numpy.
+    report = subprocess.run(
+        [*pip, "install", "--dry-run", "--quiet", "--report", "-", source + "[pytensor]"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
+    planned = [item["metadata"]["name"].lower() for item in json.loads(report.stdout)["install"]]
+    assert set(planned) <= {"theano_queue", "theano-queue"}, planned
     script = (
         "import sys, numpy as np, pymc, pytensor\n"
         "import theano_queue.pytensor as tq\n"

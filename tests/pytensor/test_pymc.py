@@ -13,6 +13,7 @@ import pytest
 pm = pytest.importorskip("pymc")
 
 import theano_queue.pytensor as tq  # noqa: E402
+from theano_queue.pytensor.ops import Dequeue  # noqa: E402
 
 N, D, B = 400, 3, 40  # 10 batches an epoch
 rng = np.random.default_rng(0)
@@ -119,3 +120,38 @@ def test_likelihood_on_dequeued_data_without_total_size_warns():
         warnings.simplefilter("error")
         tq.check_model(logistic_model(x, y, total_size=N))
         tq.check_model(logistic_model(X, Y))  # arrays: PyMC's own business
+
+
+def test_stop_when_drained_warns_at_the_first_step_where_total_size_is_missing():
+    """doc/pymc.rst: StopWhenDrained runs check_model at the fit's first step."""
+    q = make_queue()
+    x, y = q.dequeue()
+    with pytest.warns(UserWarning, match="'obs' takes its data from a queue but has no total_size"):
+        with tq.Feeder(q, (X, Y), epochs=1):
+            stop = tq.StopWhenDrained(q)
+            pm.fit(1000, model=logistic_model(x, y), progressbar=False, callbacks=[stop])
+    assert len(stop.hist) == N // B
+
+
+def casts_between_the_dequeue_and(variable):
+    """The Ops from ``variable`` down to the Dequeue it reads (one input each), outermost first."""
+    ops = []
+    while variable.owner is not None and not isinstance(variable.owner.op, Dequeue):
+        ops.append(str(variable.owner.op))
+        (variable,) = variable.owner.inputs
+    assert variable.owner is not None, "no Dequeue under the observed data"
+    return ops
+
+
+@pytest.mark.parametrize("label_dtype, casts", [("int32", ["Cast{int64}"]), ("int64", ["Cast{int64}", "Cast{int32}"])])
+def test_labels_and_features_as_the_pymc_page_says(label_dtype, casts):
+    """doc/pymc.rst: int32 labels cost one cast to the Bernoulli's int64; int64 ones are narrowed to PyMC's intX
+    (int32) and cast back, two casts.  float32 features under PyMC's floatX=float64 are upcast, with no warning."""
+    x, y = tq.Queue([("x", "float64", (B, D)), ("y", label_dtype, (B,))]).dequeue()
+    model = logistic_model(x, y, total_size=N)
+    assert casts_between_the_dequeue_and(model.rvs_to_values[model["obs"]]) == casts
+    x32, y32 = tq.Queue([("x", "float32", (B, D)), ("y", "int32", (B,))]).dequeue()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        logp = logistic_model(x32, y32, total_size=N).logp()
+    assert logp.dtype == "float64"
