@@ -298,6 +298,21 @@ static uint64_t dropped(tq_ring *ring)
     return stats.dropped;
 }
 
+/* Hands the element (i + 1, ...; i + 1) to the ring's putter, from static memory that outlives the copy. */
+static tq_code put_later_value(tq_ring *ring, int i, uint64_t *ticket, tq_error *err)
+{
+    static int32_t xs[8][4];
+    static int64_t ys[8];
+    int64_t rows[2] = {4, 1};
+    int slot;
+    for (int j = 0; j < 4; j++)
+        xs[i][j] = i + 1;
+    ys[i] = i + 1;
+    const void *srcs[2] = {xs[i], &ys[i]};
+    tq_code code = tq_ring_reserve_put(ring, 0, NULL, &slot, err);
+    return code != TQ_OK ? code : tq_ring_put_later(ring, slot, srcs, rows, ticket, err);
+}
+
 /* Puts handed to the ring's putter land in order; a failure there drops its
  * slot and is told once; destroying the ring finishes the jobs still queued. */
 static void test_puts_finished_later(void)
@@ -305,44 +320,23 @@ static void test_puts_finished_later(void)
     test_control control = {{0}};
     tq_error err;
     tq_code code;
-    static int32_t xs[6][4];
-    static int64_t ys[6];
-    int64_t rows[2] = {4, 1};
     uint64_t ticket;
     tq_ring *ring = make_test_ring(3, &control, &err);
     CHECK(tq_ring_later_done(ring) == 0 && tq_ring_later_wait(ring, 0, &err) == TQ_OK); /* no putter yet */
-    for (int i = 0; i < 3; i++) {
-        int slot;
-        for (int j = 0; j < 4; j++)
-            xs[i][j] = i + 1;
-        ys[i] = i + 1;
-        const void *srcs[2] = {xs[i], &ys[i]};
-        CHECK(tq_ring_reserve_put(ring, 0, NULL, &slot, NULL) == TQ_OK);
-        CHECK(tq_ring_put_later(ring, slot, srcs, rows, &ticket, &err) == TQ_OK && ticket == (uint64_t)i);
-    }
+    for (int i = 0; i < 3; i++)
+        CHECK(put_later_value(ring, i, &ticket, &err) == TQ_OK && ticket == (uint64_t)i);
     CHECK(tq_ring_later_wait(ring, deadline(10), &err) == TQ_OK && tq_ring_later_done(ring) == 3);
     CHECK(get_value(ring, &code) == 1 && get_value(ring, &code) == 2 && get_value(ring, &code) == 3);
 
     control.fail_on[AT_PUBLISH] = control.calls[AT_PUBLISH] + 1;
-    for (int i = 3; i < 5; i++) {
-        int slot;
-        for (int j = 0; j < 4; j++)
-            xs[i][j] = i + 1;
-        ys[i] = i + 1;
-        const void *srcs[2] = {xs[i], &ys[i]};
-        CHECK(tq_ring_reserve_put(ring, 0, NULL, &slot, NULL) == TQ_OK);
-        CHECK(tq_ring_put_later(ring, slot, srcs, rows, &ticket, &err) == TQ_OK);
-    }
+    CHECK(put_later_value(ring, 3, &ticket, &err) == TQ_OK && put_later_value(ring, 4, &ticket, &err) == TQ_OK);
     code = tq_ring_later_wait(ring, deadline(10), &err);
     CHECK(code == TQ_EDEVMEM && strcmp(err.message, "injected failure of publish") == 0);
     CHECK(tq_ring_later_wait(ring, 0, &err) == TQ_OK && tq_ring_later_failure(ring, &err) == TQ_OK); /* told once */
     CHECK(dropped(ring) == 1 && get_value(ring, &code) == 5 && get_value(ring, &code) == -1);
 
     /* Jobs still queued when the ring goes are finished first (the sanitizers watch the slots). */
-    int slot;
-    const void *srcs[2] = {xs[5], &ys[5]};
-    CHECK(tq_ring_reserve_put(ring, 0, NULL, &slot, NULL) == TQ_OK);
-    CHECK(tq_ring_put_later(ring, slot, srcs, rows, &ticket, &err) == TQ_OK);
+    CHECK(put_later_value(ring, 5, &ticket, &err) == TQ_OK);
     tq_ring_destroy(ring);
     CHECK(control.destroyed == 1);
 }
