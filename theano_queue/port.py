@@ -84,9 +84,10 @@ class Port:
         When nothing else holds the element's arrays either (a batch made by
         fancy indexing, ``x[idx]``, and yielded), the ring's putter thread
         copies them after this returns, and the producer's thread keeps the
-        GIL (doc/design.rst, "The GIL and a Feeder over an iterable").
-        Anything else is put at once, as :meth:`put` puts it.  Refused, the
-        element stays in box.  ``flush_given`` waits for those copies.
+        GIL (doc/design.rst, "The GIL and a Feeder over an iterable").  A
+        small element of a host queue is copied at once, the GIL held.
+        Anything else is put as :meth:`put` puts it.  Refused, the element
+        stays in box.  ``flush_given`` waits for the putter's copies.
         """
         if not self._layout.varying and (_all_arrays(box[0], len(self.components)) or _bare_array(box[0], self)):
             return self._ring.put_given(box, timeout, stop)

@@ -15,9 +15,15 @@
  * Given up means that nothing but the one-item list it came in holds the
  * element, and nothing but the element holds an array whose bytes the putter
  * reads (no other reference, no view of it, no weak reference, its own data):
- * no one can write those bytes before they are copied.  Anything else, and
- * an element that finds the ring full, is put at once as Ring.put puts it. */
+ * no one can write those bytes before they are copied.  A small element of a
+ * host ring is copied at once, the GIL held.  Anything else, and an element
+ * that finds the ring full, is put as Ring.put puts it. */
 #include "tq_py.h"
+
+/* A host ring's element this small is copied at once, with the GIL held: its copy costs less than waking
+ * the putter's thread (which, on a machine of few cores, waits for one) or than giving the GIL up and
+ * taking it back. */
+#define INLINE_MAX_BYTES (64 * 1024)
 
 /* An element whose copy the putter has not finished: its checked arrays, held. */
 struct given_element {
@@ -77,6 +83,20 @@ void release_given(RingObject *self, int capacity)
     self->given = NULL;
 }
 
+/* Puts a small element of a host ring at once, without giving the GIL up: 1 when put, 0 when the ring
+ * has no free slot now (put it as Ring.put does then), -1 with an exception. */
+static int put_at_once(RingObject *self, const void *const *srcs, const int64_t *rows)
+{
+    tq_error err;
+    int slot;
+    tq_code code = tq_ring_reserve_put(self->ring, 0.0, NULL, &slot, &err); /* 0.0: now or never */
+    if (code == TQ_TIMEOUT)
+        return 0;
+    if (code == TQ_OK)
+        code = tq_ring_put_from_host(self->ring, slot, srcs, rows, &err);
+    return code == TQ_OK ? 1 : raise_error("Queue.put", self, &err);
+}
+
 /* Hands a checked element to the putter, holding its arrays; 1 when handed over, 0 when the ring has no
  * free slot now (put it at once then), -1 with an exception. */
 static int hand_to_putter(RingObject *self, PyArrayObject **parts, const void *const *srcs, const int64_t *rows)
@@ -133,9 +153,14 @@ Py_ssize_t put_given(RingObject *self, PyObject *box, double timeout_s, const in
     Py_XDECREF(values);
     if (checked)
         return -1;
+    size_t bytes = 0;
+    for (int c = 0; c < self->n; c++)
+        bytes += (size_t)PyArray_NBYTES(parts[c]);
     int handed = 0;
-    if ((bare || (PyTuple_CheckExact(element) && PyTuple_GET_SIZE(element) == self->n)) &&
-        given_up(element, bare, parts, self->n))
+    if (!tq_ring_on_device(self->ring) && bytes <= INLINE_MAX_BYTES)
+        handed = put_at_once(self, srcs, rows);
+    else if ((bare || (PyTuple_CheckExact(element) && PyTuple_GET_SIZE(element) == self->n)) &&
+             given_up(element, bare, parts, self->n))
         handed = hand_to_putter(self, parts, srcs, rows);
     Py_ssize_t size = handed ? (handed > 0 ? tq_ring_size(self->ring) : -1)
                              : put_checked(self, "Queue.put", srcs, rows, timeout_s, stop);

@@ -29,9 +29,9 @@ def drained(q):
 
 
 def test_a_generators_fresh_batches_are_copied_after_each_put_returns():
-    rows = np.arange(64 * 1024, dtype="float32").reshape(64, 1024)
+    rows = np.arange(64 * 4096, dtype="float32").reshape(64, 4096)
     order = np.random.default_rng(0).permutation(64)
-    q = tq.Queue([("x", "float32", (16, 1024)), ("y", "int64", (16,))], capacity=64, target="cpu")
+    q = tq.Queue([("x", "float32", (16, 4096)), ("y", "int64", (16,))], capacity=64, target="cpu")  # 256 KiB
     batches = [order[i : i + 16] for i in range(0, 64, 16)] * 5
     with tq.Feeder(q, ((rows[idx], idx.astype("int64")) for idx in batches)) as feeder:  # arrays of their own
         feeder.join(10)
@@ -69,8 +69,8 @@ def test_a_batch_the_source_writes_again_is_copied_before_the_put_returns():
     ],
 )
 def test_what_something_else_holds_is_copied_before_the_put_returns(make):
-    data = np.arange(20 * 128, dtype="float32").reshape(20, 128)
-    q = tq.Queue([("x", "float32", (128,))], capacity=32, target="cpu")
+    data = np.arange(20 * 32768, dtype="float32").reshape(20, 32768)  # 128 KiB rows
+    q = tq.Queue([("x", "float32", (32768,))], capacity=32, target="cpu")
     with tq.Feeder(q, (make(data, i) for i in range(20))) as feeder:
         feeder.join(10)
     got = [x for (x,) in drained(q)]
@@ -80,6 +80,21 @@ def test_what_something_else_holds_is_copied_before_the_put_returns(make):
 
 
 KEPT: list = []
+
+
+def test_a_small_element_of_a_host_queue_is_copied_at_once_with_the_gil_held():
+    # Up to 64 KiB: the copy costs less than waking the putter or giving the GIL up; held or not, the element
+    # is in the queue when the put returns.
+    data = np.arange(30 * 256, dtype="float32").reshape(30, 256)
+    q = tq.Queue([("x", "float32", (256,))], capacity=32, target="cpu")
+    box = [data[0]]  # a view: something else holds its bytes
+    q._port.put_given(box, 1.0)
+    assert box == [] and q.size() == 1  # in the queue already, no flush needed
+    with tq.Feeder(q, (row for row in data[1:])) as feeder:
+        feeder.join(10)
+    got = [x for (x,) in drained(q)]
+    assert all(np.array_equal(x, data[i]) for i, x in enumerate(got)) and len(got) == 30
+    assert feeder.stats()["gil_waits"] == 0
 
 
 def test_a_stream_keeps_no_reference_to_an_element_it_gave():
