@@ -29,6 +29,9 @@
  *   /tmp/lines_roof                       (threads=1,2,4,8,16 and the pool's default, batches=100)
  *   /tmp/lines_roof threads=1,2 batches=10 check=1 file=/tmp/lines_roof.f32 cap=0.15 rounds=4 keep=0
  *
+ * The split walk's prefetch (its distance in reads and its hint, 2: prefetcht1, 3: prefetcht0) is chosen
+ * at build: add -DSPLIT_AHEAD=128 -DSPLIT_LOCALITY=3 to the gcc line above to measure another.
+ *
  * cap: the seconds at most a measurement takes at one thread count (over its rounds).  only=WORD,WORD: the
  * gathers and ceilings whose names contain one of the words (and the C-contiguous gather) only.
  */

@@ -358,8 +358,14 @@ static void gather_chunk_columns(const gather_job *job, int64_t r, int64_t end)
  * for this far ahead their order matters little.  The prefetch runs SPLIT_AHEAD reads ahead on a
  * cursor of its own, across columns, into L2 (prefetcht1: each line is read once, and L1 is too small
  * to hold what is on its way).  Few elements and many rows (labels, narrow rows): the rows are split
- * as well.  bench/lines_roof.c measures it against the C-contiguous gather. */
+ * as well.  bench/lines_roof.c measures it against the C-contiguous gather, and other prefetch distances
+ * and hints (-DSPLIT_AHEAD=, -DSPLIT_LOCALITY= at build) against these, the best on the H200's host. */
+#ifndef SPLIT_AHEAD
 #define SPLIT_AHEAD 64
+#endif
+#ifndef SPLIT_LOCALITY
+#define SPLIT_LOCALITY 2 /* prefetcht1 */
+#endif
 
 typedef void (*split_fn)(char *dst, const char *base, const tq_row_layout *layout, int64_t *at, ptrdiff_t offset,
                          int64_t columns, const int64_t *idx, ptrdiff_t stride, int64_t m, size_t row_bytes);
@@ -380,7 +386,7 @@ typedef void (*split_fn)(char *dst, const char *base, const tq_row_layout *layou
             char *out = dst;                                                                                          \
             for (int64_t k = 0; k < m; k++, out += row_bytes) {                                                       \
                 if (ahead_c < columns) {                                                                              \
-                    __builtin_prefetch(base + ahead_offset + idx[ahead_k] * stride, 0, 2);                            \
+                    __builtin_prefetch(base + ahead_offset + idx[ahead_k] * stride, 0, SPLIT_LOCALITY);               \
                     if (++ahead_k == m)                                                                               \
                         ahead_k = 0, ahead_c++, next_element(layout, ahead_at, &ahead_offset);                        \
                 }                                                                                                     \
