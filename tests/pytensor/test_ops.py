@@ -217,6 +217,8 @@ def test_ctrl_c_interrupts_a_blocked_dequeue(linker):
     # lands in its compile callbacks ("Exception ignored on calling ctypes
     # callback function"), which is Numba's to fix, not the queue's wait.
     script = (
+        # SIGINT as a terminal's program has it, even where the test run was started with it ignored.
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import sys, pytensor\n"
         "import theano_queue.pytensor as tq\n"
         "q = tq.Queue([('x', 'float32', (2,))])\n"

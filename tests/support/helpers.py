@@ -61,6 +61,12 @@ def two_producers_exactly_once(q, take, per_producer):
 HANG_GUARD_S = scaled(120)
 
 
+#: Put before a Ctrl-C script: a process started with SIGINT ignored (a job a shell ran in the background
+#: without job control) passes that on, and Python then never raises KeyboardInterrupt.  The script gets
+#: what a terminal's program has, whatever started the test run.
+INTERRUPTIBLE = "import signal as _signal\n_signal.signal(_signal.SIGINT, _signal.default_int_handler)\n"
+
+
 def seconds_to_stop_on_ctrl_c(script, env, group=False):
     """Run script, which prints "ready" and then blocks; send it SIGINT; time until the interrupt took effect.
 
@@ -75,7 +81,7 @@ def seconds_to_stop_on_ctrl_c(script, env, group=False):
     it too).
     """
     proc = subprocess.Popen(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", INTERRUPTIBLE + script],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
