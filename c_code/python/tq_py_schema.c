@@ -260,9 +260,11 @@ PyObject *schema_values_fit(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O&:values_fit", &PyArray_Type, &values, descr_arg, &want))
         return NULL;
     int to = scalar_of(want, 1);
+    if (to < 0)
+        PyErr_Format(PyExc_TypeError, "values_fit: no component has dtype %R", (PyObject *)want);
     Py_DECREF(want);
     if (to < 0)
-        return PyErr_Format(PyExc_TypeError, "values_fit: no component has dtype %R", (PyObject *)want), NULL;
+        return NULL;
     tq_scalar target = (tq_scalar)to;
     int misfit = 0;
     if (PyArray_TYPE(values) == NPY_OBJECT) {
