@@ -218,7 +218,7 @@ class SlotWriter:
                 return view
         raise KeyError("no component %r; the components are %s" % (name, [c.name for c in self.components]))
 
-    def rows_per_component(self, queue_name="queue"):
+    def rows_per_component(self, queue_name):
         """Rows per component: :attr:`rows` (one number: the batch's) for each batched one, a component of an
         axis of its own whole, a scalar 1."""
         rows = self.rows

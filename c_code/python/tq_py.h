@@ -14,9 +14,9 @@
  *   tq_py_stop.c      the Stop type
  *   tq_py_device.c    device arrays: checked puts, device gets, DLPack
  *   tq_py_rows.c      array datasets' rows: put_rows, each source's layout and cast
- *   tq_py_schema.c    the one rule's face: dtypes as the engine's types, the array rule, an element's rows
  *   tq_py_given.c     elements their producer gave up, copied later by the ring's putter
  *   tq_py_element.c   the waits, element checks, put and get, lending
+ *   tq_py_schema.c    the one rule's face: dtypes as the engine's types, the array rule, an element's rows
  *   tq_py_gpuarray.c  the bridges to libgpuarray (pygpu's contexts)
  *   tq_py_errors.c    the exceptions, the one error mapping, ring_usable
  */
