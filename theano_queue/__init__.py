@@ -10,7 +10,7 @@ from .feed import Feeder, worker_info
 from .layout import Padded
 from .monitor import Monitor, monitor
 from .queue import Queue
-from .spec import Component, upto
+from .spec import Component, own, upto
 from .stall import set_stall_warning
 from .trace import Trace
 
@@ -20,6 +20,7 @@ __all__ = [
     "Feeder",
     "Component",
     "upto",
+    "own",
     "Padded",
     "worker_info",
     "monitor",

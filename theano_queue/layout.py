@@ -51,6 +51,13 @@ class Layout:
             self.spans.append((start, len(engine)))
         self.engine = tuple(engine)
         self.varying = bool(self.variables)
+        #: Per engine component, the name its rows go by where they are the batch's, else None (the engine's
+        #: Ring.batch): a variable component's rows are its lengths', its packed data and extents are not.
+        batch = []
+        for i, component in enumerate(self.components):
+            name = component.name if component.batched else None
+            batch.extend([None, name] + [None] * self.variables[i].k if i in self.variables else [name])
+        self.engine_batch = tuple(batch)
 
     def variable_names(self):
         return [self.components[i].name for i in self.variables]
@@ -96,12 +103,16 @@ class Layout:
         Every check runs here, before a slot is taken: bad input costs the
         queue nothing.
         """
-        writers = []
+        writers, rows = [], []
         for i, (component, value) in enumerate(zip(self.components, values)):
             if i in self.variables:
-                writers.append(self.variables[i].prepare(value, queue_name))
+                n, writer = self.variables[i].prepare(value, queue_name)
             else:
-                writers.append(fixed_writer(component, value, queue_name))
+                n, writer = fixed_writer(component, value, queue_name)
+            writers.append(writer)
+            if component.batched:
+                rows.append((component.name, n))
+        schema.check_rows(queue_name, rows)
 
         def write(views):
             rows = []
@@ -198,7 +209,7 @@ def shape_bound(shape):
 
 
 def fixed_writer(component, value, queue_name):
-    """A fixed component's value checked as put checks it; returns ``write(views) -> [rows]``."""
+    """A fixed component's value checked as put checks it; returns its rows and ``write(views) -> [rows]``."""
     value = schema.component_value(component, value, queue_name)
     shape, want = value.shape, component.shape
     if len(shape) != len(want) or (want and (shape[0] > want[0] or shape[1:] != want[1:])):
@@ -212,4 +223,4 @@ def fixed_writer(component, value, queue_name):
         view[...] = value
         return [1]
 
-    return write
+    return (len(value) if value.ndim else 1), write

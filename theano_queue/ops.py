@@ -330,7 +330,7 @@ class Enqueue(QueueCOp):
         import numpy as np
 
         ring = resolve_token(inputs[0], str(self))
-        outputs[0][0] = np.asarray(ring.put(inputs[1:]), dtype="int64")
+        outputs[0][0] = np.asarray(ring.put(inputs[1:], op=type(self).__name__), dtype="int64")
 
     def c_code(self, node, name, inputs, outputs, sub):
         return """{

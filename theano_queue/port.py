@@ -34,10 +34,10 @@ class Port:
 
     def __init__(self, name, components, layout, target, ring):
         self.name, self.components, self._layout, self._target, self._ring = name, components, layout, target, ring
-        #: The one rule for every value put (theano_queue/schema.py); the engine asks it for any value
-        #: that is not an array of the exact dtype.
+        #: The one rule for every value put (theano_queue/schema.py): Python values become arrays by it; the
+        #: engine applies its array rule itself (its table is the engine's, c_code/engine/tq_scalar.h).
         self.schema = Schema(name, layout.engine)
-        ring.cast = self.schema.cast
+        ring.batch = layout.engine_batch  # whose rows must agree in an element, and the names they go by
         self.generation = 0  # reopens so far
         self.close_when_last = False  # a Feeder that closes the queue is done: the last attached one closes it
         self.epoch_left = False  # a Feeder's with block was left: the next reopen drops what is left
@@ -67,7 +67,8 @@ class Port:
         if not self._layout.varying:
             if lengths is not None:
                 self._layout.refuse_lengths(self.name, "put")
-            return self._ring.put(values, timeout, stop)  # the engine asks the schema for what is not exact
+            values = [v if type(v) is np.ndarray else self.schema.value(i, v) for i, v in enumerate(values)]
+            return self._ring.put(values, timeout, stop)  # the engine checks arrays: dtype, shape, rows
         write = self._layout.prepare(self._layout.with_lengths(values, lengths, self.name), self.name)
         # Packed straight into the slot's staging: the only copy on the host.
         slot, views = self._ring.reserve(timeout, stop)
@@ -217,14 +218,21 @@ class SlotWriter:
                 return view
         raise KeyError("no component %r; the components are %s" % (name, [c.name for c in self.components]))
 
-    def rows_per_component(self):
-        if self.rows is None:
-            return [c.shape[0] if c.shape else 1 for c in self.components]
-        return [self.rows if c.shape else 1 for c in self.components]
+    def rows_per_component(self, queue_name):
+        """Rows per component: :attr:`rows` (one number: the batch's) for each batched one, a component of an
+        axis of its own whole, a scalar 1."""
+        rows = self.rows
+        if rows is not None:
+            if isinstance(rows, (bool, np.bool_)) or not isinstance(rows, (int, np.integer)):
+                raise TypeError(
+                    "Queue.writer: queue '%s': slot.rows is the number of rows written along the batch axis, one "
+                    "int for every component, got %r" % (queue_name, rows)
+                )
+        return [(c.shape[0] if rows is None or not c.batched else int(rows)) if c.shape else 1 for c in self.components]
 
     def engine_rows(self, queue_name):
         """Rows per engine component, packing variable-length components to their longest row first."""
-        rows = self.rows_per_component()
+        rows = self.rows_per_component(queue_name)
         if self.layout is None or not self.layout.varying:
             return rows
         return self.layout.finish(self.engine_views, rows, queue_name)

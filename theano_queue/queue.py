@@ -46,10 +46,13 @@ class Queue:
         ``(name, dtype, shape)`` tuples, one per component.  ``dtype`` is one
         of Theano's (bool, intN, uintN, floatN, complexN).  ``shape[0]``
         bounds the batch axis: an element may be shorter there (a partial
-        last batch) and the dequeued variable then has that length.  The
-        other axes are fixed, but for those marked :class:`~theano_queue.upto`
-        (variable length, e.g. ``(64, tq.upto(512))``): each element is
-        padded to its own longest row there, and carries each row's length.
+        last batch) and the dequeued variable then has that length; every
+        component of an element has the same length there, but one whose
+        leading axis is its own, declared ``(tq.own(10), ...)``, and a
+        scalar one.  The other axes are fixed, but for those marked
+        :class:`~theano_queue.upto` (variable length, e.g. ``(64,
+        tq.upto(512))``): each element is padded to its own longest row
+        there, and carries each row's length.
     capacity : int
         Elements the queue holds at most (1 to 4096); producers wait when it
         is full.  The ring must fit in host memory (and, on a GPU, in free

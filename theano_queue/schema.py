@@ -1,49 +1,86 @@
 """The one rule by which a value becomes a component's slot bytes, and the per-queue schema that applies it.
 
-Every entry asks here: ``Queue.put`` (the engine calls :meth:`Schema.cast`
-for any value that is not already an array of the component's exact
-dtype), the Feeder's thread, workers, map-style, array and held datasets
+Every entry follows it: ``Queue.put`` (the engine's put applies the array
+rule itself, for any array not already of the component's exact dtype), the
+Feeder's thread, workers, map-style, array and held datasets
 (:mod:`.feed.check`, :mod:`.feed.sources`), variable-length rows
-(:mod:`.variable`), device puts, graph enqueues (:func:`graph_value`) and pad values.  The engine keeps only its
-fast path for values of the exact dtype, and casts an array dataset's rows
-only where this rule said it may (``Ring.put_rows(casts=)``).
+(:mod:`.variable`), device puts, graph enqueues (:func:`graph_value`) and pad
+values.  The rule's table lives in the engine (``c_code/engine/tq_scalar.h``:
+which dtype casts safely into which, whether an integer keeps its value);
+this module asks it (``_engine.casts_safely``, ``_engine.values_fit``) and
+holds the one wording of every refusal (:data:`WORDING`), which the engine's
+own refusals read too.
 
 The rule:
 
 * an array of the component's dtype is taken as it is;
-* an array of another dtype is taken when numpy casts it safely
-  (``np.can_cast(..., "safe")``: uint8 into int32, float16 into float32),
-  and refused otherwise (int64 into int32, float64 into float32);
+* an array of another dtype is taken when every value of its dtype is one of
+  the component's (numpy's safe casting: uint8 into int32, float16 into
+  float32), and refused otherwise (int64 into int32, float64 into float32;
+  floats holding NaN into an integer are refused as such);
 * a device array must have the component's own dtype (:func:`device_dtype`:
   device memory is copied as it is);
-* Python numbers and lists are taken when the cast keeps their values, as
-  numpy's value-based rule has it: integers within the dtype's range,
-  floats into a floating dtype without overflow, never a float into an
-  integer; ``[]`` is an empty row of the component's dtype.
+* Python numbers and lists are taken when each value keeps its value:
+  integers exactly within the dtype (whatever their width or sign: 2**63 is
+  no int64, -1 no uint64), floats into a floating dtype without overflow,
+  never a float into an integer; ``[]`` is an empty row of the component's
+  dtype;
+* an element's components agree on their leading (batch) axis, but for a
+  component whose leading axis is its own (:class:`~theano_queue.own`) and
+  a scalar one (:func:`check_rows`).
 
 Each refusal has one wording, whichever entry it came through.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
+
+from . import _engine
+
+#: The one wording of each refusal (``%`` templates).  The engine's put formats the same templates
+#: (c_code/python/tq_py_schema.c), so that a value is refused alike by every entry.
+WORDING = {
+    "where": "Queue %r, component %r",
+    "unsafe": "%s: expected dtype %s, got %s, which does not cast safely to it: pass .astype('%s'), or declare the "
+    "component %s",
+    "nan": "%s: expected dtype %s, got %s values with NaN, and NaN cannot be an integer: fill or drop the missing "
+    "values first, or declare the component %s",
+    "fit": "%s: expected values that fit dtype %s; these %s values do not (a cast would change them)",
+    "rows": "%sQueue %r: component %r has %d rows and component %r %d; the components of an element share their "
+    "leading (batch) axis (declare a leading axis of a component's own as tq.own(n))",
+}
 
 
 def where(queue_name: str, component) -> str:
     """Who refuses a value: the queue and the component, never the entry (q.put, a Feeder, a graph's Enqueue,
     a device put), so that one bad value is worded alike whichever way it came."""
-    return "Queue %r, component %r" % (queue_name, component.name)
+    return WORDING["where"] % (queue_name, component.name)
 
 
 def unsafe_dtype(queue_name: str, component, dtype) -> TypeError:
     """An array whose dtype does not cast safely, with both fixes (tests/cpu/test_messages.py)."""
     want = np.dtype(component.dtype)
-    return TypeError(
-        "%s: expected dtype %s, got %s, which does not cast safely to it: pass .astype('%s'), or declare the "
-        "component %s" % (where(queue_name, component), want, dtype, want, np.dtype(dtype))
-    )
+    return TypeError(WORDING["unsafe"] % (where(queue_name, component), want, dtype, want, np.dtype(dtype)))
+
+
+def rows_error(queue_name: str, first: tuple, other: tuple, op: Optional[str] = None) -> ValueError:
+    """Two components whose rows differ, each ``(name, rows)``; ``op``: the Op that put the element."""
+    return ValueError(WORDING["rows"] % ("%s: " % op if op else "", queue_name, first[0], first[1], other[0], other[1]))
+
+
+def check_rows(queue_name: str, rows: Sequence[tuple], op: Optional[str] = None) -> None:
+    """``rows``: ``(name, rows)`` of each component whose leading axis is the batch's; ValueError where two differ.
+
+    The engine checks the same on every put (c_code/python/tq_py_schema.c);
+    this is its check for what is written into a slot from Python before the
+    engine sees the rows (variable-length components, a Feeder's batches).
+    """
+    for other in rows[1:]:
+        if other[1] != rows[0][1]:
+            raise rows_error(queue_name, rows[0], other, op)
 
 
 def shape_error(queue_name: str, component, shape, bound: str) -> ValueError:
@@ -61,17 +98,16 @@ def shape_error(queue_name: str, component, shape, bound: str) -> ValueError:
 def component_value(component, value: Any, queue_name: str) -> np.ndarray:
     """``value`` as an array the component takes (its own dtype kept where it casts safely); TypeError otherwise.
 
-    The one place the rule lives (see the module's text).  An array is not
-    copied: the copy into the slot casts it.
+    An array is not copied: the copy into the slot casts it.
     """
-    want = np.dtype(component.dtype)
+    want = component.dtype
     if isinstance(value, np.ndarray):
-        if value.dtype != want and not np.can_cast(value.dtype, want, "safe"):
-            raise unsafe_dtype(queue_name, component, value.dtype)
+        if value.dtype != want:
+            _engine.check_array(value, want, queue_name, component.name)  # the engine's array rule
         return value
     if isinstance(value, np.generic):
         return component_value(component, np.asarray(value), queue_name)
-    return python_value(component, value, queue_name, want)
+    return python_value(component, value, queue_name, np.dtype(want))
 
 
 def cast(component, value: Any, queue_name: str) -> np.ndarray:
@@ -81,35 +117,37 @@ def cast(component, value: Any, queue_name: str) -> np.ndarray:
 
 
 def python_value(component, value: Any, queue_name: str, want: np.dtype) -> np.ndarray:
-    """A Python number or (nested) list as an array of the component's dtype, by the value-based rule."""
+    """A Python number or (nested) list as an array of the component's dtype, each value kept or refused."""
     if holds_no_numbers(value):
         return np.asarray(value, want)  # [] is a row of length 0, whatever numpy's default dtype
     try:
         given = np.asarray(value)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise TypeError(
             "%s: cannot read %s as an array: %s" % (where(queue_name, component), type(value).__name__, exc)
         ) from None
-    if given.dtype.kind not in "biufc":
+    if given.dtype.kind in "fO" and is_python_ints(value):
+        # Python ints that no one numpy integer holds (past 64 bits, or uint64's beside negative ones) are
+        # read by numpy as floats or objects: judged as the ints they are.
+        given, kind = np.array(value, dtype=object), "int"
+    elif given.dtype.kind in "biufc":
+        kind = given.dtype.name
+    else:
         raise TypeError(
             "%s: expected numbers of dtype %s, got %s values" % (where(queue_name, component), want, given.dtype)
         )
-    if np.can_cast(given.dtype, want, "safe"):
+    if _engine.values_fit(given, want):
         return given.astype(want)
-    with np.errstate(all="ignore"):
-        cast = given.astype(want)
-        if given.dtype.kind == "f" and want.kind == "f":
-            kept = np.array_equal(np.isfinite(cast), np.isfinite(given))
-        elif want.kind in "biu" and given.dtype.kind not in "biu":
-            kept = False  # as numpy's own value-based rule: no float becomes an integer
-        else:
-            kept = given.dtype.kind != "c" and np.array_equal(cast.astype(given.dtype), given)
-    if not kept:
-        raise TypeError(
-            "%s: expected values that fit dtype %s; these %s values do not (a cast would change them)"
-            % (where(queue_name, component), want, given.dtype)
-        )
-    return cast
+    if want.kind in "biu" and given.dtype.kind in "fc" and _engine.has_nan(given):
+        raise TypeError(WORDING["nan"] % (where(queue_name, component), want, given.dtype, given.dtype))
+    raise TypeError(WORDING["fit"] % (where(queue_name, component), want, kind))
+
+
+def is_python_ints(value) -> bool:
+    """True for a Python int, or a (nested) list or tuple of them only."""
+    if isinstance(value, (list, tuple)):
+        return all(is_python_ints(v) for v in value)
+    return type(value) is int
 
 
 def holds_no_numbers(value) -> bool:
@@ -146,7 +184,7 @@ def graph_value(component, variable, queue_name: str, tensor):
         )
     if np.dtype(variable.dtype) == want:
         return variable
-    if not np.can_cast(variable.dtype, want, "safe"):
+    if not _engine.casts_safely(np.dtype(variable.dtype), want):
         raise unsafe_dtype(queue_name, component, np.dtype(variable.dtype))
     return tensor.cast(variable, want.name)
 
@@ -154,9 +192,9 @@ def graph_value(component, variable, queue_name: str, tensor):
 class Schema:
     """A queue's schema: its components (the engine's, in slot order) and the rule applied to each.
 
-    Made once per queue (:class:`~theano_queue.port.Port`); the engine's put
-    calls :meth:`cast` for every value that is not an array of the exact
-    dtype, so that ``Queue.put`` follows the rule every other entry follows.
+    Made once per queue (:class:`~theano_queue.port.Port`), which turns the
+    Python values of a put into arrays by it; the engine's put applies the
+    array rule itself.
     """
 
     def __init__(self, queue_name: str, components: Sequence):

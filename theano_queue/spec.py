@@ -41,6 +41,31 @@ class upto(int):
         return upto, (int(self),)
 
 
+class own(int):
+    """A leading axis that is the component's own, not the batch: ``("classes", "int32", (tq.own(10),))``.
+
+    An element's components agree on their leading (batch) axis: ``q.put(x,
+    y)`` refuses an ``x`` of 4 rows with a ``y`` of 3.  A component whose
+    leading axis means something else (a per-batch table, a list of classes)
+    declares it so, and may hold any number of rows up to ``bound`` whatever
+    the batch holds.  A scalar component (shape ``()``) has no batch axis
+    already.  It is the bound wherever an int is expected.
+    """
+
+    def __new__(cls, bound):
+        if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or bound < 1:
+            raise ValueError("own: expected a bound that is an int >= 1, got %r" % (bound,))
+        return super().__new__(cls, int(bound))
+
+    def __repr__(self):
+        return "own(%d)" % int(self)
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return own, (int(self),)
+
+
 class Component(NamedTuple):
     """One named array of every element: ``(name, dtype, shape)``, and its ``pad_value``.
 
@@ -60,6 +85,12 @@ class Component(NamedTuple):
     def nbytes(self):
         """Bytes of a full element of this component (variable axes at their bound)."""
         return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def batched(self):
+        """True when the leading axis is the batch's (its rows agree with the other batched components'); False
+        for a scalar component and one declared with an axis of its own (:class:`own`)."""
+        return bool(self.shape) and not isinstance(self.shape[0], own)
 
     @property
     def variable_axes(self):
@@ -130,7 +161,12 @@ def parse_shape(shape, where):
             "%s: the leading (batch) axis is always variable up to its size; mark only later axes "
             "with upto, got %r" % (where, tuple(shape))
         )
-    return tuple(n if isinstance(n, upto) else int(n) for n in shape)
+    if any(isinstance(n, own) for n in shape[1:]):
+        raise ValueError(
+            "%s: tq.own marks a leading axis that is not the batch's; the other axes are the component's own "
+            "already, got %r" % (where, tuple(shape))
+        )
+    return tuple(n if isinstance(n, (upto, own)) else int(n) for n in shape)
 
 
 def parse_components(components, queue_name, pad_value=None, broadcastable=None):

@@ -213,7 +213,8 @@ class Variable:
     # ---- host side -----------------------------------------------------------------------
 
     def prepare(self, value, queue_name):
-        """Checks a put's value; returns a function that writes it into the engine views and gives its rows.
+        """Checks a put's value; returns its rows and a function that writes it into the engine views and gives
+        the engine's rows.
 
         ``value`` is a :class:`Padded`, an array (every row full), or a list
         of per-row arrays of their own lengths.
@@ -248,7 +249,7 @@ class Variable:
             lengths_view[:n] = lengths.reshape(lengths_view[:n].shape)
             return self.engine_rows(n, extents)
 
-        return write
+        return n, write
 
     def prepare_rows(self, rows, queue_name):
         """A list of per-row arrays, each with its own lengths on the variable axes."""
@@ -278,7 +279,7 @@ class Variable:
             lengths_view[:n] = lengths.reshape(lengths_view[:n].shape)
             return self.engine_rows(n, extents)
 
-        return write
+        return n, write
 
     def write_row(self, dst, value, queue_name):
         """Writes one sample's array (its own lengths) at the start of its row ``dst`` (at the bounds); its lengths."""

@@ -11,10 +11,10 @@
 /* ---- the device gather --------------------------------------------------------------- */
 
 /* Under TQ_GATHER_AUTO the device copies the rows of components whose rows
- * are at least this large, and the host gathers the rest: a batch copy costs
- * about a microsecond per row, the host gather runs at about the bus's rate,
- * so the device wins for large rows only (doc/design.rst, "The GPU gather"). */
-#define TQ_GATHER_DEVICE_MIN_ROW ((size_t)256 * 1024)
+ * are at least TQ_GATHER_DEVICE_MIN_ROW (tq_gather.h), and the host gathers
+ * the rest: a batch copy costs about a microsecond per row, the host gather
+ * runs at about the bus's rate, so the device wins for large rows only
+ * (doc/design.rst, "The GPU gather"). */
 
 /* Which components the device copies under `want` (TQ_GATHER_BATCH and
  * TQ_GATHER_DEVICE: all, TQ_GATHER_AUTO: those with large rows):

@@ -18,31 +18,10 @@
  * memcpy for every access: memmaps and views need not be aligned. */
 typedef void (*convert_fn)(char *dst, const char *src, int64_t n, ptrdiff_t step);
 
-/* IEEE half to float: the exponent rebiased, subnormals normalised, inf/NaN kept. */
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-    if (exp == 0x1f)
-        bits = sign | 0x7f800000u | (mant << 13);
-    else if (exp)
-        bits = sign | ((exp + 112) << 23) | (mant << 13);
-    else if (!mant)
-        bits = sign;
-    else {
-        exp = 113;
-        while (!(mant & 0x400))
-            mant <<= 1, exp--;
-        bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* The source types as C types, and how one is read as a number. */
 #define READ_PLAIN(v) (v)
 #define READ_BOOL(v) ((v) != 0)
-#define READ_HALF(v) half_to_float(v)
+#define READ_HALF(v) tq_half_to_float(v)
 #define SOURCES(X, TO)                       \
     X(TQ_BOOL, unsigned char, READ_BOOL, TO) \
     X(TQ_INT8, int8_t, READ_PLAIN, TO)       \
@@ -56,9 +35,10 @@ static float half_to_float(uint16_t h)
     X(TQ_FLOAT16, uint16_t, READ_HALF, TO)   \
     X(TQ_FLOAT32, float, READ_PLAIN, TO)     \
     X(TQ_FLOAT64, double, READ_PLAIN, TO)
-/* The types a loop writes (float16: none, see tq_gather_converts). */
+/* The types a loop writes, and how a number read becomes one (float16: rounded to nearest even). */
 #define TARGETS(X)            \
     X(TQ_BOOL, unsigned char) \
+    X(TQ_FLOAT16, uint16_t)   \
     X(TQ_INT8, int8_t)        \
     X(TQ_UINT8, uint8_t)      \
     X(TQ_INT16, int16_t)      \
@@ -79,14 +59,14 @@ static float half_to_float(uint16_t h)
         if (step == (ptrdiff_t)sizeof v) {                                                   \
             for (int64_t i = 0; i < n; i++) {                                                \
                 memcpy(&v, src + (size_t)i * sizeof v, sizeof v);                            \
-                out = (TO##_T)READ(v);                                                       \
+                out = TO##_OUT(READ(v));                                                     \
                 memcpy(dst + (size_t)i * sizeof out, &out, sizeof out);                      \
             }                                                                                \
             return;                                                                          \
         }                                                                                    \
         for (int64_t i = 0; i < n; i++, src += step) {                                       \
             memcpy(&v, src, sizeof v);                                                       \
-            out = (TO##_T)READ(v);                                                           \
+            out = TO##_OUT(READ(v));                                                         \
             memcpy(dst + (size_t)i * sizeof out, &out, sizeof out);                          \
         }                                                                                    \
     }
@@ -94,7 +74,7 @@ static float half_to_float(uint16_t h)
  * dst + to[k], the element PREFETCH rows on (or, past the block's end, the next column's) asked for
  * meanwhile: each read is a cache line of its own, which no hardware prefetcher foresees. */
 #define PREFETCH 16
-#define COLUMN_LOOP(NAME, FROM_T, TO_T, READ)                                                                          \
+#define COLUMN_LOOP(NAME, FROM_T, TO_T, READ, OUT)                                                                     \
     static void NAME(char *dst, const char *src, const ptrdiff_t *from, const size_t *to, int64_t n, const char *next) \
     {                                                                                                                  \
         for (int64_t k = 0; k < n; k++) {                                                                              \
@@ -105,7 +85,7 @@ static float half_to_float(uint16_t h)
                 __builtin_prefetch(next + from[ahead - n]);                                                            \
             FROM_T v;                                                                                                  \
             memcpy(&v, src + from[k], sizeof v);                                                                       \
-            TO_T out = (TO_T)READ(v);                                                                                  \
+            TO_T out = OUT(READ(v));                                                                                   \
             memcpy(dst + to[k], &out, sizeof out);                                                                     \
         }                                                                                                              \
     }
@@ -122,7 +102,20 @@ typedef void (*column_fn)(char *dst, const char *src, const ptrdiff_t *from, con
 #define TQ_UINT64_T uint64_t
 #define TQ_FLOAT32_T float
 #define TQ_FLOAT64_T double
-#define CAST_COLUMN(FROM, FROM_T, READ, TO) COLUMN_LOOP(column_##FROM##_##TO, FROM_T, TO##_T, READ)
+#define TQ_FLOAT16_T uint16_t
+#define TQ_BOOL_OUT(x) ((unsigned char)(x))
+#define TQ_INT8_OUT(x) ((int8_t)(x))
+#define TQ_UINT8_OUT(x) ((uint8_t)(x))
+#define TQ_INT16_OUT(x) ((int16_t)(x))
+#define TQ_UINT16_OUT(x) ((uint16_t)(x))
+#define TQ_INT32_OUT(x) ((int32_t)(x))
+#define TQ_UINT32_OUT(x) ((uint32_t)(x))
+#define TQ_INT64_OUT(x) ((int64_t)(x))
+#define TQ_UINT64_OUT(x) ((uint64_t)(x))
+#define TQ_FLOAT16_OUT(x) tq_float_to_half((float)(x))
+#define TQ_FLOAT32_OUT(x) ((float)(x))
+#define TQ_FLOAT64_OUT(x) ((double)(x))
+#define CAST_COLUMN(FROM, FROM_T, READ, TO) COLUMN_LOOP(column_##FROM##_##TO, FROM_T, TO##_T, READ, TO##_OUT)
 #define LOOPS_INTO(TO, TO_T) SOURCES(CONVERT_LOOP, TO) SOURCES(CAST_COLUMN, TO)
 TARGETS(LOOPS_INTO)
 
@@ -185,22 +178,20 @@ static void copy_4(char *dst, const char *src, int64_t n, ptrdiff_t step)
         memcpy(dst, src, 4);
 }
 
-static const size_t scalar_sizes[TQ_N_SCALARS] = {1, 1, 1, 2, 2, 4, 4, 8, 8, 2, 4, 8};
-
-size_t tq_scalar_size(tq_scalar type) { return (unsigned)type < TQ_N_SCALARS ? scalar_sizes[type] : 0; }
-
 int tq_gather_converts(tq_scalar from, tq_scalar to)
 {
     if ((unsigned)from >= TQ_N_SCALARS || (unsigned)to >= TQ_N_SCALARS)
         return 0;
-    return from == to || converters[from][to] != NULL;
+    if (from == TQ_COMPLEX64 || from == TQ_COMPLEX128 || to == TQ_COMPLEX64 || to == TQ_COMPLEX128)
+        return 0;
+    return from == to || (tq_casts_safely(from, to) && converters[from][to] != NULL);
 }
 
 static convert_fn element_loop(const tq_row_layout *layout)
 {
     if (layout->from != layout->to)
         return converters[layout->from][layout->to];
-    switch (scalar_sizes[layout->from]) {
+    switch (tq_scalar_size(layout->from)) {
     case 1: return copy_1;
     case 2: return copy_2;
     case 4: return copy_4;
@@ -256,7 +247,7 @@ static void gather_chunk_walked(const gather_job *job, int64_t r, int64_t end)
 {
     const tq_row_layout *layout = job->src->layout;
     convert_fn loop = element_loop(layout);
-    size_t out_size = scalar_sizes[layout->to];
+    size_t out_size = tq_scalar_size(layout->to);
     char *to = job->dst + (size_t)r * job->row_bytes;
     const char *base = job->src->base;
     /* A row of one axis whose elements are dense (less than a line apart): the next row's lines asked for
@@ -325,7 +316,7 @@ static void gather_chunk_columns(const gather_job *job, int64_t r, int64_t end)
     const tq_row_layout *layout = job->src->layout;
     const char *base = job->src->base;
     column_fn loop = cast_columns[layout->from][layout->to];
-    size_t out_size = scalar_sizes[layout->to];
+    size_t out_size = tq_scalar_size(layout->to);
     row_place places[COLUMN_BLOCK];
     ptrdiff_t from[COLUMN_BLOCK];
     size_t to[COLUMN_BLOCK];
@@ -429,7 +420,7 @@ static void split_chunk(void *arg, size_t chunk)
         rest /= layout->shape[d];
         offset += at[d] * layout->strides[d];
     }
-    size_t size = scalar_sizes[layout->from];
+    size_t size = tq_scalar_size(layout->from);
     job->loop(job->dst + (size_t)r0 * job->row_bytes + (size_t)e0 * size, job->src->base, layout, at, offset, e1 - e0,
               job->idx + r0, job->src->stride, r1 - r0, job->row_bytes);
 }
@@ -439,7 +430,7 @@ static void gather_split(void *dst, const tq_rows *src, size_t row_bytes, const 
 {
     static const split_fn loops[9] = {[1] = split_1, [2] = split_2, [4] = split_4, [8] = split_8};
     const tq_row_layout *layout = src->layout;
-    size_t size = scalar_sizes[layout->from];
+    size_t size = tq_scalar_size(layout->from);
     split_job job = {dst, src, row_bytes, idx, n, 1, (int64_t)(64 / size), 0, 0, 0, loops[size]};
     for (int d = 0; d < layout->ndim; d++)
         job.elements *= layout->shape[d];
@@ -543,14 +534,20 @@ void tq_gather(void *dst, const tq_rows *src, size_t row_bytes, const int64_t *i
     tq_copy_parallel((size_t)((n + job.rows_per_chunk - 1) / job.rows_per_chunk), gather_chunk, &job);
 }
 
+static const char *const mechanism_names[TQ_GATHER_MECHANISMS] = {
+    [TQ_GATHER_HOST] = "host", [TQ_GATHER_BATCH] = "batch", [TQ_GATHER_AUTO] = "auto", [TQ_GATHER_DEVICE] = "device"};
+
 const char *tq_gather_mechanism_name(tq_gather_mechanism mechanism)
 {
-    switch (mechanism) {
-    case TQ_GATHER_HOST: return "host";
-    case TQ_GATHER_BATCH: return "batch";
-    case TQ_GATHER_DEVICE: return "device";
-    default: return "auto";
-    }
+    return (unsigned)mechanism < TQ_GATHER_MECHANISMS ? mechanism_names[mechanism] : mechanism_names[TQ_GATHER_AUTO];
+}
+
+int tq_gather_mechanism_of(const char *name)
+{
+    for (int m = 0; m < TQ_GATHER_MECHANISMS; m++)
+        if (strcmp(name, mechanism_names[m]) == 0)
+            return m;
+    return -1;
 }
 
 void tq_rows_span(const tq_rows *src, size_t row_bytes, const int64_t *idx, int64_t n, const char **lo, const char **hi)

@@ -11,34 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tq_scalar.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The element types a gather reads and writes.  Which casts between them a
- * queue allows is its schema's rule (theano_queue/layout.py), not the
- * engine's: the engine only has a loop for each pair it can convert. */
-typedef enum {
-    TQ_BOOL = 0,
-    TQ_INT8,
-    TQ_UINT8,
-    TQ_INT16,
-    TQ_UINT16,
-    TQ_INT32,
-    TQ_UINT32,
-    TQ_INT64,
-    TQ_UINT64,
-    TQ_FLOAT16,
-    TQ_FLOAT32,
-    TQ_FLOAT64,
-    TQ_N_SCALARS
-} tq_scalar;
-
-/* Bytes of one element. */
-size_t tq_scalar_size(tq_scalar type);
-/* Whether the gather has a loop reading `from` into `to` (to == from always;
- * no loop writes float16: no integer or float casts safely into it but int8,
- * uint8 and bool, which no model keeps as float16). */
+/* Whether the gather has a loop reading `from` into `to`: to == from, and
+ * every pair that casts safely (tq_casts_safely) but for the complex types,
+ * which it does not read. */
 int tq_gather_converts(tq_scalar from, tq_scalar to);
 
 /* Axes of a row the gather walks at most (more: the caller's slower path). */
@@ -86,8 +67,15 @@ typedef enum {
     TQ_GATHER_DEVICE    /* every component copied into device memory once, each batch gathered there by a kernel */
 } tq_gather_mechanism;
 
-/* "host", "batch", "auto", "device". */
+#define TQ_GATHER_MECHANISMS 4
+/* Under TQ_GATHER_AUTO a device backend copies rows of this many bytes or more itself (the GPU's batch copy),
+ * the host the rest. */
+#define TQ_GATHER_DEVICE_MIN_ROW ((size_t)256 * 1024)
+
+/* "host", "batch", "auto", "device": the one spelling of each (Python reads them: _engine.GATHER_MECHANISMS). */
 const char *tq_gather_mechanism_name(tq_gather_mechanism mechanism);
+/* The mechanism a name spells, or -1 for none. */
+int tq_gather_mechanism_of(const char *name);
 
 /* The bytes that rows idx[0..n) of src cover: [*lo, *hi).  n >= 1; src
  * without a layout (a device reads plain rows only). */

@@ -3,8 +3,9 @@
 /*
  * Enqueue: puts the node's inputs into a queue as one element and outputs the
  * queue's size afterwards.  The engine validates the element (naming the
- * component that does not fit) before it takes a slot, and waits for a free
- * slot with the GIL released.
+ * component that does not fit, and the Op where the components' rows
+ * differ) before it takes a slot, and waits for a free slot with the GIL
+ * released.
  */
 
 static int tq_enqueue_from(const char *who, PyObject *token, PyArrayObject **inputs, int n_inputs,

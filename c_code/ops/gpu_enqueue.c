@@ -4,7 +4,8 @@
  * GpuEnqueue: puts the node's GPU inputs into a GPU queue as one element and
  * outputs the queue's size afterwards.
  *
- * Shapes are checked before a slot is taken.  The copy into the slot runs on
+ * Shapes, and the rows of the components against each other, are checked
+ * before a slot is taken.  The copy into the slot runs on
  * Theano's stream after the slot's last reader (its *consumed* event) and is
  * followed by the slot's *filled* event, so a consumer on any stream orders
  * itself after it; the host does not wait for either.
@@ -51,7 +52,7 @@ static int tq_gpu_enqueue_from(const char *who, PyObject *token, PyGpuArrayObjec
         }
         srcs[c] = (uint64_t)(uintptr_t)PyGpuArray_DEV_DATA(contiguous[c]);
     }
-    if (tq_api->put_begin(ring, who, &slot) < 0)
+    if (tq_api->check_rows(ring, who, rows) < 0 || tq_api->put_begin(ring, who, &slot) < 0)
         goto done;
     cuda_enter(ctx->ctx);
     for (int c = 0; c < n_inputs; c++)

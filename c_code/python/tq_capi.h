@@ -14,7 +14,7 @@
 
 #include "tq_base.h" /* the engine's limits: TQ_MAX_COMPONENTS */
 
-#define TQ_CAPI_VERSION 6
+#define TQ_CAPI_VERSION 7
 
 typedef struct {
     int version;
@@ -50,6 +50,9 @@ typedef struct {
     Py_ssize_t (*put)(PyObject *ring, const char *who, PyObject *arrays);
     /* 0 when an array of this shape fits component c, else -1 with ValueError. */
     int (*check_shape)(PyObject *ring, const char *who, int c, int ndim, const intptr_t *dims);
+    /* 0 when the rows of the components (rows[c] each) agree on the batch
+     * axis, else -1 with ValueError naming two components, prefixed by who. */
+    int (*check_rows)(PyObject *ring, const char *who, const int64_t *rows);
     int (*put_begin)(PyObject *ring, const char *who, int *slot);
     void (*put_abort)(PyObject *ring, int slot);
     /* Makes *out a 0-d int64 array holding size, reusing it when it is one.

@@ -16,6 +16,7 @@
  *   tq_py_rows.c      array datasets' rows: put_rows, each source's layout and cast
  *   tq_py_given.c     elements their producer gave up, copied later by the ring's putter
  *   tq_py_element.c   the waits, element checks, put and get, lending
+ *   tq_py_schema.c    the one rule's face: dtypes as the engine's types, the array rule, an element's rows
  *   tq_py_gpuarray.c  the bridges to libgpuarray (pygpu's contexts)
  *   tq_py_errors.c    the exceptions, the one error mapping, ring_usable
  */
@@ -56,7 +57,7 @@ typedef struct {
     double timeout;     /* default for gets, < 0 for none */
     PyObject *failure;  /* the exception handed to fail(), or NULL */
     PyObject *on_stall; /* called with the seconds a consumer has waited, or NULL */
-    PyObject *cast;     /* the queue's schema: cast(c, value) -> array of c's exact dtype, or NULL */
+    PyObject *batch;    /* per component, the name its rows are called by where they are the batch's, else None */
     PyObject *weakrefs;
     /* The GIL between a producer's thread and the consumer's (tq_py_element.c): how long producers waited
      * to take it back after their puts (with the GIL held), how many took it back, and how many wait now
@@ -105,16 +106,35 @@ PyObject *gpu_context_stream(PyObject *module, PyObject *arg);
 /* ---- tq_py_rows.c ---- */
 /* Puts batches first .. first+count-1 of an array dataset: batch b is the
  * rows indices[b*batch : (b+1)*batch] (fewer for the last) of sources, one
- * array per component.  casts: NULL/None, or one truth per component: the
- * schema allows the source's dtype to be cast into the component's (the
- * engine casts only where told).  Waits for slots without limit; a raised
- * stop ends it.  The number of batches put (fewer than count when stopped
- * or the indices ran out), or -1 with an exception. */
+ * array per component, each of the component's dtype or of one the rule
+ * casts safely into it (cast on the way).  Waits for slots without limit; a
+ * raised stop ends it.  The number of batches put (fewer than count when
+ * stopped or the indices ran out), or -1 with an exception. */
 Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
-                    int64_t first, int64_t count, PyObject *casts, const int *stop, int room);
-/* Ring.gather_paths(sources, casts=None): per component, how put_rows would
+                    int64_t first, int64_t count, const int *stop, int room);
+/* Ring.gather_paths(sources): per component, how put_rows would
  * read it ("rows", "elements") or None where it cannot. */
 PyObject *Ring_gather_paths(RingObject *self, PyObject *args, PyObject *kwds);
+
+/* ---- tq_py_schema.c ---- */
+/* The engine's type of a numpy dtype (tq_scalar.h), or -1 for none; any_order: either byte order. */
+int scalar_of(PyArray_Descr *d, int any_order);
+/* Component c's value as an array the rule (tq_scalar.h) lets into it: a new reference to obj (or to the
+ * array of a numpy scalar) when its dtype is c's own or casts safely to it; NULL with TypeError worded by
+ * theano_queue/schema.py's WORDING otherwise (obj no array: refused).  Nothing is cast here. */
+PyArrayObject *rule_array(RingObject *self, int c, PyObject *obj);
+/* The batch names of a new ring: every component with an axis, under its own name. */
+PyObject *default_batch(RingObject *self);
+/* Ring.batch = batch (checked); 0, or -1 with TypeError. */
+int set_batch(RingObject *self, PyObject *batch);
+/* 0 when the rows of every batch component (self->batch) are one number, else -1 with ValueError naming
+ * two components and their rows, prefixed "op: " for an Op (op NULL: none). */
+int check_rows(RingObject *self, const char *op, const int64_t *rows);
+/* The module's functions of the rule, for Python's schema. */
+PyObject *schema_casts_safely(PyObject *module, PyObject *args);
+PyObject *schema_values_fit(PyObject *module, PyObject *args);
+PyObject *schema_has_nan(PyObject *module, PyObject *array);
+PyObject *schema_check_array(PyObject *module, PyObject *args);
 
 /* ---- tq_py_given.c ---- */
 /* Puts box's one element (box: a list of one) and empties box; when nothing else can reach the
@@ -157,12 +177,14 @@ tq_component engine_component(const PyArray_Descr *descr, int ndim, const npy_in
  * naming the queue and the component (the same from every entry). */
 int check_dims(RingObject *self, int c, int ndim, const npy_intp *dims);
 /* Component c of an element as the engine takes it: a new reference to a C-contiguous array of its
- * dtype that fits its slot (obj itself where it is one), or NULL with an exception naming the component. */
+ * dtype that fits its slot (obj itself where it is one; cast where the rule allows), or NULL with an
+ * exception naming the component. */
 PyArrayObject *checked_component(RingObject *self, int c, PyObject *obj);
 /* Checks an element (a sequence of one value per component) before anything is reserved: parts[c] gets
- * checked_component's array, srcs[c] its data and rows[c] its rows.  0, or -1 with an exception (parts
- * then all NULL). */
-int check_element(RingObject *self, PyObject *arrays, PyArrayObject **parts, const void **srcs, int64_t *rows);
+ * checked_component's array, srcs[c] its data and rows[c] its rows, which must agree (check_rows; op: the
+ * Op that puts it, or NULL).  0, or -1 with an exception (parts then all NULL). */
+int check_element(RingObject *self, const char *op, PyObject *arrays, PyArrayObject **parts, const void **srcs,
+                  int64_t *rows);
 void release_parts(PyArrayObject **parts, int n);
 /* Puts a checked element: waits for a slot as wait_for_slot does, copies it in and publishes it.  The
  * queue's size after it, or -1 with an exception. */
@@ -172,8 +194,10 @@ Py_ssize_t put_checked(RingObject *self, const char *who, const void *const *src
  * (producer_back); it goes back to its source, or leaves it (producer_to_source). */
 void producer_back(RingObject *self);
 void producer_to_source(RingObject *self, int going);
-/* Validates and puts one element; the queue's size after it, or -1. */
-Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop);
+/* Validates and puts one element (op: the Op that puts it, named by a refusal of its rows; NULL for none);
+ * the queue's size after it, or -1. */
+Py_ssize_t put_element(RingObject *self, const char *who, const char *op, PyObject *arrays, double timeout_s,
+                       const int *stop);
 /* The shape of component c of a reserved element: ndim, dims filled. */
 int element_shape(RingObject *self, int slot, int c, npy_intp *dims);
 /* Copies component c of a reserved element into host memory at dst. */

@@ -56,7 +56,7 @@ static void capi_get_end(PyObject *ring, int slot) { tq_ring_release_get(((RingO
 static Py_ssize_t capi_put(PyObject *ring, const char *who, PyObject *arrays)
 {
     RingObject *self = (RingObject *)ring;
-    return put_element(self, who, arrays, self->timeout, NULL);
+    return put_element(self, who, who, arrays, self->timeout, NULL);
 }
 
 static int capi_copy_to_host(PyObject *ring, const char *who, int slot, int c, void *dst)
@@ -97,6 +97,11 @@ static int capi_check_shape(PyObject *ring, const char *who, int c, int ndim, co
 {
     (void)who; /* a shape is refused in one wording, whichever entry asks (check_dims) */
     return check_dims((RingObject *)ring, c, ndim, (const npy_intp *)dims);
+}
+
+static int capi_check_rows(PyObject *ring, const char *who, const int64_t *rows)
+{
+    return check_rows((RingObject *)ring, who, rows);
 }
 
 static int capi_put_begin(PyObject *ring, const char *who, int *slot)
@@ -144,6 +149,7 @@ static tq_capi_t capi = {
     /* producers */
     .put = capi_put,
     .check_shape = capi_check_shape,
+    .check_rows = capi_check_rows,
     .put_begin = capi_put_begin,
     .put_abort = capi_put_abort,
     .set_size = capi_set_size,

@@ -228,6 +228,8 @@ Py_ssize_t put_device_element(RingObject *self, const char *who, PyObject *sourc
     for (int c = 0; c < self->n; c++)
         if (parse_source(self, who, c, PySequence_Fast_GET_ITEM(seq, c), &srcs[c], &rows[c]))
             goto done;
+    if (check_rows(self, NULL, rows))
+        goto done;
     if (wait_for_slot(self, 1, timeout_s, stop, who, &slot))
         goto done;
     Py_BEGIN_ALLOW_THREADS /* may wait for the copy (a source without a stream) */

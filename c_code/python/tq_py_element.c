@@ -275,9 +275,9 @@ int check_dims(RingObject *self, int c, int ndim, const npy_intp *dims)
 
 /* A C-contiguous array of component c's dtype that fits its slot, or NULL
  * with an exception naming the component, what it expects and what came.
- * An array of the exact dtype is the fast path; anything else is the
- * schema's to turn into one or to refuse (Ring.cast, theano_queue/schema.py:
- * the one rule, one wording), and is refused when the ring has none. */
+ * An array of the exact dtype is the fast path; any other is the rule's to
+ * let in or refuse (rule_array, c_code/engine/tq_scalar.h: no Python is
+ * asked), and is cast by the copy below where it is let in. */
 PyArrayObject *checked_component(RingObject *self, int c, PyObject *obj)
 {
     PyArray_Descr *want = self->descrs[c];
@@ -285,21 +285,7 @@ PyArrayObject *checked_component(RingObject *self, int c, PyObject *obj)
     if (PyArray_Check(obj) && PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)obj), want)) {
         Py_INCREF(obj);
         arr = (PyArrayObject *)obj;
-    } else if (self->cast) {
-        PyObject *cast = PyObject_CallFunction(self->cast, "iO", c, obj);
-        if (!cast)
-            return NULL;
-        if (!PyArray_Check(cast) || !PyArray_EquivTypes(PyArray_DESCR((PyArrayObject *)cast), want)) {
-            PyErr_Format(PyExc_TypeError, "Queue '%U', component '%s': the schema's cast gave %R, not an array of %S",
-                         self->name, component_name(self, c), cast, (PyObject *)want);
-            Py_DECREF(cast);
-            return NULL;
-        }
-        arr = (PyArrayObject *)cast;
-    } else {
-        PyErr_Format(PyExc_TypeError, "Queue '%U', component '%s': expected an array of dtype %S, got %R", self->name,
-                     component_name(self, c), (PyObject *)want,
-                     PyArray_Check(obj) ? (PyObject *)PyArray_DESCR((PyArrayObject *)obj) : obj);
+    } else if (!(arr = rule_array(self, c, obj))) {
         return NULL;
     }
     if (check_dims(self, c, PyArray_NDIM(arr), PyArray_DIMS(arr))) {
@@ -328,7 +314,8 @@ static tq_code put_from_host(tq_ring *ring, int slot, void *job, int64_t index, 
     return tq_ring_put_from_host(ring, slot, e->srcs, e->rows, err);
 }
 
-int check_element(RingObject *self, PyObject *arrays, PyArrayObject **parts, const void **srcs, int64_t *rows)
+int check_element(RingObject *self, const char *op, PyObject *arrays, PyArrayObject **parts, const void **srcs,
+                  int64_t *rows)
 {
     for (int c = 0; c < self->n; c++)
         parts[c] = NULL;
@@ -356,6 +343,10 @@ int check_element(RingObject *self, PyObject *arrays, PyArrayObject **parts, con
         srcs[c] = PyArray_DATA(parts[c]);
     }
     Py_DECREF(seq);
+    if (check_rows(self, op, rows)) {
+        release_parts(parts, self->n);
+        return -1;
+    }
     return 0;
 }
 
@@ -375,13 +366,14 @@ Py_ssize_t put_checked(RingObject *self, const char *who, const void *const *src
     return tq_ring_size(self->ring);
 }
 
-Py_ssize_t put_element(RingObject *self, const char *who, PyObject *arrays, double timeout_s, const int *stop)
+Py_ssize_t put_element(RingObject *self, const char *who, const char *op, PyObject *arrays, double timeout_s,
+                       const int *stop)
 {
     PyArrayObject *parts[TQ_MAX_COMPONENTS];
     const void *srcs[TQ_MAX_COMPONENTS];
     int64_t rows[TQ_MAX_COMPONENTS];
     /* Every check before the reservation: bad input costs the queue nothing. */
-    if (check_element(self, arrays, parts, srcs, rows))
+    if (check_element(self, op, arrays, parts, srcs, rows))
         return -1;
     Py_ssize_t size = put_checked(self, who, srcs, rows, timeout_s, stop);
     release_parts(parts, self->n);

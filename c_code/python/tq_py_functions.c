@@ -209,6 +209,16 @@ static PyObject *held_gather_in_step(PyObject *module, PyObject *arg)
 }
 
 PyMethodDef engine_functions[] = {
+    {"casts_safely", schema_casts_safely, METH_VARARGS,
+     "casts_safely(from_dtype, to_dtype) -> whether every value of one is a value of the other (the rule's table, "
+     "numpy's safe casting)."},
+    {"values_fit", schema_values_fit, METH_VARARGS,
+     "values_fit(array, dtype) -> whether each value keeps its value in dtype: integers (Python ints in an object "
+     "array too) exactly, floats without overflow; no float becomes an integer."},
+    {"has_nan", schema_has_nan, METH_O, "has_nan(array) -> whether a float array holds a NaN."},
+    {"check_array", schema_check_array, METH_VARARGS,
+     "check_array(array, dtype, queue_name, component_name): the array rule (its own dtype, or one that casts "
+     "safely); TypeError in the schema's wording otherwise."},
     {"set_held_gather_in_step", held_gather_in_step, METH_O,
      "set_held_gather_in_step(max_bytes) -> previous: a held dataset's batches up to this size are gathered by "
      "the dequeue on its own stream, larger ones by the Feeder on the copy stream."},

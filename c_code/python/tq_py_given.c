@@ -149,7 +149,7 @@ Py_ssize_t put_given(RingObject *self, PyObject *box, double timeout_s, const in
     PyObject *element = PyList_GET_ITEM(box, 0); /* borrowed: the box holds it until it is put */
     int bare = self->n == 1 && PyArray_Check(element);
     PyObject *values = bare ? PyTuple_Pack(1, element) : Py_NewRef(element);
-    int checked = values ? check_element(self, values, parts, srcs, rows) : -1;
+    int checked = values ? check_element(self, NULL, values, parts, srcs, rows) : -1;
     Py_XDECREF(values);
     if (checked)
         return -1;

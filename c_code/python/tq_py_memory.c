@@ -62,8 +62,7 @@ static void array_span(PyArrayObject *arr, char **lo, size_t *bytes)
 PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"sources", "mechanism", NULL};
-    static const char *const names[] = {"host", "batch", "auto", "device"}; /* tq_gather_mechanism's order */
-    const char *who = "Feeder", *wanted = "auto";
+    const char *who = "Feeder", *wanted = tq_gather_mechanism_name(TQ_GATHER_AUTO);
     PyObject *sources;
     const void *ptrs[TQ_MAX_COMPONENTS];
     size_t bytes[TQ_MAX_COMPONENTS];
@@ -73,14 +72,11 @@ PyObject *Ring_gather_on_device(RingObject *self, PyObject *args, PyObject *kwds
     tq_code code;
     if (ring_usable(self, who) || !PyArg_ParseTupleAndKeywords(args, kwds, "O|s", kwlist, &sources, &wanted))
         return NULL;
-    for (int m = 0; m < 4; m++)
-        if (strcmp(wanted, names[m]) == 0)
-            mechanism = m;
-    if (mechanism < 0) {
+    if ((mechanism = tq_gather_mechanism_of(wanted)) < 0) {
         PyErr_Format(PyExc_ValueError,
-                     "%s: queue '%U': expected a gather mechanism of 'auto', 'batch', 'device' or 'host', "
-                     "got '%s'",
-                     who, self->name, wanted);
+                     "%s: queue '%U': expected a gather mechanism of '%s', '%s', '%s' or '%s', got '%s'", who,
+                     self->name, tq_gather_mechanism_name(TQ_GATHER_AUTO), tq_gather_mechanism_name(TQ_GATHER_BATCH),
+                     tq_gather_mechanism_name(TQ_GATHER_DEVICE), tq_gather_mechanism_name(TQ_GATHER_HOST), wanted);
         return NULL;
     }
     PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of arrays, one per component");

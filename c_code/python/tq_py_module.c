@@ -33,6 +33,33 @@ static struct PyModuleDef engine_module = {
     NULL,
 };
 
+/* The gather's mechanism names in tq_gather_mechanism's order (GATHER_MECHANISMS), the held one
+ * (GATHER_HELD), and the row size from which the GPU copies rows itself (GATHER_DEVICE_MIN_ROW): the
+ * engine's, which Python reads rather than keeps a copy of.  0, or -1 with an exception. */
+static int add_gather_names(PyObject *m)
+{
+    PyObject *names = PyTuple_New(TQ_GATHER_MECHANISMS);
+    for (int k = 0; names && k < TQ_GATHER_MECHANISMS; k++) {
+        PyObject *name = PyUnicode_FromString(tq_gather_mechanism_name((tq_gather_mechanism)k));
+        if (!name)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, k, name);
+    }
+    if (!names || PyModule_AddObject(m, "GATHER_MECHANISMS", names) < 0) {
+        Py_XDECREF(names);
+        return -1;
+    }
+    if (PyModule_AddStringConstant(m, "GATHER_HELD", tq_gather_mechanism_name(TQ_GATHER_DEVICE)) < 0)
+        return -1;
+    PyObject *bytes = PyLong_FromSize_t(TQ_GATHER_DEVICE_MIN_ROW);
+    if (!bytes || PyModule_AddObject(m, "GATHER_DEVICE_MIN_ROW", bytes) < 0) {
+        Py_XDECREF(bytes);
+        return -1;
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__engine(void)
 {
     import_array();
@@ -58,6 +85,10 @@ PyMODINIT_FUNC PyInit__engine(void)
     PyObject *events = trace_events();
     if (!events || PyModule_AddObject(m, "TRACE_EVENTS", events) < 0) {
         Py_XDECREF(events);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (add_gather_names(m)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -87,6 +87,9 @@ static int Ring_init(RingObject *self, PyObject *args, PyObject *kwds)
     for (int c = 0; c < self->n; c++)
         if (parse_component(self, c, PySequence_Fast_GET_ITEM(seq, c), &comps[c]))
             goto done;
+    Py_XSETREF(self->batch, default_batch(self));
+    if (!self->batch)
+        goto done;
 
     tq_backend *backend = make_backend(gpu_context, cu_context, &err);
     if (!backend) {
@@ -131,7 +134,7 @@ static void Ring_dealloc(RingObject *self)
     Py_XDECREF(self->name);
     Py_XDECREF(self->failure);
     Py_XDECREF(self->on_stall);
-    Py_XDECREF(self->cast);
+    Py_XDECREF(self->batch);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -139,15 +142,16 @@ static void Ring_dealloc(RingObject *self)
 
 static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"arrays", "timeout", "stop", NULL};
+    static char *kwlist[] = {"arrays", "timeout", "stop", "op", NULL};
     PyObject *arrays, *timeout = Py_None, *stop = Py_None;
+    const char *op = NULL;
     const int *flag;
     double t;
     if (ring_usable(self, "Queue.put") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &arrays, &timeout, &stop) ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OOz", kwlist, &arrays, &timeout, &stop, &op) ||
         parse_timeout(timeout, self->timeout, &t, "Queue.put", self->name) || stop_flag(self, "Queue.put", stop, &flag))
         return NULL;
-    Py_ssize_t size = put_element(self, "Queue.put", arrays, t, flag);
+    Py_ssize_t size = put_element(self, op ? op : "Queue.put", op, arrays, t, flag);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 
@@ -258,24 +262,24 @@ static PyObject *Ring_take(RingObject *self, PyObject *args, PyObject *kwds)
     return next_element(self, args, kwds, 1);
 }
 
-/* put_rows(sources, indices, batch, first, count, stop=None, casts=None, room=1) -> batches put. */
+/* put_rows(sources, indices, batch, first, count, stop=None, room=1) -> batches put. */
 static PyObject *Ring_put_rows(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"sources", "indices", "batch", "first", "count", "stop", "casts", "room", NULL};
-    PyObject *sources, *indices, *stop = Py_None, *casts = Py_None;
+    static char *kwlist[] = {"sources", "indices", "batch", "first", "count", "stop", "room", NULL};
+    PyObject *sources, *indices, *stop = Py_None;
     long long batch, first, count;
     int room = 1;
     const int *flag;
     if (ring_usable(self, "Feeder") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|OOi", kwlist, &sources, &indices, &batch, &first, &count, &stop,
-                                     &casts, &room) ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOLLL|Oi", kwlist, &sources, &indices, &batch, &first, &count, &stop,
+                                     &room) ||
         stop_flag(self, "Feeder", stop, &flag))
         return NULL;
     if (room < 1) {
         PyErr_Format(PyExc_ValueError, "Feeder: queue '%U': expected room >= 1, got %d", self->name, room);
         return NULL;
     }
-    Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, casts, flag, room);
+    Py_ssize_t done = put_rows(self, "Feeder", sources, indices, batch, first, count, flag, room);
     return done < 0 ? NULL : PyLong_FromSsize_t(done);
 }
 
@@ -438,8 +442,9 @@ static PyObject *Ring_trace_stop(RingObject *self, PyObject *unused)
 
 static PyMethodDef Ring_methods[] = {
     {"put", (PyCFunction)(void (*)(void))Ring_put, METH_VARARGS | METH_KEYWORDS,
-     "put(arrays, timeout=None, stop=None) -> size: validate and put one element, waiting for a free slot\n"
-     "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set."},
+     "put(arrays, timeout=None, stop=None, op=None) -> size: validate and put one element, waiting for a free slot\n"
+     "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set; op: the Op that puts it, named\n"
+     "by its refusals."},
     {"put_given", (PyCFunction)(void (*)(void))Ring_put_given, METH_VARARGS | METH_KEYWORDS,
      "put_given(box, timeout=None, stop=None) -> size: put box's one element (a list of one) and empty box;\n"
      "when nothing else holds the element and its arrays, the ring's putter thread copies them after this\n"
@@ -458,12 +463,12 @@ static PyMethodDef Ring_methods[] = {
     {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
      "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
     {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,
-     "put_rows(sources, indices, batch, first, count, stop=None, casts=None, room=1) -> batches put: an array "
+     "put_rows(sources, indices, batch, first, count, stop=None, room=1) -> batches put: an array "
      "dataset's batches first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively "
-     "without the GIL, rows of any strides; casts: one truth per component, the schema allows its source's dtype "
-     "to be cast; room: once the ring is full, wait until that many slots are free before the next batch."},
+     "without the GIL, rows of any strides, cast where the rule lets a source's dtype in; room: once the ring is "
+     "full, wait until that many slots are free before the next batch."},
     {"gather_paths", (PyCFunction)(void (*)(void))Ring_gather_paths, METH_VARARGS | METH_KEYWORDS,
-     "gather_paths(sources, casts=None) -> per component 'rows' (copied as they are), 'elements' (walked, or "
+     "gather_paths(sources) -> per component 'rows' (copied as they are), 'elements' (walked, or "
      "cast, element by element) or None (put_rows cannot read them)."},
     {"take", (PyCFunction)(void (*)(void))Ring_take, METH_VARARGS | METH_KEYWORDS,
      "take(timeout=None) -> tuple of arrays: like get, but lent from the slot where the ring can (a host ring)."},
@@ -524,28 +529,22 @@ static int Ring_set_on_stall(RingObject *self, PyObject *value, void *unused)
     return 0;
 }
 
-static PyObject *Ring_get_cast(RingObject *self, void *unused)
+static PyObject *Ring_get_batch(RingObject *self, void *unused)
 {
     (void)unused;
-    return Py_NewRef(self->cast ? self->cast : Py_None);
+    return Py_NewRef(self->batch ? self->batch : Py_None);
 }
 
-static int Ring_set_cast(RingObject *self, PyObject *value, void *unused)
+static int Ring_set_batch(RingObject *self, PyObject *value, void *unused)
 {
     (void)unused;
-    if (value && value != Py_None && !PyCallable_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "Ring.cast: expected a callable or None, got %R", value);
-        return -1;
-    }
-    Py_XINCREF(value == Py_None ? NULL : value);
-    Py_XSETREF(self->cast, value == Py_None ? NULL : value);
-    return 0;
+    return set_batch(self, value);
 }
 
 static PyGetSetDef Ring_getset[] = {
-    {"cast", (getter)Ring_get_cast, (setter)Ring_set_cast,
-     "None, or the queue's schema: cast(c, value) -> an array of component c's exact dtype, or raises why not; "
-     "put calls it for every value that is not one already (None: such values are refused).",
+    {"batch", (getter)Ring_get_batch, (setter)Ring_set_batch,
+     "Per component, the name its rows are called by where they are the batch's (every such component's rows "
+     "agree in an element), or None where its leading axis is its own; by default every component with an axis.",
      NULL},
     {"on_stall", (getter)Ring_get_on_stall, (setter)Ring_set_on_stall,
      "None, or a callable given the seconds waited and whether it is a put (True) or a consumer's wait (False), "

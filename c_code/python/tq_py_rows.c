@@ -1,38 +1,11 @@
 /* tq_py_rows.c: an array dataset's sources as the engine's gather reads them
  * (tq_gather.h): each component's rows, with a layout where they are not
  * the slot's bytes as they stand (strided, Fortran-order, or of a dtype the
- * queue's schema allows to be cast), and put_rows, which gathers batches of
- * them without the GIL. */
+ * rule, c_code/engine/tq_scalar.h, casts safely into the component's), and
+ * put_rows, which gathers batches of them without the GIL. */
 #include "tq_py.h"
 
 #include <string.h>
-
-/* The engine's element type of a numpy dtype, or -1 for one it has none of
- * (complex, strings, records, another byte order). */
-static int scalar_of(PyArray_Descr *d)
-{
-    if (!PyArray_ISNBO(d->byteorder) || PyDataType_HASFIELDS(d) || PyDataType_HASSUBARRAY(d))
-        return -1;
-    size_t size = (size_t)PyDataType_ELSIZE(d);
-    if (d->type_num == NPY_BOOL)
-        return TQ_BOOL;
-    if (PyTypeNum_ISINTEGER(d->type_num)) {
-        int sign = PyTypeNum_ISSIGNED(d->type_num);
-        switch (size) {
-        case 1: return sign ? TQ_INT8 : TQ_UINT8;
-        case 2: return sign ? TQ_INT16 : TQ_UINT16;
-        case 4: return sign ? TQ_INT32 : TQ_UINT32;
-        case 8: return sign ? TQ_INT64 : TQ_UINT64;
-        default: return -1;
-        }
-    }
-    switch (d->type_num) {
-    case NPY_HALF: return TQ_FLOAT16;
-    case NPY_FLOAT: return size == 4 ? TQ_FLOAT32 : -1;
-    case NPY_DOUBLE: return size == 8 ? TQ_FLOAT64 : -1;
-    default: return -1;
-    }
-}
 
 /* The axes of a row of arr (its axes after the first), with axes of one
  * element dropped and each axis merged into the one before it where the two
@@ -62,22 +35,27 @@ static int row_axes(PyArrayObject *arr, tq_row_layout *layout)
 static const char *name_of(RingObject *self, int c) { return PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->names, c)); }
 
 /* Component c's rows in src: an array whose shape is the component's but for
- * its leading axis (n rows), of the component's dtype, or of one the schema
- * allows to be cast (cast) and the gather converts; rows laid out anyhow.
- * *layout is filled and rows->layout points to it where the rows are not the
- * slot's bytes as they stand.  0, or -1 with TypeError/ValueError naming the
- * component. */
-static int source_rows(RingObject *self, const char *who, int c, PyObject *src, npy_intp n, int cast, tq_rows *rows,
+ * its leading axis (n rows), of the component's dtype or of one the rule lets
+ * in (rule_array: cast on the way) and the gather converts; rows laid out
+ * anyhow.  *layout is filled and rows->layout points to it where the rows are
+ * not the slot's bytes as they stand.  0, or -1 with TypeError/ValueError
+ * naming the component. */
+static int source_rows(RingObject *self, const char *who, int c, PyObject *src, npy_intp n, tq_rows *rows,
                        tq_row_layout *layout)
 {
     PyArrayObject *arr = (PyArrayObject *)src;
     PyArray_Descr *want = self->descrs[c];
-    int same = PyArray_Check(src) && PyArray_EquivTypes(PyArray_DESCR(arr), want);
-    if (!same && !(PyArray_Check(src) && cast)) {
+    if (!PyArray_Check(src)) {
         PyErr_Format(PyExc_TypeError, "%s: queue '%U', component '%s': expected an array of dtype %S, got %R", who,
-                     self->name, name_of(self, c), (PyObject *)want,
-                     PyArray_Check(src) ? (PyObject *)PyArray_DESCR(arr) : src);
+                     self->name, name_of(self, c), (PyObject *)want, src);
         return -1;
+    }
+    int same = PyArray_EquivTypes(PyArray_DESCR(arr), want);
+    if (!same) {
+        PyArrayObject *allowed = rule_array(self, c, src);
+        if (!allowed)
+            return -1;
+        Py_DECREF(allowed);
     }
     int ndim = PyArray_NDIM(arr), fits = self->ndims[c] >= 1 && ndim == self->ndims[c] && PyArray_DIM(arr, 0) == n;
     for (int d = 1; fits && d < ndim; d++)
@@ -89,7 +67,7 @@ static int source_rows(RingObject *self, const char *who, int c, PyObject *src, 
                      who, self->name, name_of(self, c), (Py_ssize_t)n);
         return -1;
     }
-    int from = scalar_of(PyArray_DESCR(arr)), to = scalar_of(want);
+    int from = scalar_of(PyArray_DESCR(arr), 0), to = scalar_of(want, 0);
     rows->base = PyArray_DATA(arr);
     rows->stride = PyArray_STRIDE(arr, 0);
     rows->layout = NULL;
@@ -108,19 +86,8 @@ static int source_rows(RingObject *self, const char *who, int c, PyObject *src, 
     return 0;
 }
 
-/* casts[c] as a truth, casts None (or NULL) for all false; -1 with an exception. */
-static int cast_allowed(PyObject *casts, int c)
-{
-    if (!casts || casts == Py_None)
-        return 0;
-    PyObject *item = PySequence_GetItem(casts, c);
-    int allowed = item ? PyObject_IsTrue(item) : -1;
-    Py_XDECREF(item);
-    return allowed;
-}
-
 /* Every source's rows (n of each, n from the first); -1 with an exception. */
-static int all_sources(RingObject *self, const char *who, PyObject *seq, PyObject *casts, npy_intp *n, tq_rows *rows,
+static int all_sources(RingObject *self, const char *who, PyObject *seq, npy_intp *n, tq_rows *rows,
                        tq_row_layout *layouts)
 {
     if (PySequence_Fast_GET_SIZE(seq) != self->n) {
@@ -128,18 +95,11 @@ static int all_sources(RingObject *self, const char *who, PyObject *seq, PyObjec
                      self->name, self->n, PySequence_Fast_GET_SIZE(seq));
         return -1;
     }
-    if (casts && casts != Py_None && (!PySequence_Check(casts) || PySequence_Size(casts) != self->n)) {
-        PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected casts None or %d truths, one per component, got %R",
-                     who, self->name, self->n, casts);
-        return -1;
-    }
     PyObject *head = PySequence_Fast_GET_ITEM(seq, 0);
     *n = PyArray_Check(head) && PyArray_NDIM((PyArrayObject *)head) ? PyArray_DIM((PyArrayObject *)head, 0) : 0;
-    for (int c = 0; c < self->n; c++) {
-        int cast = cast_allowed(casts, c);
-        if (cast < 0 || source_rows(self, who, c, PySequence_Fast_GET_ITEM(seq, c), *n, cast, &rows[c], &layouts[c]))
+    for (int c = 0; c < self->n; c++)
+        if (source_rows(self, who, c, PySequence_Fast_GET_ITEM(seq, c), *n, &rows[c], &layouts[c]))
             return -1;
-    }
     return 0;
 }
 
@@ -158,7 +118,7 @@ static tq_code put_batch(tq_ring *ring, int slot, void *job, int64_t index, tq_e
 }
 
 Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObject *indices, int64_t batch,
-                    int64_t first, int64_t count, PyObject *casts, const int *stop, int room)
+                    int64_t first, int64_t count, const int *stop, int room)
 {
     tq_rows rows[TQ_MAX_COMPONENTS];
     tq_row_layout layouts[TQ_MAX_COMPONENTS];
@@ -172,7 +132,7 @@ Py_ssize_t put_rows(RingObject *self, const char *who, PyObject *sources, PyObje
         PyErr_Format(PyExc_ValueError, "%s: queue '%U': expected batch >= 1, first and count >= 0", who, self->name);
         goto done;
     }
-    if (all_sources(self, who, seq, casts, &n, rows, layouts))
+    if (all_sources(self, who, seq, &n, rows, layouts))
         goto done;
     idx = (PyArrayObject *)PyArray_FROMANY(indices, NPY_INT64, 1, 1, NPY_ARRAY_CARRAY_RO);
     if (!idx)
@@ -204,11 +164,11 @@ done:
 
 PyObject *Ring_gather_paths(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"sources", "casts", NULL};
-    PyObject *sources, *casts = Py_None;
+    static char *kwlist[] = {"sources", NULL};
+    PyObject *sources;
     tq_rows rows;
     tq_row_layout layout;
-    if (ring_usable(self, "Feeder") || !PyArg_ParseTupleAndKeywords(args, kwds, "O|O", kwlist, &sources, &casts))
+    if (ring_usable(self, "Feeder") || !PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &sources))
         return NULL;
     PyObject *seq = PySequence_Fast(sources, "sources must be a sequence of arrays, one per component");
     if (!seq)
@@ -223,13 +183,8 @@ PyObject *Ring_gather_paths(RingObject *self, PyObject *args, PyObject *kwds)
     npy_intp n = PyArray_Check(head) && PyArray_NDIM((PyArrayObject *)head) ? PyArray_DIM((PyArrayObject *)head, 0) : 0;
     out = PyTuple_New(self->n);
     for (int c = 0; out && c < self->n; c++) {
-        int cast = cast_allowed(casts, c);
-        if (cast < 0) {
-            Py_CLEAR(out);
-            break;
-        }
         PyObject *path;
-        if (source_rows(self, "Feeder", c, PySequence_Fast_GET_ITEM(seq, c), n, cast, &rows, &layout) == 0)
+        if (source_rows(self, "Feeder", c, PySequence_Fast_GET_ITEM(seq, c), n, &rows, &layout) == 0)
             path = PyUnicode_FromString(rows.layout ? "elements" : "rows");
         else if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))
             PyErr_Clear(), path = Py_NewRef(Py_None);

@@ -91,6 +91,10 @@ PyObject *Ring_commit(RingObject *self, PyObject *args)
                      rows_obj);
         return NULL;
     }
+    if (check_rows(self, NULL, rows)) { /* the batch's components of a slot written in place agree too */
+        tq_ring_abort_put(self->ring, slot);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     code = tq_ring_commit_put(self->ring, slot, rows, &err);
     Py_END_ALLOW_THREADS

@@ -227,12 +227,19 @@ static void split_by_columns(void)
     CHECK(exact);
 }
 
-/* What the engine has loops for: every pair of one type, the casts into wider types, none into float16. */
+/* What the engine has loops for: every pair of one type and every safe cast (tq_casts_safely: into float16
+ * from bool, int8 and uint8 too), none that loses values, none of the complex types. */
 static void converts(void)
 {
     CHECK(tq_gather_converts(TQ_UINT8, TQ_INT32) && tq_gather_converts(TQ_FLOAT16, TQ_FLOAT32));
     CHECK(tq_gather_converts(TQ_FLOAT16, TQ_FLOAT16) && tq_gather_converts(TQ_INT64, TQ_FLOAT64));
-    CHECK(!tq_gather_converts(TQ_UINT8, TQ_FLOAT16) && !tq_gather_converts(TQ_N_SCALARS, TQ_INT32));
+    CHECK(tq_gather_converts(TQ_UINT8, TQ_FLOAT16) && tq_gather_converts(TQ_BOOL, TQ_FLOAT16));
+    CHECK(!tq_gather_converts(TQ_INT16, TQ_FLOAT16) && !tq_gather_converts(TQ_INT64, TQ_INT32));
+    CHECK(!tq_gather_converts(TQ_COMPLEX64, TQ_COMPLEX64) && !tq_gather_converts(TQ_N_SCALARS, TQ_INT32));
+    for (int from = 0; from < TQ_COMPLEX64; from++)
+        for (int to = 0; to < TQ_COMPLEX64; to++)
+            CHECK(tq_gather_converts((tq_scalar)from, (tq_scalar)to) ==
+                  tq_casts_safely((tq_scalar)from, (tq_scalar)to));
     CHECK(tq_scalar_size(TQ_FLOAT16) == 2 && tq_scalar_size(TQ_UINT64) == 8);
 }
 

@@ -201,7 +201,7 @@ def test_bad_shapes_are_refused_naming_the_component():
     x, i = dataset()
     with pytest.raises(ValueError, match=r"component 'x': expected rows of shape \(7,\).*\(103, 6\)"):
         tq.Feeder(queue(), (x[:, :6], i))
-    with pytest.raises(ValueError, match=r"share their leading axis; got x: 103 rows, i: 100 rows"):
+    with pytest.raises(ValueError, match=r"component 'x' has 103 rows and component 'i' 100; the components of"):
         tq.Feeder(queue(), (x, i[:100]))
     with pytest.raises(ValueError, match=r"expected 2 components \(x, i\), got 1 array"):
         tq.Feeder(queue(), (x,))

@@ -29,16 +29,19 @@ import pytest
 from feed_contract import (
     CASES,
     KINDS,
+    MESSAGES,
     NOT_APPLICABLE,
     ROWS,
     SAMPLES,
     WORDED_APART,
     XY,
+    array_dataset,
     batches,
     check_values,
     expected_message,
     message_of,
     padded,
+    x_of,
 )
 from pretend import pretend_gpu
 
@@ -151,10 +154,9 @@ def feeder(kind, q, sample, monkeypatch=None):
         return tq.Feeder(q, fill=fill_function(q, sample))
     if kind in ("map", "map-workers"):
         return tq.Feeder(q, Samples(sample), workers=2 if kind == "map-workers" else 0)
-    samples = [sample(i) for i in range(SAMPLES)]
-    if not isinstance(samples[0], tuple):
-        return tq.Feeder(q, np.stack(samples))  # a bare array: an iterable of its rows, as before
-    arrays = tuple(np.stack([np.asarray(v) for v in values]) for values in zip(*samples))
+    if not isinstance(sample(0), tuple):
+        return tq.Feeder(q, np.stack([sample(i) for i in range(SAMPLES)]))  # a bare array: an iterable of its rows
+    arrays = array_dataset(sample)
     if kind == "held":
         return tq.Feeder(as_gpu_queue(q, monkeypatch), arrays, device=True)
     return tq.Feeder(q, arrays)
@@ -195,7 +197,9 @@ def outcome(kind, q, sample, monkeypatch=None):
 def still_usable(q):
     q.close(cancel_pending=True)
     q.reopen()
-    with tq.Feeder(q, Samples(CASES["good"][1] if not q._layout.varying else CASES["variable length"][1])):
+    y = q.components[-1].dtype  # the label's own dtype: int32, int64 or uint64 by the case's spec
+    good = (lambda i: (x_of(i), y.type(i))) if not q._layout.varying else CASES["variable length"][1]
+    with tq.Feeder(q, Samples(good)):
         assert len(drain(q)) == SAMPLES // ROWS
 
 
@@ -234,37 +238,46 @@ def test_every_wording_apart_says_why():
         assert kind in KINDS and CASES[case][2] is not None and reason
 
 
-# Cases whose values need the rule: a cast, Python values, variable-length rows of another dtype or as lists.
-NEEDS_THE_RULE = ["safe cast", "python values", "variable length", "variable length, python lists"]
+#: The refusals each worded by one of the schema's templates (theano_queue/schema.py, WORDING), which the
+#: engine's own refusals read too.
+WORDED_BY = {
+    "unsafe cast": "unsafe",
+    "variable length, unsafe cast": "unsafe",
+    "python value too large": "fit",
+    "python int past int64": "fit",
+    "python int below uint64": "fit",
+    "rows differ": "rows",
+    "variable length, rows differ": "rows",
+    "nan labels": "nan",
+}
 
 
-def refusing_rule(asked):
-    """Stand-ins for the schema's rule (its faces for values and for graph variables) that refuse everything."""
-
-    def refuse(component, value, queue_name, *rest):
-        asked.append(component.name)
-        raise TypeError("Queue %r, component %r: refused by the stand-in rule" % (queue_name, component.name))
-
-    return refuse
+def test_every_refusal_of_the_rule_is_a_case():
+    assert set(WORDED_BY.values()) == set(schema.WORDING) - {"where"}
+    assert set(WORDED_BY) <= set(MESSAGES)
 
 
 @pytest.mark.parametrize("kind", [k for k in HOST_KINDS if k != "fill"])
-@pytest.mark.parametrize("case", NEEDS_THE_RULE)
-def test_no_entry_casts_on_its_own(kind, case, monkeypatch):
+@pytest.mark.parametrize("case", list(WORDED_BY))
+def test_every_entry_words_its_refusal_by_the_schema(kind, case, monkeypatch):
+    """The one wording: each refusal of the rule, whichever entry (Python's or the engine's put, a graph's
+    Enqueue) refused it, is the schema's template: a stand-in template is what every entry then says."""
     spec, sample, _ = CASES[case]
     if (kind, case) in NOT_APPLICABLE or (kind in ("arrays", "held") and case.startswith("variable")):
         return
-    asked = []
-    monkeypatch.setattr(schema, "component_value", refusing_rule(asked))
-    monkeypatch.setattr(schema, "graph_value", refusing_rule(asked))
+    key = WORDED_BY[case]
+    if kind == "graph" and case == "nan labels":
+        key = "unsafe"  # a graph variable has a dtype, not values (WORDED_APART)
+    if kind == "map" and case == "nan labels":
+        key = "unsafe"  # the first sample holds no NaN (MESSAGES)
+    monkeypatch.setitem(schema.WORDING, key, "[the stand-in %s] " % key + schema.WORDING[key])
     q = tq.Queue(spec, capacity=2 if kind not in ("put", "graph") else SAMPLES // ROWS, target="cpu")
     got, error = outcome(kind, q, sample, monkeypatch)
     if kind in ("iterable-workers", "map-workers"):
-        # The workers' processes import the real rule: what matters here is that nothing went in unchecked.
-        assert error is None or "refused by the stand-in rule" in str(error)
+        # The workers' processes import the real schema: what matters here is that nothing went in unchecked.
+        assert error is not None and not got
         return
-    assert isinstance(error, TypeError) and "refused by the stand-in rule" in str(error), (kind, error)
-    assert asked and not got
+    assert "[the stand-in %s] " % key in message_of(error), (kind, error)
 
 
 def test_a_fill_functions_rows_are_checked():
@@ -332,8 +345,9 @@ CASTS = re.compile(
     r"(?:asarray|ascontiguousarray|asfortranarray|np\.array)\([^)]*\bdtype\b|"
     r"FORCECAST|PyArray_Cast|PyArray_FromAny|PyArray_FromArray|PyArray_FROM_OTF"
 )
-#: The conversions outside theano_queue/schema.py, each by (file, what the line does) and why it is no
-#: component value's cast.  A line that matches CASTS and is not here fails; so does an entry left stale.
+#: The conversions outside theano_queue/schema.py and the engine's face of the rule (c_code/python/tq_py_schema.c),
+#: each by (file, what the line does) and why it is no component value's cast.  A line that matches CASTS and is
+#: not here fails; so does an entry left stale.
 NOT_A_COMPONENTS_CAST = {
     ("theano_queue/variable.py", "np.asarray(self.pad_value, packed.dtype)"): "the pad value, cast by the schema "
     "when the queue was made (spec.parse_pad_values), reshaped",
@@ -346,13 +360,18 @@ NOT_A_COMPONENTS_CAST = {
     ("theano_queue/pytensor/ops.py", 'np.asarray(queue._key, dtype="int64")'): "the token's registry key",
     ("theano_queue/sampler.py", ".astype(np.int64)"): "sample indices and lengths, the sampler's own int64",
     ("theano_queue/probe.py", ".astype(np.uint8)"): "the probe's test pattern",
-    ("c_code/python/tq_py_element.c", "PyArray_FromArray(arr, want, NPY_ARRAY_C_CONTIGUOUS)"): "a C-contiguous "
-    "copy of an array of the exact dtype (the schema cast any other): a layout change, not a cast",
+    ("c_code/python/tq_py_element.c", "PyArray_FromArray(arr, want, NPY_ARRAY_C_CONTIGUOUS)"): "the copy of an "
+    "array the engine's rule let in (rule_array, c_code/python/tq_py_schema.c) into a C-contiguous array of the "
+    "component's dtype: numpy's cast loop, doing what the rule decided",
 }
 
 
+RULE_FILES = (os.path.join("theano_queue", "schema.py"), os.path.join("c_code", "python", "tq_py_schema.c"))
+
+
 def source_lines():
-    """(path, line) of the package's Python and the engine's CPython face, but the schema itself."""
+    """(path, line) of the package's Python and the engine's CPython face, but the rule itself (the schema and
+    the engine's face of it)."""
     for folder, ext in (
         ("theano_queue", ".py"),
         (os.path.join("c_code", "python"), ".c"),
@@ -361,7 +380,7 @@ def source_lines():
         for where, _, files in os.walk(os.path.join(ROOT, folder)):
             for name in sorted(files):
                 path = os.path.relpath(os.path.join(where, name), ROOT)
-                if name.endswith(ext) and path != os.path.join("theano_queue", "schema.py"):
+                if name.endswith(ext) and path not in RULE_FILES:
                     with open(os.path.join(ROOT, path)) as f:
                         for line in f:
                             yield path.replace(os.sep, "/"), line

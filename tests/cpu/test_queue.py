@@ -421,7 +421,7 @@ def test_large_elements_split_over_copy_threads_arrive_exact():
     before = _engine.copy_threads()
     _engine.set_copy_threads(3)
     try:
-        q = tq.Queue([("x", "uint8", (9 << 20,)), ("y", "float64", (700_001,))], capacity=2, target="cpu")
+        q = tq.Queue([("x", "uint8", (9 << 20,)), ("y", "float64", (tq.own(700_001),))], capacity=2, target="cpu")
         rng = np.random.default_rng(0)
         for rows in (9 << 20, (9 << 20) - 12345):
             x = rng.integers(0, 256, rows + 1, dtype=np.uint8)[1:]  # an unaligned source

@@ -302,3 +302,31 @@ def test_each_front_end_says_what_to_install_where_its_library_is_missing(tmp_pa
             [sys.executable, "-c", script, library], capture_output=True, text=True, cwd=tmp_path, timeout=300
         )
         assert out.returncode == 0 and advice in out.stdout, (out.stdout, out.stderr[-3000:])
+
+
+def test_an_enqueue_refuses_rows_that_differ_naming_the_op(mode):
+    # The check of the whole element runs when the function runs: the C linker's C, Numba's perform.
+    q = make_queue()
+    x, y = pt.matrix("x", dtype="float32"), pt.vector("y", dtype="int32")
+    put = pytensor.function([x, y], q.enqueue(x, y), mode=mode)
+    with pytest.raises(ValueError) as err:
+        put(*batch(0)[:1], np.arange(3, dtype="int32"))
+    assert str(err.value).split("\nApply node")[0] == (
+        "Enqueue: Queue '%s': component 'x' has 4 rows and component 'y' 3; the components of an element share "
+        "their leading (batch) axis (declare a leading axis of a component's own as tq.own(n))" % q.name
+    )
+    assert q.size() == 0
+    put(*batch(1))
+    assert q.size() == 1
+
+
+def test_an_integer_that_does_not_fit_is_refused_on_numpy_2():
+    q = tq.Queue([("y", "int64", (2,)), ("u", "uint64", (2,))], target="cpu", name="wide")
+    for y, u, what in (([2**63, 2**63], [0, 0], "int64; these uint64"), ([0, 0], [-1, 0], "uint64; these int64")):
+        with pytest.raises(TypeError, match="expected values that fit dtype %s values do not" % what):
+            q.put(y, u)
+    q.put([2**63 - 1, -(2**63)], [2**64 - 1, 0])
+    y, u = q.get()
+    assert y.tolist() == [2**63 - 1, -(2**63)] and u.tolist() == [2**64 - 1, 0]
+    with pytest.raises(TypeError, match="expected values that fit dtype int64; these int values do not"):
+        q.put([2**64, 0], [0, 0])

@@ -70,6 +70,7 @@ def gpu_ring(spec, capacity=2, name="q", pad_value=None):
     """A GPU ring in the stand-in's primary context, and the layout of its components (as a Queue makes them)."""
     layout = Layout(parse_components(spec, name, pad_value))
     ring = _engine.Ring(name, [(c.name, c.dtype, c.shape) for c in layout.engine], capacity, cu_context=PRIMARY)
+    ring.batch = layout.engine_batch  # whose rows agree, as a Queue's Port says
     return ring, layout
 
 

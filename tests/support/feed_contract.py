@@ -16,6 +16,8 @@ import theano_queue as tq
 ROWS, SAMPLES = 4, 8
 XY = [("x", "float32", (ROWS, 3)), ("y", "int32", (ROWS,))]
 VARLEN = [("tokens", "int32", (ROWS, tq.upto(6))), ("y", "int32", (ROWS,))]
+WIDE = [("x", "float32", (ROWS, 3)), ("y", "int64", (ROWS,))]
+UNSIGNED = [("x", "float32", (ROWS, 3)), ("y", "uint64", (ROWS,))]
 #: The producer kinds: q.put; an iterable in the Feeder's thread or in workers; a fill function; a map-style
 #: dataset inline or in workers; an array dataset gathered on the host or held (the upload stood in for);
 #: a compiled graph's Enqueue; device arrays put into a GPU queue (the stand-in driver's).
@@ -24,6 +26,21 @@ KINDS = ["put", "iterable", "iterable-workers", "fill", "map", "map-workers", "a
 
 def x_of(i):
     return np.full(3, i, "float32")
+
+
+def one_row_short(sample):
+    """``sample`` whose batches (and array dataset) lose the last row of their last component: rows that differ.
+
+    A sample is one row of every component, so a map-style dataset cannot give rows that differ; the kinds
+    that take whole batches or whole arrays are given them cut (see :func:`batches`).
+    """
+    sample.cut = lambda values: tuple(values[:-1]) + (values[-1][:-1],)
+    return sample
+
+
+def nan_label(i):
+    """Labels of float64 with a NaN in every batch (the second row's): a sample of its own is NaN or not."""
+    return x_of(i), np.float64(np.nan if i % ROWS == 1 else i)
 
 
 # name: (spec, sample(i), None for a good case else (exception class, message core regex))
@@ -55,6 +72,33 @@ CASES = {
         lambda i: (np.arange(1 + i % 5, dtype="int64"), np.int32(i)),
         (TypeError, r"component 'tokens': expected dtype int32, got int64, which does not cast safely to it"),
     ),
+    # Integers that do not fit, whatever their width or sign: numpy reads 2**63 as uint64, -1 as int64.
+    "python int past int64": (
+        WIDE,
+        lambda i: (x_of(i), 2**63 + i),
+        (TypeError, r"component 'y': expected values that fit dtype int64; these uint64 values do not"),
+    ),
+    "python int below uint64": (
+        UNSIGNED,
+        lambda i: (x_of(i), -1 - i),
+        (TypeError, r"component 'y': expected values that fit dtype uint64; these int64 values do not"),
+    ),
+    "python ints at the edges": (WIDE, lambda i: (x_of(i), [2**63 - 1, -(2**63)][i % 2]), None),
+    "rows differ": (
+        XY,
+        one_row_short(lambda i: (x_of(i), np.int32(i))),
+        (ValueError, r"component 'x' has \d rows and component 'y' \d; the components of an element share"),
+    ),
+    "variable length, rows differ": (
+        VARLEN,
+        one_row_short(lambda i: (np.arange(1 + i % 5, dtype="int32"), np.int32(i))),
+        (ValueError, r"component 'tokens' has \d rows and component 'y' \d; the components of an element share"),
+    ),
+    "nan labels": (
+        XY,
+        nan_label,
+        (TypeError, r"component 'y': expected dtype int32, got float64"),  # with NaN where the value holds one
+    ),
 }
 
 #: The form a kind's values come in: a whole batch, one sample (map-style), or the whole arrays (array datasets).
@@ -62,6 +106,12 @@ FORM = dict.fromkeys(["put", "iterable", "iterable-workers", "graph", "device"],
 FORM.update({"map": "sample", "map-workers": "sample", "arrays": "arrays", "held": "arrays", "fill": "batch"})
 
 _UNSAFE = "expected dtype int32, got int64, which does not cast safely to it: pass .astype('int32'), or declare the "
+_NAN = "Queue '{q}', component 'y': expected dtype int32, got float64 values with NaN, and NaN cannot be an integer: "
+_NAN += "fill or drop the missing values first, or declare the component float64"
+_SHARE = (
+    "the components of an element share their leading (batch) axis (declare a leading axis of a component's own as "
+)
+_SHARE += "tq.own(n))"
 _BARE = "Queue '{q}': expected 2 components (x, y), got a bare %s: give one value per component, as a tuple or a dict "
 #: The exact text of each refusal (``{q}``: the queue's name), one per form where the forms' values differ.
 MESSAGES = {
@@ -88,6 +138,22 @@ MESSAGES = {
         "arrays": (_BARE % "array of shape (3,)") + "keyed by name",
     },
     "variable length, unsafe cast": "Queue '{q}', component 'tokens': " + _UNSAFE + "component int64",
+    "python int past int64": "Queue '{q}', component 'y': expected values that fit dtype int64; these uint64 values "
+    "do not (a cast would change them)",
+    "python int below uint64": "Queue '{q}', component 'y': expected values that fit dtype uint64; these int64 "
+    "values do not (a cast would change them)",
+    "rows differ": {
+        "batch": "Queue '{q}': component 'x' has 4 rows and component 'y' 3; " + _SHARE,
+        "arrays": "Queue '{q}': component 'x' has 8 rows and component 'y' 7; " + _SHARE,
+    },
+    "variable length, rows differ": "Queue '{q}': component 'tokens' has 4 rows and component 'y' 3; " + _SHARE,
+    "nan labels": {
+        "batch": _NAN,
+        "arrays": _NAN,
+        # A map-style dataset's first sample is refused: its label, 0.0, holds no NaN, but is a float.
+        "sample": "Queue '{q}', component 'y': expected dtype int32, got float64, which does not cast safely to it: "
+        "pass .astype('int32'), or declare the component float64",
+    },
 }
 
 _NO_CAST = "(device arrays are not converted: cast it on the GPU)"
@@ -99,6 +165,7 @@ DEVICE_REFUSES = {
     "variable length": "Queue '{q}', component 'tokens': expected dtype int32, got a device array of int16 " + _NO_CAST,
     "variable length, unsafe cast": "Queue '{q}', component 'tokens': expected dtype int32, got a device array of "
     "int64 " + _NO_CAST,
+    "nan labels": "Queue '{q}', component 'y': expected dtype int32, got a device array of float64 " + _NO_CAST,
 }
 
 #: Where one error is worded apart for one kind, and why (asserted, not skipped).
@@ -107,8 +174,30 @@ WORDED_APART = {
         "a graph variable's shape is known when the function runs, not when the node is made",
         (_BARE % "2-d variable") + "keyed by name",
     ),
+    ("graph", "rows differ"): (
+        "the rows of a graph's variables are known when the function runs: its Enqueue refuses them, naming itself",
+        "Enqueue: Queue '{q}': component 'x' has 4 rows and component 'y' 3; " + _SHARE,
+    ),
+    ("graph", "variable length, rows differ"): (
+        "the rows of a graph's variables are known when the function runs: its Enqueue refuses them, naming itself",
+        "Enqueue: Queue '{q}': component 'tokens' has 4 rows and component 'y' 3; " + _SHARE,
+    ),
+    ("graph", "nan labels"): (
+        "a graph variable has a dtype, not values: a float64 variable is refused for an int32 component when the "
+        "node is made, NaN or not",
+        "Queue '{q}', component 'y': expected dtype int32, got float64, which does not cast safely to it: pass "
+        ".astype('int32'), or declare the component float64",
+    ),
 }
 
+PYTHON_VALUES = (
+    "python values",
+    "python value too large",
+    "variable length, python lists",
+    "python int past int64",
+    "python int below uint64",
+    "python ints at the edges",
+)
 _GRAPH = (
     "a graph variable has a dtype, not Python values: theano.function converts the values it is called with to "
     "its input variables' dtypes by its own filter, before any Op runs (the rule decides the variable's dtype, "
@@ -127,11 +216,21 @@ NOT_APPLICABLE = {
         for name in ("python values", "python value too large")
     },
     **{
-        ("graph", name): _GRAPH for name in ("python values", "python value too large", "variable length, python lists")
+        (kind, name): "an array dataset is arrays, not Python values"
+        for kind in ("arrays", "held")
+        for name in ("python int past int64", "python int below uint64", "python ints at the edges")
+    },
+    **{("graph", name): _GRAPH for name in PYTHON_VALUES},
+    **{("device", name): _DEVICE for name in PYTHON_VALUES},
+    # A sample is one row of every component: a map-style dataset has no rows to differ.
+    **{
+        (kind, name): "a sample is one row of every component"
+        for kind in ("map", "map-workers")
+        for name in ("rows differ", "variable length, rows differ")
     },
     **{
-        ("device", name): _DEVICE
-        for name in ("python values", "python value too large", "variable length, python lists")
+        ("fill", name): "a fill function returns one count of rows for every component"
+        for name in ("rows differ", "variable length, rows differ")
     },
 }
 
@@ -155,7 +254,7 @@ def message_of(error):
 
 
 def stacked(values, component):
-    if component.variable_axes or isinstance(values[0], (int, float, list)):
+    if component.variable_axes or (isinstance(values[0], (int, float, list)) and not isinstance(values[0], np.generic)):
         return list(values)  # rows of their own lengths; Python values stay Python values
     return np.stack(values)
 
@@ -170,7 +269,14 @@ def batches(q, sample):
             out.append(tuple(np.stack(values) for values in zip(*samples)))
         else:
             out.append(tuple(stacked(values, c) for values, c in zip(zip(*samples), q.components)))
-    return out
+    return [sample.cut(batch) for batch in out] if hasattr(sample, "cut") else out
+
+
+def array_dataset(sample):
+    """The arrays of an array dataset holding every sample (cut as the case's batches are)."""
+    samples = [sample(i) for i in range(SAMPLES)]
+    arrays = tuple(np.stack([np.asarray(v) for v in values]) for values in zip(*samples))
+    return sample.cut(arrays) if hasattr(sample, "cut") else arrays
 
 
 def padded(rows):
@@ -193,4 +299,4 @@ def check_values(q, got, sample):
                 assert y[r] == want[1]
             else:
                 assert np.array_equal(element[0][r], np.asarray(want[0], "float32"))
-                assert element[1][r] == want[1]
+                assert element[1][r] == want[1] and element[1].dtype == q.components[1].dtype

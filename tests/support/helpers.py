@@ -15,7 +15,7 @@ from timing import scaled
 
 import theano_queue as tq
 
-TAGGED = [("data", "float32", (16, 8)), ("tag", "int64", (3,))]
+TAGGED = [("data", "float32", (16, 8)), ("tag", "int64", (tq.own(3),))]  # the tag is no row of the batch
 
 
 def tagged_element(producer, sequence, rng, rows=16):

@@ -28,42 +28,45 @@ from typing import List, Optional, Union
 
 import numpy as np
 
+from .. import _engine
 from ..errors import QueueError, Stopped
 from .producers import InlineMapProducer
 
 logger = logging.getLogger("theano_queue")
 
+#: The gather's mechanisms, as the engine spells them (tq_gather_mechanism's order, c_code/engine/tq_gather.h):
+#: its copy pool, the GPU's batch copy, the engine's choice per component, and a held dataset's device gather.
+HOST, BATCH, AUTO, HELD = _engine.GATHER_MECHANISMS
+
 #: For benchmarks only: who gathers an array dataset's rows on a GPU queue.
 #: "auto" (the default when unset) lets the engine choose per component (the
-#: GPU's batch copy for rows of 256 KiB or more, the host for the rest);
-#: "batch" and "host" force one for every component, so that
+#: GPU's batch copy for rows of DEVICE_MIN_ROW_BYTES or more, the host for
+#: the rest); "batch" and "host" force one for every component, so that
 #: bench/arrays_bench.py can compare them in one run.  Not an interface for
 #: users: the default is the measured choice.
 GATHER_ENV = "THEANO_QUEUE_GATHER"
-GATHER_MECHANISMS = ("auto", "batch", "host")
+GATHER_MECHANISMS = (AUTO, BATCH, HOST)
 
 
 def requested_gather(where: str) -> str:
     """The gather mechanism THEANO_QUEUE_GATHER asks for ("auto" when unset), checked."""
-    value = os.environ.get(GATHER_ENV) or "auto"
+    value = os.environ.get(GATHER_ENV) or AUTO
     if value not in GATHER_MECHANISMS:
         raise ValueError("%s: %s must be one of %s, got %r" % (where, GATHER_ENV, ", ".join(GATHER_MECHANISMS), value))
     return value
 
 
-#: Rows this large or larger are the GPU's to copy under "auto" (c_code/engine/tq_cuda_rows.c,
-#: TQ_GATHER_DEVICE_MIN_ROW): used only to say per component who gathered.
-DEVICE_MIN_ROW_BYTES = 256 * 1024
-
-
-def casts(arrays, components) -> list:
-    """Per component, whether its source is cast into it (the dtype was checked by the schema already)."""
-    return [a.dtype != c.dtype for a, c in zip(arrays, components)]
+#: Rows this large or larger are the GPU's to copy under "auto" (the engine's TQ_GATHER_DEVICE_MIN_ROW,
+#: c_code/engine/tq_gather.h): used only to say per component who gathered.
+DEVICE_MIN_ROW_BYTES = _engine.GATHER_DEVICE_MIN_ROW
 
 
 def gather_paths(ring, arrays, components) -> tuple:
-    """Per component, how the engine reads its rows: "rows" (as they are), "elements" (walked or cast) or None."""
-    return tuple(ring.gather_paths(arrays, casts(arrays, components)))
+    """Per component, how the engine reads its rows: "rows" (as they are), "elements" (walked or cast) or None.
+
+    A dtype other than the component's is the engine's rule to let in (cast on the way); the Feeder checked it.
+    """
+    return tuple(ring.gather_paths(arrays))
 
 
 def row_bytes(component) -> int:
@@ -133,12 +136,11 @@ class ArrayProducer(InlineMapProducer):
         self.arrays = arrays
         self.where = "Feeder(%s)" % port.name
         self.mechanism = requested_gather(self.where)
-        self.casts = casts(arrays, port.components)
         self.paths = gather_paths(port._ring, arrays, port.components)
         self.native = None not in self.paths
         self.room = self.refill_room(port._ring.capacity, sum(c.nbytes for c in port.components))
         #: Who gathers the rows while it runs: one word for every component, or a list of one per component.
-        self.gather: Union[str, List[str]] = "host" if self.native else "numpy"
+        self.gather: Union[str, List[str]] = HOST if self.native else "numpy"
 
     def gather_on_device(self) -> str:
         """Let the GPU copy the rows itself where that pays: the mechanism used ("host" where it does not).
@@ -149,21 +151,21 @@ class ArrayProducer(InlineMapProducer):
         too large to page-lock, memory that cannot be), one log line says so
         and why, and the rows are gathered on the host.
         """
-        if not self.port._target.on_gpu or self.mechanism == "host":
-            return "host"
+        if not self.port._target.on_gpu or self.mechanism == HOST:
+            return HOST
         if any(path != "rows" for path in self.paths):
-            return "host"  # the GPU copies plain bytes only: walked or cast rows are the host's
+            return HOST  # the GPU copies plain bytes only: walked or cast rows are the host's
         try:
             return self.port._ring.gather_on_device(self.arrays, self.mechanism)
         except (QueueError, MemoryError) as exc:  # CudaError is a QueueError
             logger.warning("%s: the rows are gathered on the host, not by the GPU: %s", self.where, exc)
-            return "host"
+            return HOST
 
     def per_component(self, used: str) -> list:
         """The words of ``stats()["gather"]`` from the mechanism the engine used ("auto" chooses per component)."""
-        if used != "batch" or self.mechanism != "auto":
+        if used != BATCH or self.mechanism != AUTO:
             return [used] * len(self.arrays)
-        return ["batch" if row_bytes(c) >= DEVICE_MIN_ROW_BYTES else "host" for c in self.port.components]
+        return [BATCH if row_bytes(c) >= DEVICE_MIN_ROW_BYTES else HOST for c in self.port.components]
 
     def stats(self) -> dict:
         stats = super().stats()
@@ -196,7 +198,7 @@ class ArrayProducer(InlineMapProducer):
         try:
             return self.put_runs(stop)
         finally:
-            if used != "host":
+            if used != HOST:
                 self.gather_on_host()
 
     def gather_on_host(self) -> None:
@@ -215,7 +217,7 @@ class ArrayProducer(InlineMapProducer):
                     ahead = self.order_ahead(epoch + 1)
                 self.progress.committing(*range(position, position + count))
                 began, waited = time.perf_counter(), ring.stats()["producer_wait_s"]
-                put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop, self.casts, self.room)
+                put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop, self.room)
                 self.busy += time.perf_counter() - began - (ring.stats()["producer_wait_s"] - waited)
                 self.samples += int(min(len(indices), (first + put) * sampler.batch_size) - first * sampler.batch_size)
                 self.feeder.produced += put

@@ -7,6 +7,9 @@
   array for a one-component queue).
 * shape: a whole batch may be short on its leading axis (a partial batch);
   a sample has the component's shape without the batch axis.
+* rows: a batch's components agree on their leading (batch) axis
+  (:func:`theano_queue.schema.check_rows`), but for one declared with an
+  axis of its own (:class:`theano_queue.own`); a sample is one row of each.
 
 :func:`batch_writer` checks a whole batch (what an iterable yields and
 ``Queue.put`` takes); :func:`write_sample` checks one sample of a map-style

@@ -12,7 +12,7 @@ from .arrays import ArrayProducer
 from .dispatcher import WorkerProducer
 from .held import HeldArrayProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
-from .sources import array_sources, bucket_lengths, is_map_style
+from .sources import array_sources, bucket_lengths, dataset_length, is_map_style
 from .state import iterable_skips, stream_lengths
 
 
@@ -237,7 +237,7 @@ def _rows_arguments(port, dataset, source, where):
 
 def _sampler(port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where):
     """The Sampler of a map-style or array dataset, and the cursor ``state`` resumes from."""
-    flat = [c.name for c in port.components if not c.shape]
+    flat = [c.name for c in port.components if not c.batched]
     if flat:
         raise ValueError(
             "%s: a map-style dataset gives one sample per row, but component(s) %s have no batch "
@@ -252,7 +252,7 @@ def _sampler(port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, sta
         )
     try:
         sampler = Sampler(
-            len(arrays[0]) if arrays else len(dataset),
+            len(arrays[0]) if arrays else dataset_length(dataset, where),
             sizes.pop(),
             shuffle,
             seed,

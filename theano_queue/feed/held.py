@@ -26,7 +26,7 @@ import numpy as np
 from .. import schema
 from ..errors import QueueError
 from ..target import gib
-from .arrays import ArrayProducer
+from .arrays import HELD, ArrayProducer
 
 
 def held_form(array: np.ndarray, component, queue_name: str = "") -> np.ndarray:
@@ -70,7 +70,7 @@ class HeldArrayProducer(ArrayProducer):
             )
         held = [held_form(a, c, port.name) for a, c in zip(arrays, port.components)]
         super().__init__(feeder, port, held, sampler, cursor)
-        self.mechanism = self.gather = "device"
+        self.mechanism = self.gather = HELD
         self.attached = False
 
     def start(self) -> None:
@@ -84,7 +84,7 @@ class HeldArrayProducer(ArrayProducer):
 
     def upload(self) -> None:
         """The engine copies the arrays into device memory (it refuses, with the sizes, what does not fit)."""
-        self.port._ring.gather_on_device(self.arrays, "device")
+        self.port._ring.gather_on_device(self.arrays, HELD)
 
     def refusal(self, exc: BaseException) -> ValueError:
         sizes = [held_bytes(a) for a in self.arrays]
@@ -96,7 +96,7 @@ class HeldArrayProducer(ArrayProducer):
         )
 
     def gather_on_device(self) -> str:
-        return "device"  # attached by start()
+        return HELD  # attached by start()
 
     def gather_on_host(self) -> None:
         """Frees the device copy, once the gathers in flight are done."""

@@ -130,7 +130,8 @@ def samples_hint(components, element) -> str:
         values = element_in_order(components, element, "")
     except (TypeError, ValueError):
         return ""
-    if all(np.ndim(v) == len(c.shape) - 1 for c, v in zip(components, values) if c.shape):
+    # A variable-length component's value may be a list of rows of their own lengths: no ndim to ask numpy for.
+    if all(np.ndim(v) == len(c.shape) - 1 for c, v in zip(components, values) if c.shape and not c.variable_axes):
         return (
             "this looks like one sample: an iterable, a list too, gives whole batches, each with the batch axis; "
             "for samples, stack them (Feeder(q, (x, y)), an array dataset) or give an object with __len__ and "

@@ -54,7 +54,7 @@ def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
                 % (where, names, sorted(dataset))
             )
         arrays = [dataset[name] for name in names]
-    elif isinstance(dataset, tuple) and dataset and all(isinstance(v, np.ndarray) for v in dataset):
+    elif isinstance(dataset, tuple) and is_arrays(dataset):
         if len(dataset) != len(components):
             raise ValueError(  # worded as element_in_order words an element of the wrong count
                 "Queue %r: expected %d components (%s), got %d array%s: an array dataset has one array per "
@@ -64,10 +64,16 @@ def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
     else:
         return None
     for component, array in zip(components, arrays):
-        if not component.shape:
+        if not component.batched:
             raise ValueError(
                 "%s: component %r has no batch axis: an array dataset gives every component rows"
                 % (where, component.name)
+            )
+        if not isinstance(array, np.ndarray):  # a numpy scalar beside arrays: one value, not one per row
+            raise ValueError(
+                "%s: an array dataset holds rows of every component; got a numpy %s scalar: give an array with one "
+                "value per row, e.g. np.full(%d, value)"
+                % (schema.where(queue_name, component), array.dtype, next((len(a) for a in arrays if np.ndim(a)), 1))
             )
         schema.component_value(component, array, queue_name)
         if array.ndim != len(component.shape) or array.shape[1:] != tuple(component.shape[1:]):
@@ -75,13 +81,27 @@ def array_sources(dataset: Any, components, queue_name: str) -> Optional[list]:
                 "%s: expected rows of shape %s (the component's without its batch axis), got an array of shape %s"
                 % (schema.where(queue_name, component), tuple(component.shape[1:]), array.shape)
             )
-    lengths = {len(a) for a in arrays}
-    if len(lengths) != 1:
-        raise ValueError(
-            "%s: the arrays of an array dataset share their leading axis; got %s"
-            % (where, ", ".join("%s: %d rows" % (c.name, len(a)) for c, a in zip(components, arrays)))
-        )
+    schema.check_rows(queue_name, [(c.name, len(a)) for c, a in zip(components, arrays)])
     return arrays
+
+
+def is_arrays(dataset: tuple) -> bool:
+    """True for a tuple of numpy arrays (an array dataset), numpy scalars among them: a tuple that holds one
+    value per component is one dataset, checked at once, never a list of batches each refused at the consumer."""
+    return any(isinstance(v, np.ndarray) for v in dataset) and all(
+        isinstance(v, (np.ndarray, np.generic)) for v in dataset
+    )
+
+
+def dataset_length(dataset: Any, where: str) -> int:
+    """``len(dataset)`` of a map-style dataset; TypeError naming its ``__len__`` when that gives no count."""
+    given = type(dataset).__len__(dataset)
+    if isinstance(given, bool) or not isinstance(given, (int, np.integer)) or given < 0:
+        raise TypeError(
+            "%s: len(dataset) gave %r: %s.__len__ must return the number of samples, an int >= 0"
+            % (where, given, type(dataset).__name__)
+        )
+    return int(given)
 
 
 def stream(dataset: Any, epochs: Optional[int], skip: int = 0, timer=None) -> Iterator[Any]:
@@ -92,11 +112,14 @@ def stream(dataset: Any, epochs: Optional[int], skip: int = 0, timer=None) -> It
     element of the epochs laid end to end, starting at its ``id``.  Other
     iterables split themselves.
 
-    The left-out elements are still produced (an iterable cannot jump).  A
-    pass that yields nothing ends the stream.  With ``timer``, the time spent
-    inside the dataset's ``next()`` is added to ``timer.busy``.
+    The left-out elements are still produced (an iterable cannot jump); an
+    iterable that ends before ``skip`` of them raises :func:`past_the_end`'s
+    ValueError, as a list's state is refused before the run.  A pass that
+    yields nothing ends the stream.  With ``timer``, the time spent inside
+    the dataset's ``next()`` is added to ``timer.busy``.
     """
     me, count = worker_info()
+    given = 0  # elements the iterable gave, skipped ones included
     if isinstance(dataset, (list, tuple)) and count > 1:
         # A list cannot split itself: worker `me` takes elements me, me + count, ... of all the epochs
         # one after another, so that the workers taking turns give the list's order back.
@@ -127,6 +150,7 @@ def stream(dataset: Any, epochs: Optional[int], skip: int = 0, timer=None) -> It
                 if timer is not None:
                     timer.busy += time.perf_counter() - started
             empty = False
+            given += 1
             if skip:
                 skip -= 1
                 continue
@@ -136,8 +160,22 @@ def stream(dataset: Any, epochs: Optional[int], skip: int = 0, timer=None) -> It
             del element
             yield box.pop()
         if empty:
-            return
+            break
         epoch += 1
+    if skip:
+        raise past_the_end([(me, given + skip, given)])
+
+
+def past_the_end(streams) -> ValueError:
+    """A saved state that resumes past the run's end: ``streams`` holds (stream, consumed, elements it gives)."""
+    return ValueError(
+        "the state's consumed lies past this run's end: it was saved from another dataset or more epochs, and "
+        "resuming would give an empty run:"
+        + "".join(
+            "\n  stream %d: consumed=%d, but this run gives it %d element(s): at most %d" % (me, c, n, n)
+            for me, c, n in streams
+        )
+    )
 
 
 class BucketError(ValueError):

@@ -10,6 +10,7 @@ from typing import Any, Deque, List, Optional
 import numpy as np
 
 from ..sampler import STATE_VERSION
+from .sources import past_the_end
 
 
 def iterable_state(consumed) -> dict:
@@ -63,16 +64,9 @@ def iterable_skips(state: Any, streams: int, lengths: Optional[List[int]] = None
             % (len(consumed), streams)
         )
     if lengths is not None:
-        wrong = [
-            "\n  stream %d: consumed=%d, but this run gives it %d element(s): at most %d" % (me, c, n, n)
-            for me, (c, n) in enumerate(zip(consumed, lengths))
-            if c > n
-        ]
+        wrong = [(me, c, n) for me, (c, n) in enumerate(zip(consumed, lengths)) if c > n]
         if wrong:
-            raise ValueError(
-                "the state's consumed lies past this run's end: it was saved from another dataset or more "
-                "epochs, and resuming would give an empty run:" + "".join(wrong)
-            )
+            raise past_the_end(wrong)
     return [int(c) for c in consumed]
 
 

@@ -27,6 +27,7 @@ from .. import (
     QueueTimeout,
     Trace,
     monitor,
+    own,
     upto,
     worker_info,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "Feeder",
     "Component",
     "upto",
+    "own",
     "Padded",
     "worker_info",
     "monitor",

@@ -159,7 +159,7 @@ class Enqueue(QueueCOp):
         return Apply(self, [token, *checked], [tensor.lscalar()])
 
     def perform(self, node, inputs, outputs):
-        outputs[0][0] = np.asarray(self.ring(inputs[0]).put(inputs[1:]), dtype="int64")
+        outputs[0][0] = np.asarray(self.ring(inputs[0]).put(inputs[1:], op=type(self).__name__), dtype="int64")
 
     def c_code(self, node, name, inputs, outputs, sub):
         return """{
