@@ -17,7 +17,11 @@
 Importing this module makes Keras 2.3.1 importable on Python 3.10+ (it reads
 ``collections.Iterable``, ``Mapping`` and ``Sequence``, which moved to
 ``collections.abc``) and selects its Theano backend where
-``KERAS_BACKEND`` is unset.  doc/keras.rst is the guide.
+``KERAS_BACKEND`` is unset.  Keras picks its backend once, at its first
+import, and picks TensorFlow on a machine without ``~/.keras/keras.json``:
+import this module before ``keras``, or set ``KERAS_BACKEND=theano`` where
+something else imports Keras first (a test suite, a notebook).
+doc/keras.rst is the guide.
 """
 
 import collections
