@@ -11,6 +11,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(os.path.dirname(HERE), "doc")
+RECORD = os.path.join(DOC, "bench", "results.json")  # the figures of record, which the docs quote
 
 INTRO = """\
 Benchmarks
@@ -98,9 +99,12 @@ README_FIGURES = (
 
 
 def quoted(run):
-    """``{name: text}`` of every figure the guides may quote, from ``run`` (a results.json)."""
-    by_number = {s["number"]: s for s in run["scenarios"]}
-    return {name: text(by_number[number]) for name, number, _, text in QUOTED}
+    """``{name: text}`` of every figure the guides may quote, from ``run`` (a results.json); a scenario the run
+    did not measure (``--only``, skipped, failed) gives ``(not measured)``."""
+    by_number = {s["number"]: s for s in run["scenarios"] if "rows" in s}
+    return {
+        name: text(by_number[number]) if number in by_number else "(not measured)" for name, number, _, text in QUOTED
+    }
 
 
 def substitutions(run):
@@ -279,18 +283,19 @@ def render(run):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    path = argv[0] if argv else os.path.join(DOC, "bench", "results.json")
+    path = argv[0] if argv else RECORD
     with open(path) as f:
         run = json.load(f)
     with open(os.path.join(DOC, "benchmarks.rst"), "w") as f:
         f.write(render(run))
     print("wrote", os.path.join(DOC, "benchmarks.rst"))
-    readme = os.path.join(os.path.dirname(DOC), "README.rst")
-    with open(readme) as f:
-        text = readme_with_figures(f.read(), run)
-    with open(readme, "w") as f:
-        f.write(text)
-    print("wrote", readme, "(its figures)")
+    if os.path.abspath(path) == RECORD:  # the figures of record: the README quotes them
+        readme = os.path.join(os.path.dirname(DOC), "README.rst")
+        with open(readme) as f:
+            text = readme_with_figures(f.read(), run)
+        with open(readme, "w") as f:
+            f.write(text)
+        print("wrote", readme, "(its figures)")
 
 
 if __name__ == "__main__":

@@ -214,3 +214,25 @@ def test_index_names_every_audience_first_and_lists_the_guides_before_design_and
         assert audience in opening, audience
     pages = re.findall(r"^   (\w+)$", index, flags=re.M)
     assert pages[:5] == ["tutorial", "pytensor", "pymc", "keras", "api"] and pages[5:] == ["design", "benchmarks"]
+
+
+def test_the_report_rewrites_the_readmes_figures_from_the_record_alone(tmp_path, monkeypatch):
+    """bench/run.py --out other.json --only 9 renders its own page; the README keeps quoting the record."""
+    report = bench_report()
+    doc = tmp_path / "doc"
+    (doc / "bench").mkdir(parents=True)
+    monkeypatch.setattr(report, "DOC", str(doc))
+    monkeypatch.setattr(report, "RECORD", str(doc / "bench" / "results.json"))
+    monkeypatch.setattr(report, "chart", lambda run, path: False)
+    (tmp_path / "README.rst").write_text("A page quoting |cpu_dequeue_us|.\n")
+    partial = {key: value for key, value in results().items() if key != "merged"}
+    partial["scenarios"] = [s for s in partial["scenarios"] if s["number"] == 9]
+    (tmp_path / "other.json").write_text(json.dumps(partial))
+    report.main([str(tmp_path / "other.json")])
+    assert (tmp_path / "README.rst").read_text() == "A page quoting |cpu_dequeue_us|.\n"
+    assert "(not measured)" in (doc / "benchmarks.rst").read_text()  # what the partial run did not measure
+    (doc / "bench" / "results.json").write_text(json.dumps(partial))
+    report.main([str(doc / "bench" / "results.json")])
+    readme = (tmp_path / "README.rst").read_text()
+    assert readme.startswith("A page quoting |cpu_dequeue_us|.\n\n.. The figures quoted above")
+    assert ".. |cpu_dequeue_us| replace:: %s\n" % report.quoted(partial)["cpu_dequeue_us"] in readme
