@@ -29,7 +29,7 @@ PACKAGE_SRC := $(wildcard theano_queue/*.py theano_queue/*/*.py c_code/*/*.c c_c
 C_STYLED    := $(filter-out c_code/generated/%,$(wildcard c_code/*/*.c c_code/*/*.h c_code/*/*.cu tests/c/*.c tests/c/*.h))
 CLANG_FORMAT ?= clang-format
 
-.PHONY: test test-pytensor test-pymc lint format demo bench doc deps pytensor-deps pymc-deps clean
+.PHONY: test test-pytensor test-pymc lint format demo bench doc wheel deps pytensor-deps pymc-deps clean
 # Style and types: ruff (ruff.toml), clang-format (.clang-format), mypy (setup.cfg, theano_queue/_engine.pyi).
 LINT = $(PY) -m ruff check . && $(PY) -m ruff format --check . && $(CLANG_FORMAT) --dry-run -Werror $(C_STYLED) \
        && $(PY) -m mypy --cache-dir build/mypy
@@ -39,16 +39,27 @@ LINT = $(PY) -m ruff check . && $(PY) -m ruff format --check . && $(CLANG_FORMAT
 PYTENSOR_TESTS ?= tests/pytensor
 pytensor_pytest = PYTHONSAFEPATH=1 $(1) -m pytest -c tests/pytensor/pytest.ini $(PYTEST_ARGS) $(PYTENSOR_TESTS)
 
+# The release's files: an sdist and the wheel built from it (python -m build, in
+# an isolated environment with numpy 2's headers, whatever build/ holds), in
+# build/dist/, checked to hold c_code/ and the engine's stub: a release is
+# `twine upload build/dist/*` away.
+RELEASE = rm -rf build/dist && $(PY) -m build --outdir build/dist . && $(PY) scripts/check_wheel.py build/dist
+# Each suite's skips (tests/support/skip_report.py), listed together at the end of make test.
+SKIPS       := build/skips.jsonl
+
 # Every step runs whatever the ones before it say (a failed test must not hide a
 # broken doc or the other suite); the target still fails when any of them did.
+# It ends by listing every suite's skips by reason, so that a new one is seen.
 test: $(EXT) $(PT_PACKAGE) $(PM_PACKAGE)
-	@status=0; \
+	@status=0; mkdir -p build && rm -f $(SKIPS); export TQ_SKIPS_FILE="$(CURDIR)/$(SKIPS)"; \
 	$(LINT) || status=1; \
 	$(PY) -m pytest $(PYTEST_ARGS) || status=1; \
 	$(PY) -m sphinx -q -b doctest doc doc/_build/doctest || status=1; \
 	$(PY) -m sphinx -q -n -W --keep-going -b html doc doc/_build/html || status=1; \
 	$(call pytensor_pytest,$(PT_PY)) || status=1; \
 	$(call pytensor_pytest,$(PM_PY)) || status=1; \
+	$(RELEASE) || status=1; \
+	$(PY) tests/support/skip_report.py $(SKIPS) || status=1; \
 	exit $$status
 
 test-pytensor: $(PT_PACKAGE)
@@ -77,6 +88,9 @@ bench: $(EXT)
 
 doc: $(EXT)
 	$(PY) -m sphinx -q -b html doc doc/_build/html
+
+wheel: $(STAMP)
+	$(RELEASE)
 
 deps: $(STAMP)
 

@@ -69,8 +69,17 @@ setup(
         "theano": ["theano==1.0.5", "numpy>=1.23,<1.24"],
         # PyMC 5.28 pins PyTensor 2.38.x; 3.0.x is the last series on Python 3.11.
         "pytensor": ["pytensor>=2.38,<3.1"],
-        # ruff is pinned: its formatting is `make lint`'s standard (ruff.toml); mypy checks the package's types.
-        "test": ["pytest>=7", "pytest-timeout>=2", "scikit-learn>=1.2", "ruff==0.17.6", "mypy>=2.4,<3", *RAY],
+        # ruff is pinned: its formatting is `make lint`'s standard (ruff.toml); mypy checks the package's types;
+        # build makes the release's sdist and wheel (make test ends with them: make wheel).
+        "test": [
+            "pytest>=7",
+            "pytest-timeout>=2",
+            "scikit-learn>=1.2",
+            "ruff==0.17.6",
+            "mypy>=2.4,<3",
+            "build>=1",
+            *RAY,
+        ],
         "demo": ["scikit-learn>=1.2"],
         "ray": RAY,
         # A producer of device arrays (examples/gpu_augment.py); builds against a CUDA toolkit.

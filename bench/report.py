@@ -1,5 +1,6 @@
 """Render doc/benchmarks.rst (and the chart doc/_static/benchmarks.png) from a
-results file written by bench/run.py.
+results file written by bench/run.py, and the figures the README and the
+guides quote (:data:`QUOTED`) with it.
 
     python bench/report.py doc/bench/results.json
 """
@@ -10,6 +11,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOC = os.path.join(os.path.dirname(HERE), "doc")
+RECORD = os.path.join(DOC, "bench", "results.json")  # the figures of record, which the docs quote
 
 INTRO = """\
 Benchmarks
@@ -22,6 +24,108 @@ machine where Theano runs on the GPU; the GPU scenarios are skipped elsewhere)
 and re-render with ``python bench/report.py doc/bench/results.json``.
 
 """
+
+
+def _row(scenario, **match):
+    """The first row of ``scenario`` whose items are ``match``'s."""
+    return next(row for row in scenario["rows"] if all(row.get(k) == v for k, v in match.items()))
+
+
+def _span(values, form):
+    """``low to high`` of ``values`` in ``form``, or one value where they round alike."""
+    low, high = form % min(values), form % max(values)
+    return low if low == high else "%s to %s" % (low, high)
+
+
+# The figures the guides quote: a guide writes |name| (Sphinx gets the definitions from conf.py, README.rst
+# keeps a copy at its end that main() rewrites and tests/cpu/test_docs.py compares), so that no guide quotes a
+# figure this page does not hold, and none goes stale.  (name, scenario, what it is, its text from the scenario)
+QUOTED = [
+    ("pinned_limit", 1, "pinned host-to-device bandwidth, 256 MiB", lambda s: "%.0f GB/s" % _row(s, MiB=256)["GB/s"]),
+    (
+        "registered_share",
+        2,
+        "a registered dataset through the queue, 16 to 256 MiB batches, against that limit",
+        lambda s: (
+            _span([r["x limit"] for r in s["rows"] if r["source"] == "registered" and r["MiB"] >= 16], "%.3f") + " x"
+        ),
+    ),
+    (
+        "balanced_step",
+        3,
+        "a queue-fed step whose compute and transfer take about as long, against max(compute, transfer)",
+        lambda s: "%.2f x" % _row(s, what="theano_queue: both")["x max"],
+    ),
+    (
+        "numpy_step",
+        3,
+        "the same step as a theano.function given the numpy batches",
+        lambda s: "%.1f x" % _row(s, what="theano.function given numpy")["x max"],
+    ),
+    (
+        "gpu_dequeue_us",
+        5,
+        "host time of a GPU dequeue of a ready batch",
+        lambda s: "%.1f us" % _row(s, what="function that dequeues a ready batch")["dequeue overhead us"],
+    ),
+    (
+        "cpu_dequeue_us",
+        9,
+        "host time of a CPU dequeue of a ready batch",
+        lambda s: "%.1f us" % _row(s, what="function that dequeues a ready batch")["dequeue overhead us"],
+    ),
+    (
+        "workers_vs_pytorch",
+        11,
+        "worker processes' samples/s against PyTorch's DataLoader(pin_memory=True), 1 to 14 workers",
+        lambda s: _span([r["ours / PyTorch"] for r in s["rows"] if "ours / PyTorch" in r], "%.1f") + " x",
+    ),
+    (
+        "small_step_array",
+        19,
+        "a 256x784 MLP step fed by an array dataset, against the step on resident data",
+        lambda s: "%.2f x" % _row(s, step="256x784", part="array")["x resident"],
+    ),
+    (
+        "held_gather",
+        22,
+        "a shuffled gather from a dataset held on the GPU (device=True), against the PCIe limit",
+        lambda s: "%.0f x" % next(r["x PCIe"] for r in s["rows"] if "x PCIe" in r),
+    ),
+]
+README_FIGURES = (
+    ".. The figures quoted above, from doc/bench/results.json: written by bench/report.py, checked by tests."
+)
+
+
+def quoted(run):
+    """``{name: text}`` of every figure the guides may quote, from ``run`` (a results.json); a scenario the run
+    did not measure (``--only``, skipped, failed) gives ``(not measured)``."""
+    by_number = {s["number"]: s for s in run["scenarios"] if "rows" in s}
+    return {
+        name: text(by_number[number]) if number in by_number else "(not measured)" for name, number, _, text in QUOTED
+    }
+
+
+def substitutions(run):
+    """reStructuredText definitions of the quoted figures: ``.. |name| replace:: text``, one a line."""
+    return "".join(".. |%s| replace:: %s\n" % item for item in quoted(run).items())
+
+
+def quoted_table(run):
+    """The quoted figures as this page lists them: name, text, scenario, what."""
+    texts = quoted(run)
+    rows = [
+        {"quoted as": "``|%s|``" % name, "figure": texts[name], "scenario": fmt(number), "what": what}
+        for name, number, what, _ in QUOTED
+    ]
+    return list_table(rows)
+
+
+def readme_with_figures(readme, run):
+    """README.rst's text with its closing definitions of the quoted figures made ``run``'s."""
+    head = readme.split(README_FIGURES)[0].rstrip("\n")
+    return "%s\n\n%s\n\n%s" % (head, README_FIGURES, substitutions(run))
 
 
 def fmt(value):
@@ -153,6 +257,12 @@ def render(run):
             "step against the baselines\n\n"
         )
     parts += ["Summary\n-------\n\n", summary(run), "\n"]
+    parts += [
+        "Figures the guides quote\n------------------------\n\n",
+        "The README and the guides quote these figures of the run by name (``|name|``), never by hand:\n\n",
+        quoted_table(run),
+        "\n",
+    ]
     for s in run["scenarios"]:
         title = "%s. %s" % (fmt(s["number"]), s["title"])
         parts.append("%s\n%s\n\n" % (title, "-" * len(title)))
@@ -173,12 +283,19 @@ def render(run):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    path = argv[0] if argv else os.path.join(DOC, "bench", "results.json")
+    path = argv[0] if argv else RECORD
     with open(path) as f:
         run = json.load(f)
     with open(os.path.join(DOC, "benchmarks.rst"), "w") as f:
         f.write(render(run))
     print("wrote", os.path.join(DOC, "benchmarks.rst"))
+    if os.path.abspath(path) == RECORD:  # the figures of record: the README quotes them
+        readme = os.path.join(os.path.dirname(DOC), "README.rst")
+        with open(readme) as f:
+            text = readme_with_figures(f.read(), run)
+        with open(readme, "w") as f:
+            f.write(text)
+        print("wrote", readme, "(its figures)")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Autodoc imports the package, which imports Theano: no GPU is needed.
 """
 
 import inspect
+import json
 import os
 import re
 import sys
@@ -48,6 +49,13 @@ autodoc_typehints = "none"
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
+
+# The figures the guides quote, by name (|gpu_dequeue_us|, ...), rendered from the benchmarks' results as
+# doc/benchmarks.rst is (bench/report.py's QUOTED): a guide never holds a figure of its own.
+with open(os.path.join(HERE, "bench", "results.json")) as _results:
+    from bench.report import substitutions
+
+    rst_epilog = substitutions(json.load(_results))
 
 master_doc = "index"
 exclude_patterns = ["_build", "bench"]  # bench/notes.rst is pasted into benchmarks.rst by bench/report.py

@@ -17,6 +17,11 @@ built with gcc), ``gpu/`` (a real GPU: every test there is marked ``gpu``);
   seconds the tests assert (:mod:`timing`).  Unset, it is the load average
   per core when the run starts, at least 1: a run on a machine shared with
   others waits longer instead of failing.  Subprocesses inherit it.
+* **Clients.**  Keras's backend is Theano's, set before any test imports
+  Keras (on a machine without ``~/.keras/keras.json`` Keras picks
+  TensorFlow).  An installed client (:mod:`clients`) whose tests all skip
+  fails the run, and the run ends with its skips counted by reason
+  (:mod:`skip_report`).
 """
 
 import os
@@ -49,7 +54,11 @@ os.environ["THEANO_FLAGS"] = _theano_flags(os.environ.get("THEANO_FLAGS", "float
 os.environ.setdefault("TQ_TEST_TIME_SCALE", str(_load_scale()))
 
 import pytest  # noqa: E402
+from clients import set_keras_backend  # noqa: E402
+from skip_report import pytest_sessionfinish, pytest_terminal_summary  # noqa: E402, F401  (the plugin's hooks)
 from timing import SCALE  # noqa: E402
+
+set_keras_backend()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -17,7 +17,11 @@
 Importing this module makes Keras 2.3.1 importable on Python 3.10+ (it reads
 ``collections.Iterable``, ``Mapping`` and ``Sequence``, which moved to
 ``collections.abc``) and selects its Theano backend where
-``KERAS_BACKEND`` is unset.  doc/keras.rst is the guide.
+``KERAS_BACKEND`` is unset.  Keras picks its backend once, at its first
+import, and picks TensorFlow on a machine without ``~/.keras/keras.json``:
+import this module before ``keras``, or set ``KERAS_BACKEND=theano`` where
+something else imports Keras first (a test suite, a notebook).
+doc/keras.rst is the guide.
 """
 
 import collections
@@ -33,6 +37,7 @@ import keras  # noqa: E402  (after the aliases and the backend it needs)
 from keras import backend as K  # noqa: E402
 
 from .errors import QueueClosed  # noqa: E402
+from .ops import Dequeue  # noqa: E402
 
 if K.backend() != "theano":
     raise ImportError(
@@ -157,6 +162,51 @@ if not getattr(keras.Model._make_train_function, "_tq_integer_inputs", False):
     keras.Model._make_train_function = _train_function_naming_integer_inputs(keras.Model._make_train_function)
 
 
+def feeding_queue(model):
+    """The name of the queue whose dequeued variables ``model``'s inputs are, or None."""
+    from theano.gof.graph import ancestors
+
+    for variable in ancestors(list(model.inputs)):
+        if variable.owner is not None and isinstance(variable.owner.op, Dequeue):
+            return variable.owner.op.queue_name
+    return None
+
+
+def numpy_data_message(model, error):
+    """What to say where Keras refused numpy arrays ("expected no data") for a model fed by a queue: its twin
+    takes them.  None for other errors and other models."""
+    queue = feeding_queue(model) if "expected no data" in str(error) else None
+    if queue is None:
+        return None
+    return (
+        "Keras model %r takes its data from Queue %r (keras.Input(tensor=...) of its dequeued variables): it takes "
+        "no numpy arrays in evaluate, predict, *_on_batch or fit's validation_data.  Use a model that shares its "
+        "layers and takes arrays: tqk.numpy_twin(model).evaluate(X, Y) or tqk.numpy_twin(model).predict(X), and "
+        "fit(..., callbacks=[tqk.HeldOut((X_val, Y_val))]) for validation (import theano_queue.keras as tqk; "
+        "doc/keras.rst)" % (model.name, queue)
+    )
+
+
+def _standardize_naming_the_twin(standardize_user_data):
+    def wrapped(self, *args, **kwargs):
+        try:
+            return standardize_user_data(self, *args, **kwargs)
+        except ValueError as error:
+            message = numpy_data_message(self, error)
+            if message is None:
+                raise
+            raise ValueError(message) from error
+
+    wrapped._tq_numpy_twin = True
+    return wrapped
+
+
+if not getattr(keras.Model._standardize_user_data, "_tq_numpy_twin", False):
+    # Every Keras call that takes arrays checks them here first: where the model takes its data from a queue, the
+    # refusal points to the twin instead of printing the array it refused.
+    keras.Model._standardize_user_data = _standardize_naming_the_twin(keras.Model._standardize_user_data)
+
+
 def numpy_twin(model, compile=True):
     """A model with ``model``'s layers (its weights, shared) whose inputs are placeholders for numpy.
 
@@ -191,8 +241,9 @@ class HeldOut(keras.callbacks.Callback):
 
     ``fit(..., callbacks=[tqk.HeldOut((X_val, Y_val))])`` evaluates the
     model's :func:`numpy_twin` on the arrays at each epoch's end and puts
-    ``val_loss`` and ``val_<metric>`` in that epoch's logs (so the History,
-    ``EarlyStopping`` and ``ModelCheckpoint`` after it see them).
+    ``val_loss`` and ``val_<metric>`` in that epoch's logs: on Keras's epoch
+    line, as ``validation_data``'s are, and in the History, ``EarlyStopping``
+    and ``ModelCheckpoint`` after it.
     """
 
     def __init__(self, data, batch_size=256):
@@ -200,16 +251,52 @@ class HeldOut(keras.callbacks.Callback):
         self.data = data
         self.batch_size = batch_size
         self._twin = None
+        self._evaluated = None  # the epoch whose figures are in its logs
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_train_begin(self, logs=None):
+        # Keras's progress bar shows the names in params["metrics"] (shared by every callback of this fit), and
+        # runs before the user's callbacks: it asks this one for its figures first (_progbar_showing_held_out).
+        names = ["val_" + name for name in self.model.metrics_names]
+        metrics = self.params.setdefault("metrics", [])
+        metrics.extend(name for name in names if name not in metrics)
+        self._evaluated = None
+        held = getattr(self.model, "_tq_held_out", [])
+        self.model._tq_held_out = held + [self] if self not in held else held
+
+    def on_train_end(self, logs=None):
+        self.model._tq_held_out = [held for held in getattr(self.model, "_tq_held_out", []) if held is not self]
+
+    def evaluate_into(self, epoch, logs):
+        """Puts the held-out figures of ``epoch`` into its ``logs``, once."""
+        if self._evaluated == epoch or logs is None:
+            return
         if self._twin is None:
             self._twin = numpy_twin(self.model)
         x, y = self.data
         values = self._twin.evaluate(x, y, batch_size=self.batch_size, verbose=0)
         values = values if isinstance(values, list) else [values]
-        if logs is not None:
-            for name, value in zip(self._twin.metrics_names, values):
-                logs["val_" + name] = value
+        for name, value in zip(self._twin.metrics_names, values):
+            logs["val_" + name] = value
+        self._evaluated = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.evaluate_into(epoch, logs)  # without a progress bar (verbose=0), here
+
+
+def _progbar_showing_held_out(on_epoch_end):
+    def wrapped(self, epoch, logs=None):
+        for held in getattr(self.model, "_tq_held_out", ()):
+            held.evaluate_into(epoch, logs)
+        return on_epoch_end(self, epoch, logs)
+
+    wrapped._tq_held_out = True
+    return wrapped
+
+
+if not getattr(keras.callbacks.ProgbarLogger.on_epoch_end, "_tq_held_out", False):
+    # The epoch line is printed by ProgbarLogger, which Keras puts before the user's callbacks: HeldOut's figures
+    # must be in the logs by then to be on it.
+    keras.callbacks.ProgbarLogger.on_epoch_end = _progbar_showing_held_out(keras.callbacks.ProgbarLogger.on_epoch_end)
 
 
 __all__ = ["QueueEnd", "numpy_twin", "HeldOut"]

@@ -31,6 +31,15 @@ def static_shapes(components, lengths=False):
     return shapes
 
 
+def output_names(components, lengths=False):
+    """The names of a dequeue's variables, in the order it gives them: each component's, then
+    ``<name>_lengths`` for each variable-length one's row lengths."""
+    names = [c.name for c in components]
+    if lengths:
+        names += [c.name + "_lengths" for c in components if c.variable_axes]
+    return names
+
+
 class Queue:
     """A bounded FIFO of elements, each one batch of every component.
 
@@ -152,7 +161,9 @@ class Queue:
         ``x1`` takes one element per call.  To take an element and discard
         it, use its value somewhere, e.g. return it.
 
-        Each variable's ``_keras_shape`` is its static shape, ``None`` where
+        Each variable is named after its component (``tokens_lengths`` for
+        row lengths), so that Theano's and Keras's messages name it.  Its
+        ``_keras_shape`` is its static shape, ``None`` where
         an element's extent varies (the batch axis, variable-length axes):
         what Keras's ``Input(tensor=x)`` reads (doc/keras.rst).
         """
@@ -162,9 +173,13 @@ class Queue:
         # One node for the whole element: a function that uses any of its outputs takes one element.
         engine = graph.dequeue(self, next(self._tokens))
         outputs = self._layout.graph_outputs(engine, lengths, graph)
-        for variable, shape in zip(outputs, static_shapes(self.components, lengths)):
+        for variable, shape, name in zip(
+            outputs, static_shapes(self.components, lengths), output_names(self.components, lengths)
+        ):
             # Keras's Theano backend reads a tensor's shape from this attribute alone: Input(tensor=x) needs it.
             variable._keras_shape = shape
+            # Named after its component, so that messages about the graph (Theano's, Keras's) name it.
+            variable.name = name
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def enqueue(self, *variables, lengths=None):

@@ -1,9 +1,13 @@
 """The README's examples run, and print what the README says; the epoch idioms it documents hold."""
 
 import doctest
+import importlib.util
+import json
 import os
+import re
 
 import numpy as np
+import pytest
 
 import theano_queue as tq
 
@@ -84,3 +88,151 @@ def test_every_tutorial_block_runs_pasted_alone_in_order(capsys):
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
         runner.run(test, clear_globs=False)
         assert runner.failures == 0, "the doctest block at tutorial.rst:%d (its report above)" % line
+
+
+# ---- the docs in two layers (issue 41.5): guides say what to do, the benchmarks page holds what was measured ----
+
+# The pages a user reads to learn what to do.  doc/pymc.rst is a guide too: it joins GUIDES once its measurement
+# history has moved to doc/bench/notes.rst.
+GUIDES = ["README.rst", "doc/index.rst", "doc/tutorial.rst", "doc/keras.rst", "doc/pytensor.rst", "doc/api.rst"]
+USER_PAGES = GUIDES + ["doc/design.rst"]
+# A commit's abbreviated or full hash: 7 to 40 hex digits, with a digit and a letter among them.
+COMMIT = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w/-])")
+# A figure as measurements are written: a number with a time, a rate or a ratio ("9.0 us", "55 GB/s", "1.3 to
+# 1.7 x", "6x"; not a shape such as "500 x 256").
+FIGURE = re.compile(
+    r"(?<![\w.|-])\d+(?:\.\d+)?(?:\s*(?:-|to)\s*\d+(?:\.\d+)?)?\s*(?:us|µs|ms|GB/s|MB/s|samples/s|x(?!\s*\d)|×)(?![\w/])"
+)
+# Figures a guide may write by hand: the package's own constants, not measurements.
+CONSTANTS = {"50 ms": "a blocked dequeue's wake-up period, for Ctrl-C (tutorial, Ctrl-C)"}
+# Blocks whose text is code or a program's output, not the page's claims.
+LITERAL_DIRECTIVES = ("code-block", "code", "testcode", "testoutput", "doctest", "literalinclude", "image", "option")
+
+
+def read(name):
+    with open(os.path.join(ROOT, name)) as f:
+        return f.read()
+
+
+def results():
+    with open(os.path.join(ROOT, "doc", "bench", "results.json")) as f:
+        return json.load(f)
+
+
+def bench_report():
+    spec = importlib.util.spec_from_file_location("bench_report", os.path.join(ROOT, "bench", "report.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def prose(text):
+    """``(line number, line)`` of a page's own words: no code, program output or inline literal."""
+    skip_deeper_than = None
+    for number, line in enumerate(text.splitlines(), 1):
+        indent = len(line) - len(line.lstrip())
+        if skip_deeper_than is not None:
+            if not line.strip() or indent > skip_deeper_than:
+                continue
+            skip_deeper_than = None
+        directive = re.match(r"\s*\.\. ([\w-]+)::", line)
+        if directive and directive.group(1) in LITERAL_DIRECTIVES:
+            skip_deeper_than = indent
+            continue
+        if line.rstrip().endswith("::") and not re.match(r"\s*\.\. ", line):
+            skip_deeper_than = indent  # a literal block follows
+        if re.match(r"\s*(>>>|\.\.\.) |\.\. \|\w+\| replace::", line):
+            continue  # doctest lines, and the definitions of quoted figures (README.rst's, checked below)
+        yield number, re.sub(r"``.*?``", "``", line)
+
+
+@pytest.mark.parametrize("page", USER_PAGES)
+def test_user_pages_hold_no_commit_hashes(page):
+    found = [(n, line) for n, line in enumerate(read(page).splitlines(), 1) if COMMIT.search(line)]
+    assert not found, "%s cites commits (their history belongs in doc/bench/notes.rst): %s" % (page, found)
+
+
+@pytest.mark.parametrize("page", GUIDES)
+def test_guides_quote_figures_by_name_not_by_hand(page):
+    """A figure typed into a guide goes stale: guides quote the benchmarks' run by name (|name|)."""
+    typed = [
+        "%s:%d: %s" % (page, n, figure.group(0))
+        for n, line in prose(read(page))
+        for figure in FIGURE.finditer(line)
+        if figure.group(0) not in CONSTANTS
+    ]
+    assert not typed, "figures typed by hand (quote them as |name| from bench/report.py's QUOTED): %s" % typed
+
+
+def test_every_figure_the_guides_quote_is_one_the_benchmarks_page_renders():
+    report = bench_report()
+    rendered = report.quoted(results())
+    quoting = [re.sub(r"^\.\. \|\w+\| replace::.*$", "", read(page), flags=re.M) for page in GUIDES]
+    used = {name for text in quoting for name in re.findall(r"\|(\w+)\|", text)}
+    assert used, "no guide quotes a figure"
+    assert used == set(rendered), "quoted but not rendered from results.json: %s; rendered but quoted nowhere: %s" % (
+        sorted(used - set(rendered)),
+        sorted(set(rendered) - used),
+    )
+    # Sphinx takes the definitions from conf.py (rendered when the docs build); README.rst keeps its own copy.
+    readme = read("README.rst")
+    assert readme == report.readme_with_figures(readme, results()), (
+        "README.rst's figures are not results.json's: python bench/report.py doc/bench/results.json rewrites them"
+    )
+    defined = dict(re.findall(r"^\.\. \|(\w+)\| replace:: (.*)$", readme, flags=re.M))
+    assert defined == rendered
+    # The contradiction the issue found: one host time per GPU dequeue, the benchmarks page's.
+    headline = next(s["headline"] for s in results()["scenarios"] if s["number"] == 5)
+    assert rendered["gpu_dequeue_us"] in headline and "|gpu_dequeue_us|" in readme
+
+
+def test_the_benchmarks_page_is_rendered_from_the_results(monkeypatch):
+    """doc/benchmarks.rst (the figures, the quoted table, the notes pasted at its end) is the report of results.json."""
+    report = bench_report()
+    monkeypatch.setattr(report, "chart", lambda run, path: os.path.exists(path))  # the picture is not redrawn
+    assert read("doc/benchmarks.rst") == report.render(results()), (
+        "doc/benchmarks.rst is stale: python bench/report.py doc/bench/results.json"
+    )
+
+
+def test_the_readme_is_valid_restructuredtext():
+    """GitHub and package indexes render it with docutils: every figure it quotes must be defined there."""
+    import io
+
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    warnings = io.StringIO()
+    tree = publish_doctree(read("README.rst"), settings_overrides={"report_level": 2, "warning_stream": warnings})
+    assert not list(tree.findall(nodes.system_message)) and not warnings.getvalue(), warnings.getvalue()
+
+
+def test_index_names_every_audience_first_and_lists_the_guides_before_design_and_benchmarks():
+    index = read("doc/index.rst")
+    opening = index.split(".. code-block::")[0]
+    for audience in ("Theano", "PyTensor", "PyMC", "Keras"):
+        assert audience in opening, audience
+    pages = re.findall(r"^   (\w+)$", index, flags=re.M)
+    assert pages[:5] == ["tutorial", "pytensor", "pymc", "keras", "api"] and pages[5:] == ["design", "benchmarks"]
+
+
+def test_the_report_rewrites_the_readmes_figures_from_the_record_alone(tmp_path, monkeypatch):
+    """bench/run.py --out other.json --only 9 renders its own page; the README keeps quoting the record."""
+    report = bench_report()
+    doc = tmp_path / "doc"
+    (doc / "bench").mkdir(parents=True)
+    monkeypatch.setattr(report, "DOC", str(doc))
+    monkeypatch.setattr(report, "RECORD", str(doc / "bench" / "results.json"))
+    monkeypatch.setattr(report, "chart", lambda run, path: False)
+    (tmp_path / "README.rst").write_text("A page quoting |cpu_dequeue_us|.\n")
+    partial = {key: value for key, value in results().items() if key != "merged"}
+    partial["scenarios"] = [s for s in partial["scenarios"] if s["number"] == 9]
+    (tmp_path / "other.json").write_text(json.dumps(partial))
+    report.main([str(tmp_path / "other.json")])
+    assert (tmp_path / "README.rst").read_text() == "A page quoting |cpu_dequeue_us|.\n"
+    assert "(not measured)" in (doc / "benchmarks.rst").read_text()  # what the partial run did not measure
+    (doc / "bench" / "results.json").write_text(json.dumps(partial))
+    report.main([str(doc / "bench" / "results.json")])
+    readme = (tmp_path / "README.rst").read_text()
+    assert readme.startswith("A page quoting |cpu_dequeue_us|.\n\n.. The figures quoted above")
+    assert ".. |cpu_dequeue_us| replace:: %s\n" % report.quoted(partial)["cpu_dequeue_us"] in readme

@@ -1,18 +1,24 @@
 """Keras 2.3.1 (Theano backend) trained from a queue: theano_queue.keras and examples/keras_mnist.py."""
 
+import re
+
 import numpy as np
 import pytest
+from clients import set_keras_backend, skip_unless_installed
 from helpers import load_example
 
 import theano_queue as tq
 
-pytest.importorskip("keras", reason="Keras 2.3.1 is not installed (scripts/install-deps.sh installs it)")
+# Theano's backend before anything imports Keras (a fresh machine's default is TensorFlow).  Skipped only where
+# Keras is not installed at all: where it is, a failing import fails this module.
+set_keras_backend()
+skip_unless_installed("keras", "scripts/install-deps.sh installs it")
 import theano_queue.keras as tqk  # noqa: E402
 
 # isort: split
-import keras
-from keras import backend as K
-from keras import layers
+import keras  # noqa: E402
+from keras import backend as K  # noqa: E402
+from keras import layers  # noqa: E402
 
 N_FEATURES, BATCH = 6, 8
 
@@ -119,6 +125,39 @@ def test_held_out_puts_validation_metrics_in_each_epochs_logs():
     assert len(history.history["val_loss"]) == len(history.history["val_accuracy"]) == 2
 
 
+@pytest.mark.parametrize("verbose", [1, 2])
+def test_held_out_figures_are_on_keras_epoch_line(capsys, verbose):
+    """As validation_data's are: the line Keras prints at each epoch's end shows them, equal to the History's."""
+    q, model = queue_model(metrics=["accuracy"])
+    with tq.Feeder(q, dataset(4 * BATCH), epochs=2):
+        history = model.fit(
+            epochs=2, steps_per_epoch=4, verbose=verbose, callbacks=[tqk.HeldOut(dataset(32, seed=2)), tqk.QueueEnd(q)]
+        )
+    out = capsys.readouterr().out
+    shown = [float(v) for v in re.findall(r"- val_loss: ([0-9.e+-]+) - val_accuracy: [0-9.]+", out)]
+    assert len(shown) == 2, out
+    assert shown == pytest.approx(history.history["val_loss"], rel=1e-3, abs=1e-4)
+    assert len(history.history["val_loss"]) == 2  # evaluated once an epoch
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda model, x, y: model.evaluate(x, y, verbose=0),
+        lambda model, x, y: model.predict(x),
+        lambda model, x, y: model.train_on_batch(x, y),
+        lambda model, x, y: model.fit(epochs=1, steps_per_epoch=1, validation_data=(x, y), verbose=0),
+    ],
+    ids=["evaluate", "predict", "train_on_batch", "validation_data"],
+)
+def test_numpy_arrays_given_to_a_queue_fed_model_point_to_its_twin(call):
+    q, model = queue_model(metrics=["accuracy"])
+    x, y = dataset(16, seed=3)
+    with pytest.raises(ValueError, match=r"takes its data from Queue 'queue\d+'.*tqk\.numpy_twin\(model\)\.evaluate"):
+        call(model, x, y)
+    assert q.stats()["dequeued"] == 0
+
+
 def test_the_mnist_example_trains_a_cnn_from_a_uint8_queue(capsys):
     # uint8 straight into Conv2D fails in Theano's convolution gradient; the example's cast layer is the fix.
     result = load_example("keras_mnist").main(["--model", "cnn", "--epochs", "2", "--steps-per-epoch", "15"])
@@ -134,7 +173,9 @@ def test_a_uint8_queue_straight_into_conv2d_says_how_to_make_it_floats():
     inputs = keras.Input(tensor=x)
     model = keras.Model(inputs, layers.Dense(2, activation="softmax")(layers.Flatten()(layers.Conv2D(2, 3)(inputs))))
     model.compile("sgd", "sparse_categorical_crossentropy", target_tensors=[y])
-    with pytest.raises(TypeError, match=r"input .* is uint8.*layers.Lambda\(lambda t: K.cast\(t, 'float32'\) / 255"):
+    with pytest.raises(
+        TypeError, match=r"its input 'x' is uint8.*layers.Lambda\(lambda t: K.cast\(t, 'float32'\) / 255"
+    ):
         model.fit(epochs=1, steps_per_epoch=1, verbose=0)
     assert q.stats()["dequeued"] == 0
 

@@ -100,16 +100,33 @@ exit 0
 """
 
 
-# make test's steps, in order, as the stand-in python logs them (its first argument after -m).
-TEST_STEPS = ["ruff", "ruff", "mypy", "pytest", "sphinx", "sphinx", "pytest", "pytest"]
+# make test's steps, in order, as the stand-in python logs them (the module after -m, or the script): lint, the
+# Theano suite, the doctests, the HTML docs, the PyTensor suite twice, the release's wheel and its check, the skips.
+TEST_STEPS = ["ruff", "ruff", "mypy", "pytest", "sphinx", "sphinx", "pytest", "pytest", "build"]
+TEST_STEPS += ["scripts/check_wheel.py", "tests/support/skip_report.py"]
+
+
+def step_name(logged):
+    words = logged.split()
+    return words[1] if words[0] == "-m" else words[0]
 
 
 @pytest.mark.parametrize(
     "failing, status",
-    [("ruff check", 2), ("pytest -q", 2), ("-b doctest", 2), ("-b html", 2), ("pytensor", 2), ("nothing", 0)],
+    [
+        ("ruff check", 2),
+        ("pytest -q", 2),
+        ("-b doctest", 2),
+        ("-b html", 2),
+        ("pytensor", 2),
+        ("-m build", 2),
+        ("check_wheel", 2),
+        ("nothing", 0),
+    ],
 )
 def test_make_test_runs_every_step_whatever_the_others_say(tmp_path, failing, status):
-    """Lint, the Theano suite, both doc builds and the PyTensor suite (twice) each run; make fails when any did."""
+    """Lint, the Theano suite, both doc builds, the PyTensor suite (twice) and the wheel each run; make fails when
+    any did, and ends by listing the skips."""
     checkout = scratch_checkout(tmp_path / "checkout")
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON)
@@ -121,9 +138,13 @@ def test_make_test_runs_every_step_whatever_the_others_say(tmp_path, failing, st
     done = make(checkout, "test", *stand_ins, env={"FAKE_LOG": str(log), "FAIL_STEP": failing}, timeout=60)
     steps = log.read_text().splitlines()
     if failing == "ruff check":  # lint stops at its first failure, the rest still runs
-        assert [step.split()[1] for step in steps] == ["ruff"] + TEST_STEPS[3:], steps
+        assert [step_name(step) for step in steps] == ["ruff"] + TEST_STEPS[3:], steps
+    elif failing == "-m build":  # the check needs the wheel; the skips are still listed
+        assert [step_name(step) for step in steps] == TEST_STEPS[:-2] + TEST_STEPS[-1:], steps
     else:
-        assert [step.split()[1] for step in steps] == TEST_STEPS, steps
+        assert [step_name(step) for step in steps] == TEST_STEPS, steps
         assert "-b doctest" in steps[4] and "-b html" in steps[5]
         assert "tests/pytensor" in steps[6] and "tests/pytensor" in steps[7]  # PyTensor 3.0, then PyMC's 2.38
+        assert steps[8] == "-m build --outdir build/dist ." and steps[9] == "scripts/check_wheel.py build/dist"
+        assert steps[-1] == "tests/support/skip_report.py build/skips.jsonl"
     assert done.returncode == status, (done.stdout, done.stderr)

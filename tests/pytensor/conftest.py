@@ -6,8 +6,14 @@ PyTensor's default) runs their ``perform`` in Numba's object mode.
 """
 
 import os
+import sys
 
 import pytest
+
+# The Theano suite's skip report and installed-client check (tests/support/skip_report.py): PyMC's tests must run
+# where PyMC is installed.  Appended, so that nothing there shadows a module of this suite.
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from skip_report import pytest_sessionfinish, pytest_terminal_summary  # noqa: E402, F401  (the plugin's hooks)
 
 pytensor = pytest.importorskip("pytensor")
 

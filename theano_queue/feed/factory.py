@@ -200,6 +200,13 @@ def _iterable_arguments(dataset, workers, shuffle, shard, drop_last, epochs, sta
             "batches; an iterable yields whole batches already" % where
         )
     if shuffle or _shard(shard, where) != (0, 1) or drop_last:
+        if isinstance(dataset, list) and dataset and all(getattr(a, "ndim", 0) >= 1 for a in dataset):
+            # [X, y]: meant as arrays, taken as a list of batches (issue 41).
+            raise ValueError(
+                "%s: shuffle, shard and drop_last choose the rows of an array dataset; a list of %d arrays "
+                "is taken as an iterable of whole batches: pass a tuple (X, y) for an array dataset, one "
+                "array per component" % (where, len(dataset))
+            )
         raise ValueError(
             "%s: shuffle, shard and drop_last choose the samples of a map-style dataset (__len__ and "
             "__getitem__ giving one sample); an iterable yields whole batches in its own order: split "
