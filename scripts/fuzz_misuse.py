@@ -1,4 +1,5 @@
-"""500 random misuses of Queue, put/get, Feeder and set_stall_warning on a CPU queue: no hang, no raw message.
+"""500 random misuses of Queue, put/get, Feeder and set_stall_warning on a CPU queue: no hang, no raw message;
+then 200 reopen races (reopen_race): no element of one epoch in the next, and none lost or taken twice.
 
     .venv/bin/python -W ignore scripts/fuzz_misuse.py SEED
 
@@ -116,6 +117,83 @@ def case(i):
         q.close(cancel_pending=True)
 
 
+wrong = []  # (case, what): silent wrong data from a reopen race, an element of the last epoch in the next
+
+
+def tagged(n, tag):
+    """n batches of the reopen cases' queue, every value tag * 1000 + i: the tag names the epoch that put it."""
+    return [np.full(4, tag * 1000 + i, "int64") for i in range(n)]
+
+
+def endless(tag):
+    i = 0
+    while True:
+        yield np.full(4, tag * 1000 + i, "int64")
+        i += 1
+
+
+def take_all(q):
+    got = []
+    while True:
+        try:
+            got.append(int(q.get(timeout=10)[0][0]))
+        except tq.QueueClosed:
+            return got
+
+
+def take_some(q, n):
+    for _ in range(n):
+        try:
+            q.get(timeout=10)
+        except tq.QueueClosed:
+            return
+
+
+def reopen_race(i):
+    """An epoch ended at a random point (a reopen while its Feeder runs, a with block left early, a cancel), or
+    fed by two Feeders started one after the other; then the next epoch: it must hold its own elements, once."""
+    q = tq.Queue([("x", "int64", (4,))], capacity=rng.choice([1, 2, 4]), target="cpu")
+    how = rng.choice(["reopen while running", "with block left", "cancel then reopen", "two in sequence"])
+    try:
+        if how == "two in sequence":
+            first = tq.Feeder(q, tagged(rng.randrange(4), 0)).start()
+            if rng.random() < 0.5:
+                first.join(10)
+            second = tq.Feeder(q, tagged(rng.randrange(1, 4), 1)).start()
+            got = take_all(q)
+            want = sorted(int(b[0]) for b in list(first.dataset) + list(second.dataset))
+            if sorted(got) != want:
+                wrong.append((i, how, "took %s, put %s" % (got, want)))
+            first.close()
+            second.close()
+        else:
+            source = endless(0) if rng.random() < 0.5 else tagged(rng.randrange(1, 12), 0)
+            taken = rng.randrange(3)  # a source shorter than that ends the epoch by itself: QueueClosed
+            if how == "with block left":
+                with tq.Feeder(q, source):
+                    take_some(q, taken)
+            else:
+                tq.Feeder(q, source).start()
+                take_some(q, taken)
+                if how == "cancel then reopen":
+                    q.close(cancel_pending=True)
+        try:
+            q.reopen()
+        except tq.QueueError as exc:  # a run that ended on its own left elements: refused, never mixed
+            if "still holds" not in str(exc):
+                raise
+            q.close(cancel_pending=True)
+            q.reopen()
+        with tq.Feeder(q, tagged(3, 9)):
+            got = take_all(q)
+        if got != [9000, 9001, 9002]:
+            wrong.append((i, how, "the next epoch took %s" % got))
+    except (tq.QueueClosed, tq.QueueTimeout) as exc:
+        wrong.append((i, how, "%s: %s" % (type(exc).__name__, exc)))
+    finally:
+        q.close(cancel_pending=True)
+
+
 def main():
     global done
     for i in range(500):
@@ -123,9 +201,16 @@ def main():
         case(i)
         faulthandler.cancel_dump_traceback_later()
         done += 1
-    print("cases", done, "raw", len(raw))
+    for i in range(200):
+        faulthandler.dump_traceback_later(30, exit=True)
+        reopen_race(i)
+        faulthandler.cancel_dump_traceback_later()
+        done += 1
+    print("cases", done, "raw", len(raw), "wrong", len(wrong))
     for r in raw[:20]:
         print(r)
+    for w in wrong[:20]:
+        print(w)
 
 
 if __name__ == "__main__":  # spawned workers import this file again
