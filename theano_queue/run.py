@@ -154,13 +154,12 @@ class QueueRun:
                 return
             self._next_generation()  # from here on the runs still going can neither close nor fail the queue
             self._ring.close(cancel_pending=True)  # wakes their puts and drops what they queued
-        stuck = [m.name for m in running if not m._stopped()]
+        stuck = ["%s (stop_timeout=%g s)" % (m.name, m._stop_timeout) for m in running if not m._stopped()]
         if stuck:
             raise QueueError(
-                "Queue.reopen: queue %r: cannot reopen while %s still runs: it did not stop within its "
-                "stop_timeout (its source is blocked inside next(), __getitem__ or fill). The queue stays closed "
-                "and nothing of that run can reach it; make the source return, then call q.reopen() again"
-                % (self.name, " and ".join(stuck))
+                "Queue.reopen: queue %r: cannot reopen while %s still runs: it did not stop in time (its source "
+                "is blocked inside next(), __getitem__ or fill). The queue stays closed and nothing of that run "
+                "can reach it; make the source return, then call q.reopen() again" % (self.name, " and ".join(stuck))
             )
         self._ring.reopen()
 
