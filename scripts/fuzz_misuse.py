@@ -6,8 +6,10 @@ CASES (1000 by default) are drawn from :data:`KINDS`: misuses of Queue, put/get,
 set_stall_warning; Python integers at and past the edges of every integer dtype, through every entry
 (q.put, an iterable Feeder, a map-style one, variable-length rows, Queue(pad_value=)); elements whose
 components' rows differ, through every entry (q.put of arrays and of lists, q.writer, an iterable
-Feeder, an array dataset, variable-length rows, a compiled Enqueue).  A value the oracle says fits (or
-rows that agree) must come out exactly; one that does not must be refused.  Counted:
+Feeder, an array dataset, variable-length rows, a compiled Enqueue); reopen races (an epoch ended while
+its Feeder runs, or fed by two Feeders in sequence: the next epoch must hold its own elements, each
+once).  A value the oracle says fits (or rows that agree) must come out exactly; one that does not must
+be refused.  Counted:
 
 * silent: accepted, and what came out is not what went in (or should have been refused);
 * refused: refused though it was right (also a defect, counted apart);
@@ -295,7 +297,90 @@ def enqueue(q, x, y):
     theano.function([xs, ys], q.enqueue(xs, ys))(x, y)
 
 
-KINDS = [("misuse", misuse), ("integer edges", integer_edges), ("rows differ", rows_differ)]
+# ---- reopen races ------------------------------------------------------------------------------------
+
+
+def tagged(n, tag):
+    """n batches of the reopen cases' queue, every value tag * 1000 + i: the tag names the epoch that put it."""
+    return [np.full(4, tag * 1000 + i, "int64") for i in range(n)]
+
+
+def endless(tag):
+    i = 0
+    while True:
+        yield np.full(4, tag * 1000 + i, "int64")
+        i += 1
+
+
+def take_all(q):
+    got = []
+    while True:
+        try:
+            got.append(int(q.get(timeout=10)[0][0]))
+        except tq.QueueClosed:
+            return got
+
+
+def take_some(q, n):
+    for _ in range(n):
+        try:
+            q.get(timeout=10)
+        except tq.QueueClosed:
+            return
+
+
+def reopen_race(i):
+    """An epoch ended at a random point (a reopen while its Feeder runs, a with block left early, a cancel), or
+    fed by two Feeders started one after the other; then the next epoch: it must hold its own elements, once.
+    An element of one epoch in the next, or one lost or taken twice, is silent wrong data."""
+    q = tq.Queue([("x", "int64", (4,))], capacity=rng.choice([1, 2, 4]), target="cpu")
+    how = rng.choice(["reopen while running", "with block left", "cancel then reopen", "two in sequence"])
+    try:
+        if how == "two in sequence":
+            first = tq.Feeder(q, tagged(rng.randrange(4), 0)).start()
+            if rng.random() < 0.5:
+                first.join(10)
+            second = tq.Feeder(q, tagged(rng.randrange(1, 4), 1)).start()
+            got = take_all(q)
+            want = sorted(int(b[0]) for b in list(first.dataset) + list(second.dataset))
+            if sorted(got) != want:
+                silent.append((i, how, "took %s, put %s" % (got, want)))
+            first.close()
+            second.close()
+        else:
+            source = endless(0) if rng.random() < 0.5 else tagged(rng.randrange(1, 12), 0)
+            taken = rng.randrange(3)  # a source shorter than that ends the epoch by itself: QueueClosed
+            if how == "with block left":
+                with tq.Feeder(q, source):
+                    take_some(q, taken)
+            else:
+                tq.Feeder(q, source).start()
+                take_some(q, taken)
+                if how == "cancel then reopen":
+                    q.close(cancel_pending=True)
+        try:
+            q.reopen()
+        except tq.QueueError as exc:  # a run that ended on its own left elements: refused, never mixed
+            if "still holds" not in str(exc):
+                raise
+            q.close(cancel_pending=True)
+            q.reopen()
+        with tq.Feeder(q, tagged(3, 9)):
+            got = take_all(q)
+        if got != [9000, 9001, 9002]:
+            silent.append((i, how, "the next epoch took %s" % got))
+    except (tq.QueueClosed, tq.QueueTimeout) as exc:
+        silent.append((i, how, "%s: %s" % (type(exc).__name__, exc)))
+    finally:
+        q.close(cancel_pending=True)
+
+
+KINDS = [
+    ("misuse", misuse),
+    ("integer edges", integer_edges),
+    ("rows differ", rows_differ),
+    ("reopen races", reopen_race),
+]
 
 
 def case(i):

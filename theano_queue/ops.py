@@ -451,12 +451,12 @@ class TheanoGraph(GraphFrontEnd):
     Assert = Assert
 
     def dequeue(self, queue, sequence):
-        token = make_token(queue._ring, queue.name, sequence, queue._target)
-        return Dequeue(queue._layout.engine, queue.name).make_node(token).outputs
+        token = make_token(queue.port.ring, queue.name, sequence, queue.port.target)
+        return Dequeue(queue.port.layout.engine, queue.name).make_node(token).outputs
 
     def enqueue(self, queue, sequence, inputs):
-        token = make_token(queue._ring, queue.name, sequence, queue._target)
-        return Enqueue(queue._layout.engine, queue.name)(token, *inputs)
+        token = make_token(queue.port.ring, queue.name, sequence, queue.port.target)
+        return Enqueue(queue.port.layout.engine, queue.name)(token, *inputs)
 
 
 THEANO = TheanoGraph()

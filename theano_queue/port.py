@@ -2,9 +2,9 @@
 
 A Feeder's thread and producers hold a :class:`Port`, so that a Queue (and
 its Feeder) that the user drops is collected: ``Queue.__del__`` closes the
-ring, and the producer still running ends with QueueClosed.  ``generation``
-counts the queue's reopens: a Feeder started in an earlier one may no
-longer close or fail the queue.
+ring, and the producer still running ends with QueueClosed.  The port's
+:attr:`~Port.run` (theano_queue/run.py) is the one owner of the queue's run:
+the Feeders attached, the reopen count, who closes the queue and when.
 """
 
 import contextlib
@@ -15,6 +15,7 @@ import numpy as np
 from . import device as _device
 from .errors import QueueError
 from .layout import Padded
+from .run import QueueRun
 from .schema import Schema
 from .spec import element_in_order
 
@@ -38,11 +39,18 @@ class Port:
         #: engine applies its array rule itself (its table is the engine's, c_code/engine/tq_scalar.h).
         self.schema = Schema(name, layout.engine)
         ring.batch = layout.engine_batch  # whose rows must agree in an element, and the names they go by
-        self.generation = 0  # reopens so far
-        self.close_when_last = False  # a Feeder that closes the queue is done: the last attached one closes it
-        self.epoch_left = False  # a Feeder's with block was left: the next reopen drops what is left
+        #: The queue's run: attach, generation, close, cancel and reopen (theano_queue/run.py).
+        self.run = QueueRun(name, ring)
 
     on_gpu = property(lambda self: self._target.on_gpu)
+    # What producers and the graph front ends read of the queue; the put path below uses the attributes.
+    ring = property(lambda self: self._ring, doc="The engine's ring (theano_queue._engine.Ring).")
+    layout = property(lambda self: self._layout, doc="How components map onto the engine's (theano_queue/layout.py).")
+    target = property(lambda self: self._target, doc="Where the ring lives (theano_queue/target.py).")
+
+    def pretend_target(self, target):
+        """Queue._pretend_target's seam (tests/support/pretend.py): report ``target``, the ring staying put."""
+        self._target = target
 
     def put(self, element, timeout, stop=None, lengths=None, stream=None):
         """Queue.put; a wait that ``stop`` (an ``_engine.Stop``) ends with Stopped."""
@@ -141,12 +149,6 @@ class Port:
         elif lengths is not None:
             self._layout.refuse_lengths(self.name, "put")
         return _device.put(self._ring, self._layout, values, self.name, timeout, stop, stream, upload, readers)
-
-    def fail(self, exc):
-        self._ring.fail(exc)
-
-    def close(self, cancel_pending=False):
-        self._ring.close(cancel_pending)
 
     @contextlib.contextmanager
     def writer(self, timeout, stop=None):

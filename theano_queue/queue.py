@@ -14,6 +14,11 @@ from .spec import check_queue_name, element_in_order, parse_components
 _names = itertools.count()
 
 
+def default_queue_name():
+    """The name of a queue made without one: queue0, queue1, ... (one count for every front end's queues)."""
+    return "queue%d" % next(_names)
+
+
 def static_shapes(components, lengths=False):
     """The shapes a dequeue's variables are known to have, in the order it gives them: ``None`` on an axis
     whose extent varies from element to element (the batch axis, variable-length axes)."""
@@ -92,31 +97,40 @@ class Queue:
     def __init__(
         self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None, broadcastable=None
     ):
-        self.name = check_queue_name(name) if name is not None else "queue%d" % next(_names)
+        self.name = check_queue_name(name) if name is not None else default_queue_name()
         self.components = parse_components(components, self.name, pad_value, broadcastable)
         # The engine holds variable-length components as fixed ones (theano_queue/layout.py).
         self._layout = Layout(self.components)
         capacity = _target.check_capacity(capacity, self.name)
         where = _target.resolve(target, self.name)
         self._ring = _target.make_ring(where, self.name, self._layout.engine, capacity, timeout)
-        _stall.watch(self)  # a dequeue that waits long says so (theano_queue/stall.py)
+        _stall.watch(self, self._ring)  # a dequeue that waits long says so (theano_queue/stall.py)
         self._tokens = itertools.count()
-        # What producers hold: the ring and the put/writer core, not the Queue (theano_queue/port.py).
+        # What producers hold: the ring, the put/writer core and the run, not the Queue (theano_queue/port.py).
         self._port = Port(self.name, self.components, self._layout, where, self._ring)
-        #: The Feeders attached to this queue (theano_queue/feed/feeder.py): a Feeder appends itself when it
-        #: starts and removes itself when it ends; the queue closes when the last of them is done.
-        self._feeders = []
+
+    @property
+    def port(self):
+        """What Feeders and the graph front ends hold of this queue (:class:`~theano_queue.port.Port`): its ring,
+        layout and target, the put and writer core, and :attr:`~theano_queue.port.Port.run`, the one owner of
+        its run (theano_queue/run.py).  Not needed to use a queue."""
+        return self._port
+
+    @property
+    def feeders(self):
+        """The Feeders attached now: started, and neither done nor left by their ``with`` block."""
+        return [f for f in (m.owner() for m in self._port.run.attached()) if f is not None]
 
     @property
     def _target(self):
         """Where the ring lives (a :class:`~theano_queue.target.Target`), kept by the port producers hold."""
-        return self._port._target
+        return self._port.target
 
     def _pretend_target(self, target):
         """The one test seam for GPU-only Python paths (tests/support/pretend.py): the queue and its port report
         ``target`` while the ring stays where it is, so the Feeder's gather choice and held producers can be
         exercised on a host ring without a GPU.  Not for users: puts and gets still go to the real ring."""
-        self._port._target = target
+        self._port.pretend_target(target)
 
     def __del__(self):
         # The last user reference is gone, but a thread may still be blocked in
@@ -349,34 +363,34 @@ class Queue:
         """No more puts.  Consumers take what is left, then get QueueClosed.
 
         With ``cancel_pending=True`` what is left is dropped and consumers get
-        QueueClosed at once.
+        QueueClosed at once.  Either way the epoch is over: a Feeder started
+        afterwards waits for :meth:`reopen`.
         """
-        self._ring.close(cancel_pending)
+        self._port.run.close(cancel_pending)
 
     def fail(self, exc):
         """Mark the queue failed by ``exc``: consumers get FeederError (``__cause__`` exc) once drained."""
         self._ring.fail(exc)
 
     def reopen(self):
-        """Open a closed (or failed) queue again, for the next epoch.
+        """Start the next epoch: open the queue again, with nothing of the last one in it.
 
-        It must be drained, but for what an epoch left early left behind:
-        the elements still queued when the last Feeder's ``with`` block was
-        left are dropped here, so that none of them reaches the next epoch.
-        Feeders still attached (after ``close(cancel_pending=True)``, say) are
-        stopped and waited for first: nothing they produced lands after the
-        reopen, and they can no longer close or fail the queue.
+        * Feeders still running (the epoch's consumer stopped early, or
+          ``q.close(cancel_pending=True)`` came first) are stopped and waited
+          for, as starting a new DataLoader iterator ends the last one's
+          workers, and what the queue holds is dropped: nothing they produced
+          reaches the next epoch, and they can no longer close or fail the
+          queue.  One that does not stop within its ``stop_timeout`` (a
+          source blocked inside ``next()``) makes this raise QueueError; the
+          queue then stays closed until a later ``reopen()``.
+        * What is left after a Feeder's ``with`` block was left is dropped too.
+        * Otherwise the queue must be drained: elements left by a Feeder that
+          ran out, or put by hand into a closed queue, make this raise
+          QueueError (``q.close(cancel_pending=True)`` drops them).
+
+        An open queue no Feeder fed since the last reopen is left as it is.
         """
-        port = self._port
-        if self.closed:
-            port.generation += 1
-            for feeder in list(self._feeders):
-                feeder._cancel()
-            port.close_when_last = False
-            if port.epoch_left and self.size():
-                self._ring.close(cancel_pending=True)
-        port.epoch_left = False
-        self._ring.reopen()
+        self._port.run.reopen()
 
     @property
     def closed(self):

@@ -40,10 +40,10 @@ def set_stall_warning(seconds: Optional[float]) -> Optional[float]:
 
 def describe(queue, waited: float, waiting: str = "a dequeue") -> str:
     """The warning's text for ``queue`` where ``waiting`` (a dequeue, or a put) has waited ``waited`` seconds."""
-    stats = queue._ring.stats()
-    feeders = list(getattr(queue, "_feeders", ()))
-    producers = len(feeders)
-    doing = ["; %s: %s" % (f.name, f.activity()) for f in feeders if hasattr(f, "activity")]
+    stats = queue.stats()
+    members = queue.port.run.attached()
+    producers = len(members)
+    doing = ["; %s: %s" % (m.name, m.activity()) for m in members]
     if waiting != "a dequeue":
         advice = "Take elements (is the training loop running?), or give the put a timeout to fail instead."
     elif producers:
@@ -71,8 +71,8 @@ def describe(queue, waited: float, waiting: str = "a dequeue") -> str:
     )
 
 
-def watch(queue) -> None:
-    """Have ``queue``'s ring report its stalled dequeues (the queue is held weakly: the ring does not keep it)."""
+def watch(queue, ring) -> None:
+    """Have ``queue``'s ``ring`` report its stalled dequeues (the queue is held weakly: the ring does not keep it)."""
     ref = weakref.ref(queue)
 
     def on_stall(waited: float, put: bool = False) -> None:
@@ -80,7 +80,7 @@ def watch(queue) -> None:
         if alive is not None:
             logger.warning(describe(alive, waited, "a put" if put else "a dequeue"))
 
-    queue._ring.on_stall = on_stall
+    ring.on_stall = on_stall
 
 
 set_stall_warning(DEFAULT_STALL_WARNING_S)

@@ -87,7 +87,7 @@ class Trace:
 
     def start(self) -> "Trace":
         """Start recording the next ``steps`` elements put into the queue."""
-        self.queue._ring.trace_start(self.steps)
+        self.queue.port.ring.trace_start(self.steps)
         self._recording = True
         return self
 
@@ -97,7 +97,7 @@ class Trace:
             self._recording = False
             self.elements = [
                 {"element": element, "slot": slot, "ns": {name: ns for name, ns in zip(EVENTS, times) if ns >= 0}}
-                for element, slot, times in self.queue._ring.trace_stop()
+                for element, slot, times in self.queue.port.ring.trace_stop()
             ]
         return self.elements
 

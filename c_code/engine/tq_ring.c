@@ -273,10 +273,14 @@ static tq_code try_reserve_get(tq_ring *ring, int *slot, int64_t asked, tq_error
         return TQ_OK;
     }
     /* Nothing left, not even a write in flight. */
-    if (ring->state == TQ_STATE_FAILED)
+    if (ring->state == TQ_STATE_FAILED) {
+        ring->end_seen = 1;
         return tq_set_error(err, TQ_FAILED, "failed: %s", ring->error);
-    if (ring->state == TQ_STATE_CLOSED)
+    }
+    if (ring->state == TQ_STATE_CLOSED) {
+        ring->end_seen = 1;
         return tq_set_error(err, TQ_CLOSED, "closed and drained");
+    }
     return TQ_TIMEOUT;
 }
 
@@ -526,8 +530,10 @@ static void drop_ready(tq_ring *ring)
 void tq_ring_close(tq_ring *ring, int cancel)
 {
     pthread_mutex_lock(&ring->lock);
-    if (ring->state == TQ_STATE_OPEN)
+    if (ring->state == TQ_STATE_OPEN) {
         ring->state = TQ_STATE_CLOSED;
+        ring->end_seen = 0;
+    }
     if (cancel) {
         ring->cancelled = 1;
         drop_ready(ring);
@@ -560,11 +566,22 @@ tq_code tq_ring_reopen(tq_ring *ring, tq_error *err)
         } else {
             ring->state = TQ_STATE_OPEN;
             ring->cancelled = 0;
+            ring->end_seen = 0;
             ring->error[0] = '\0';
         }
     }
     pthread_mutex_unlock(&ring->lock);
     return code;
+}
+
+int tq_ring_resume(tq_ring *ring)
+{
+    pthread_mutex_lock(&ring->lock);
+    int resumed = ring->state == TQ_STATE_CLOSED && !ring->cancelled && !ring->end_seen;
+    if (resumed)
+        ring->state = TQ_STATE_OPEN;
+    pthread_mutex_unlock(&ring->lock);
+    return resumed;
 }
 
 tq_state tq_ring_state(tq_ring *ring)

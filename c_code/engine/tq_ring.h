@@ -169,6 +169,10 @@ void tq_ring_close(tq_ring *ring, int cancel);
 void tq_ring_fail(tq_ring *ring, const char *message);
 /* Opens a closed or failed ring again; TQ_ESTATE while elements are left. */
 tq_code tq_ring_reopen(tq_ring *ring, tq_error *err);
+/* Opens a closed ring again, keeping what it holds, if no consumer has been
+ * told it is closed and drained since it was closed (nor was it cancelled or
+ * failed): the run goes on as if never closed.  1 when it did, else 0. */
+int tq_ring_resume(tq_ring *ring);
 /* Wakes every waiter to look at its stop flag again. */
 void tq_ring_wake(tq_ring *ring);
 

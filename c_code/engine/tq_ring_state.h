@@ -45,6 +45,7 @@ struct tq_ring {
 
     tq_state state;
     int cancelled;         /* close(cancel=1): writes still in flight are dropped */
+    int end_seen;          /* a consumer was told "closed and drained" since the last close: tq_ring_resume refuses */
     char error[TQ_ERRLEN]; /* the message given to tq_ring_fail */
 
     tq_stats stats;

@@ -325,6 +325,12 @@ static PyObject *Ring_reopen(RingObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *Ring_resume(RingObject *self, PyObject *unused)
+{
+    (void)unused;
+    return ring_usable(self, "Queue.reopen") ? NULL : PyBool_FromLong(tq_ring_resume(self->ring));
+}
+
 static PyObject *Ring_size(RingObject *self, PyObject *unused)
 {
     (void)unused;
@@ -476,6 +482,9 @@ static PyMethodDef Ring_methods[] = {
      "close(cancel_pending=False): no more puts; consumers drain what is left (or nothing)."},
     {"fail", (PyCFunction)Ring_fail, METH_O, "fail(exc): consumers get FeederError (cause: exc) once drained."},
     {"reopen", (PyCFunction)Ring_reopen, METH_NOARGS, "reopen(): open a closed, drained ring again."},
+    {"resume", (PyCFunction)Ring_resume, METH_NOARGS,
+     "resume() -> bool: open a closed ring again, keeping its elements, if no consumer was told it is closed and\n"
+     "drained since the close (nor was it cancelled or failed)."},
     {"size", (PyCFunction)Ring_size, METH_NOARGS, "size() -> elements ready to be taken."},
     {"stats", (PyCFunction)Ring_stats, METH_NOARGS, "stats() -> dict of counters."},
     {"gil_wait", (PyCFunction)Ring_gil_wait, METH_NOARGS,

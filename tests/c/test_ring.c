@@ -98,13 +98,20 @@ static void test_fifo_and_states(void)
     CHECK(put(ring, 0, 7, 0) == TQ_OK);
     tq_ring_close(ring, 0);
     CHECK(put(ring, 0, 8, 0) == TQ_CLOSED);
+    CHECK(tq_ring_resume(ring) == 1 && tq_ring_state(ring) == TQ_STATE_OPEN); /* nobody saw the end: */
+    CHECK(put(ring, 0, 8, 0) == TQ_OK && tq_ring_size(ring) == 2);            /* the run goes on */
+    tq_ring_close(ring, 0);
     CHECK(get(ring, &p, &s, 0) == TQ_OK && s == 7); /* drains */
+    CHECK(tq_ring_resume(ring) == 1);               /* still not drained: the end was not seen */
+    tq_ring_close(ring, 0);
+    CHECK(get(ring, &p, &s, 0) == TQ_OK && s == 8);
     CHECK(get(ring, &p, &s, 1) == TQ_CLOSED);
+    CHECK(tq_ring_resume(ring) == 0 && tq_ring_state(ring) == TQ_STATE_CLOSED); /* a consumer saw the end */
     CHECK(tq_ring_reopen(ring, NULL) == TQ_OK);
 
     CHECK(put(ring, 0, 9, 0) == TQ_OK);
-    tq_ring_close(ring, 1); /* cancel */
-    CHECK(tq_ring_size(ring) == 0);
+    tq_ring_close(ring, 1);                                      /* cancel */
+    CHECK(tq_ring_size(ring) == 0 && tq_ring_resume(ring) == 0); /* what was cancelled stays so */
     CHECK(get(ring, &p, &s, 1) == TQ_CLOSED);
     CHECK(tq_ring_reopen(ring, NULL) == TQ_OK);
 
@@ -124,8 +131,8 @@ static void test_fifo_and_states(void)
     CHECK(get(ring, &p, &s, 0) == TQ_OK && s == 11);
     tq_stats stats;
     tq_ring_stats(ring, &stats);
-    /* 7 elements in (one of them cancelled by close), 6 out; the abandoned write is in neither. */
-    CHECK(stats.enqueued == 7 && stats.dequeued == 6 && stats.dropped == 1);
+    /* 8 elements in (one of them cancelled by close), 7 out; the abandoned write is in neither. */
+    CHECK(stats.enqueued == 8 && stats.dequeued == 7 && stats.dropped == 1);
     tq_ring_destroy(ring);
 }
 

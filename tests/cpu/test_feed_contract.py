@@ -330,7 +330,7 @@ def test_every_source_and_runner_pair_is_built_or_refused_with_the_tables_reason
             q.name,
             reason.format(given=type(args[0]).__name__ if args else None),
         )
-        assert not q._feeders
+        assert not q.feeders
         return
     with tq.Feeder(q, *args, **kwargs) as f:
         assert type(f._producer) is BUILT[source, runner]

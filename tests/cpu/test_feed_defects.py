@@ -89,10 +89,10 @@ def test_two_feeders_close_the_queue_when_the_last_is_done(workers):
     q = tq.Queue(XY, capacity=2, target="cpu")
     short, long = xy_batches(6), xy_batches(30, start=100)  # more than the queue holds: both stay attached
     with tq.Feeder(q, short), tq.Feeder(q, long, workers=workers) as second:
-        assert len(q._feeders) == 2
+        assert len(q.feeders) == 2
         got = drain(q)
     assert sorted(int(y[0]) for _, y in got) == list(range(6)) + list(range(100, 130))
-    assert second.produced == 30 and q._feeders == []
+    assert second.produced == 30 and q.feeders == []
 
 
 # ---- 5. a hung worker is noticed ---------------------------------------------------------------------

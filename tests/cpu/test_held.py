@@ -76,7 +76,7 @@ def test_a_cpu_queue_refuses_device_true_before_anything_is_queued():
     q = queue()
     with pytest.raises(ValueError, match=r"device=True .* queue '%s' is in host memory: leave device=False" % q.name):
         tq.Feeder(q, dataset(), shuffle=True, device=True)
-    assert q.size() == 0 and not q._feeders
+    assert q.size() == 0 and not q.feeders
     q.put(np.zeros((ROWS, 3), "float32"), np.zeros(ROWS, "int64"))  # still usable
     assert q.size() == 1
 
@@ -140,7 +140,7 @@ def test_a_dataset_the_engine_cannot_hold_is_refused_by_start_naming_the_sizes(o
     assert message.startswith("Feeder(%s): device=True holds the array dataset in GPU memory" % q.name)
     assert "(x: %.3g GiB, i: %.3g GiB)" % (x.nbytes / 2**30, i.nbytes / 2**30) in message.replace("; ", " (")
     assert "the GPU has 1 GiB free" in message and "Leave device=False" in message
-    assert not feeder.running and q.size() == 0 and not q._feeders and not on_stand_in.released
+    assert not feeder.running and q.size() == 0 and not q.feeders and not on_stand_in.released
     on_stand_in.refuse.clear()
     got, _ = feed(q, (x, i))  # the queue is still usable
     assert len(got) == 5

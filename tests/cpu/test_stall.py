@@ -4,6 +4,7 @@ warning on the "theano_queue" logger naming the queue, the producers attached an
 import logging
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -37,13 +38,14 @@ def test_a_long_dequeue_warns_once_naming_queue_producers_and_ring(stall_after, 
     q = tq.Queue(SPEC, capacity=3, target="cpu", name="starved")
     q.put(np.zeros(2, "float32"))
     q.get()
-    monkeypatch.setattr(q, "_feeders", [object(), object()], raising=False)
+    attached = [SimpleNamespace(name="Feeder(starved)", activity=lambda: "its workers start")] * 2
+    monkeypatch.setattr(q.port.run, "attached", lambda: attached)
     with caplog.at_level(logging.WARNING, logger="theano_queue"), pytest.raises(tq.QueueTimeout):
         q.get(timeout=1.0)  # ten times the threshold: still one warning for the one wait
     (record,) = stall_records(caplog)
     assert record.levelno == logging.WARNING
     message = record.getMessage()
-    assert "'starved'" in message and "2 producers attached" in message
+    assert "'starved'" in message and "2 producers attached; Feeder(starved): its workers start" in message
     assert "holds 0 of 3 element(s)" in message and "open" in message and "1 put, 1 taken" in message
 
 

@@ -47,9 +47,9 @@ def batches(n, base):
 @pytest.mark.parametrize("first_runs_out_first", [True, False])
 def test_two_feeders_for_one_epoch_as_the_tutorial_starts_them(first_runs_out_first):
     q = tq.Queue([("x", "float32", (4,))], capacity=8, target="cpu")
-    first = tq.Feeder(q, batches(2 if first_runs_out_first else 6, 0), close_when_done=False).start()
+    first = tq.Feeder(q, batches(2 if first_runs_out_first else 6, 0)).start()
     if first_runs_out_first:
-        first.join(10)  # done, and the epoch is still open for the second
+        first.join(10)  # done, and the epoch still open for the second: the consumer has not met its end
     second = tq.Feeder(q, batches(3, 100)).start()
     taken = []
     while True:
@@ -60,10 +60,3 @@ def test_two_feeders_for_one_epoch_as_the_tutorial_starts_them(first_runs_out_fi
     assert sorted(taken) == sorted(list(range(2 if first_runs_out_first else 6)) + [100, 101, 102])
     first.close()
     second.close()
-
-
-def test_a_start_on_a_queue_another_feeder_closed_says_how_to_start_two():
-    q = tq.Queue([("x", "float32", (4,))], capacity=8, target="cpu")
-    tq.Feeder(q, batches(2, 0)).start().join(10)
-    with pytest.raises(tq.QueueClosed, match="give every Feeder but the last one started close_when_done=False"):
-        tq.Feeder(q, batches(2, 10)).start()

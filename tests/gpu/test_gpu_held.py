@@ -157,7 +157,7 @@ def test_a_dataset_larger_than_the_free_device_memory_is_refused_naming_the_size
         message = str(caught.value)
         assert "device=True holds the array dataset in GPU memory (1 GiB in all; x: 1 GiB, i: 0.00195 GiB)" in message
         assert "GiB free" in message and "Leave device=False" in message
-        assert q.size() == 0 and not q._feeders and _engine.cuda_allocated()["device"] == before
+        assert q.size() == 0 and not q.feeders and _engine.cuda_allocated()["device"] == before
     finally:
         with probe.device_context(0):
             cu.MemFree(blocker)

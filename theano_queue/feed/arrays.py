@@ -136,9 +136,9 @@ class ArrayProducer(InlineMapProducer):
         self.arrays = arrays
         self.where = "Feeder(%s)" % port.name
         self.mechanism = requested_gather(self.where)
-        self.paths = gather_paths(port._ring, arrays, port.components)
+        self.paths = gather_paths(port.ring, arrays, port.components)
         self.native = None not in self.paths
-        self.room = self.refill_room(port._ring.capacity, sum(c.nbytes for c in port.components))
+        self.room = self.refill_room(port.ring.capacity, sum(c.nbytes for c in port.components))
         #: Who gathers the rows while it runs: one word for every component, or a list of one per component.
         self.gather: Union[str, List[str]] = HOST if self.native else "numpy"
 
@@ -151,12 +151,12 @@ class ArrayProducer(InlineMapProducer):
         too large to page-lock, memory that cannot be), one log line says so
         and why, and the rows are gathered on the host.
         """
-        if not self.port._target.on_gpu or self.mechanism == HOST:
+        if not self.port.target.on_gpu or self.mechanism == HOST:
             return HOST
         if any(path != "rows" for path in self.paths):
             return HOST  # the GPU copies plain bytes only: walked or cast rows are the host's
         try:
-            return self.port._ring.gather_on_device(self.arrays, self.mechanism)
+            return self.port.ring.gather_on_device(self.arrays, self.mechanism)
         except (QueueError, MemoryError) as exc:  # CudaError is a QueueError
             logger.warning("%s: the rows are gathered on the host, not by the GPU: %s", self.where, exc)
             return HOST
@@ -203,10 +203,10 @@ class ArrayProducer(InlineMapProducer):
 
     def gather_on_host(self) -> None:
         """Undoes :meth:`gather_on_device`: waits for the gathers in flight, unpins."""
-        self.port._ring.gather_on_host()
+        self.port.ring.gather_on_host()
 
     def put_runs(self, stop) -> bool:
-        sampler, ring = self.schedule.sampler, self.port._ring
+        sampler, ring = self.schedule.sampler, self.port.ring
         per_epoch = sampler.batches_per_epoch
         ahead = None
         try:

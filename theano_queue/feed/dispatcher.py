@@ -99,15 +99,15 @@ class WorkerProducer(WorkerWatch):
         start_method=None,
         timeout=None,
     ):
-        self.feeder, self.port, self.ring = feeder, port, port._ring
+        self.feeder, self.port, self.ring = feeder, port, port.ring
         self.n, self.mode, self.ordered, self.timeout = workers, mode, ordered, timeout
         self.skips = list(skips) if skips is not None else [0] * workers
         self.context = start_method_context(start_method)
         self.pool = Pool(workers, self.context, dataset_payload(dataset, self.context, feeder.name), feeder.name)
         self.config = {"seed": seed, "epochs": epochs, "skip": self.skips, "queue": port.name}
-        self.components = port._layout.engine  # what the slots hold: the engine's components
-        self.varying = port._layout.varying
-        self.progress = Progress(port._ring)
+        self.components = port.layout.engine  # what the slots hold: the engine's components
+        self.varying = port.layout.varying
+        self.progress = Progress(port.ring)
         self.schedule = (
             Schedule(sampler, cursor, self.progress) if mode == "map" else Streams(self.skips, self.progress)
         )
@@ -143,7 +143,7 @@ class WorkerProducer(WorkerWatch):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self.workers = self.pool.start(
-                self.ring, self.port._layout, self.mode, self.config, self.skips if self.mode == "iter" else None
+                self.ring, self.port.layout, self.mode, self.config, self.skips if self.mode == "iter" else None
             )
             self.wake_r, self.wake_w = os.pipe()
             os.set_blocking(self.wake_r, False)
@@ -492,7 +492,7 @@ class WorkerProducer(WorkerWatch):
 
     def _fail(self):
         # Failed now, so that consumers stop at the slots still being written (given back on the way out).
-        self.feeder._fail(self.failure[0])
+        self.feeder.fail(self.failure[0])
         raise self.failure[0]
 
     # ---- what the Feeder reports --------------------------------------------------------------

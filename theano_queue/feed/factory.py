@@ -226,7 +226,7 @@ def _iterable_arguments(dataset, workers, shuffle, shard, drop_last, epochs, sta
 def _rows_arguments(port, dataset, source, where):
     """A dataset of samples against the queue's variable-length components: an array holds rows of one
     shape, ``read_into`` writes into rows of fixed shape."""
-    layout = port._layout
+    layout = port.layout
     if not layout.varying:
         return
     names = ", ".join(map(repr, layout.variable_names()))

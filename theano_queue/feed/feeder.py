@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import threading
 import warnings
-import weakref
 from typing import Any, Callable, Literal, Optional, Tuple
 
 from .. import _engine
 from ..arguments import seconds
-from ..errors import QueueClosed, QueueError
+from ..errors import QueueClosed
 from ..monitor import Monitor
+from ..run import Member
 from .factory import make_producer
 from .producers import IterableProducer, SourceFailed
 from .state import NotExact
-
-# Guards every queue's list of attached Feeders (queue._feeders) and its closing by them.
-_attach_lock = threading.Lock()
 
 
 class Feeder:
@@ -121,11 +118,12 @@ class Feeder:
     waits for it (``stop_timeout`` seconds at most) and, with
     ``close_when_done``, closes the queue once no other Feeder is attached to
     it (several Feeders may fill one queue: it closes when the last is
-    done).  Elements already in the queue stay there for the consumer; the
-    next ``q.reopen()`` drops those of an epoch left early, so that none of
-    them reaches the next epoch.  ``q.reopen()`` also stops a Feeder still
-    attached to the queue (after ``q.close(cancel_pending=True)``): nothing
-    it produced can land in the reopened queue.
+    done; one started after the others ran out, before the consumer took
+    the last element, joins their epoch).  Elements already in the queue
+    stay there for the consumer; the next ``q.reopen()`` drops those of an
+    epoch left early, so that none of them reaches the next epoch.
+    ``q.reopen()`` also stops a Feeder still running and drops what it
+    queued: nothing it produced can land in the reopened queue.
 
     ``progress=True`` (or a dict of :class:`Monitor` options) shows a live
     line and a verdict at the end: see :func:`monitor`.
@@ -186,15 +184,16 @@ class Feeder:
         self.source = self.dataset = dataset
         self.epochs = epochs
         self.fill = fill
-        self.name = name or "Feeder(%s)" % queue.name
+        port = queue.port
+        self.name = name or port.run.feeder_name()  # unique per queue: messages name Feeders apart
         self.close_when_done = close_when_done
         self.stop_timeout = stop_timeout
         # What the thread holds: the run's state and the queue's port, never this Feeder nor the Queue, so
         # that a Feeder and Queue the user dropped are collected (and the Queue's ring closed, which ends us).
-        self._run = _Run(self.name, queue, close_when_done)
+        self._run = _Run(self.name, port, close_when_done)
         self._producer = make_producer(
             self._run,
-            queue._port,
+            port,
             dataset,
             workers=workers,
             shuffle=shuffle,
@@ -214,7 +213,7 @@ class Feeder:
         if isinstance(self._producer, IterableProducer):
             self.source = self._producer.stream
         # Set by stop(); it also wakes a put that waits for a free slot.
-        self._stop = _engine.Stop(queue._ring)
+        self._stop = _engine.Stop(port.ring)
         self._thread: Optional[threading.Thread] = None
         self.progress, self._monitor = progress, None
 
@@ -237,21 +236,25 @@ class Feeder:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> "Feeder":
-        """Start the background thread.  A Feeder runs once."""
+        """Start the background thread.  A Feeder runs once.
+
+        Raises QueueClosed on a queue whose epoch has ended (its consumer
+        took the last element, the queue was closed, or a ``with`` block
+        left it): ``q.reopen()`` starts the next one.
+        """
         if self._thread is not None:
             raise RuntimeError("%s: already started; make a new Feeder for the next epoch" % self.name)
-        if self.queue.closed:
-            # Without this, the epoch would be empty and nothing would say why.
-            raise QueueClosed(
-                "%s: queue '%s' is closed (the last epoch ended it); call q.reopen() before starting "
-                "the next epoch's Feeder. If another Feeder of this same epoch closed it when it ran out, "
-                "give every Feeder but the last one started close_when_done=False" % (self.name, self.queue.name)
-            )
-        self._producer.start()
-        self._run.attach(self)
-        self._thread = threading.Thread(
+        thread = threading.Thread(
             target=_thread_main, args=(self._run, self._producer, self._stop), name=self.name, daemon=True
         )
+        # Before anything starts: an epoch that has ended would be empty and nothing would say why.
+        self._run.member = self._run.port.run.attach(self.name, self._stop, thread, self.stop_timeout, self)
+        try:
+            self._producer.start()
+        except BaseException:
+            self._run.member.withdraw()
+            raise
+        self._thread = thread
         self._thread.start()
         self._monitor = Monitor.for_feeder(self, self.progress).start() if self.progress else None
         return self
@@ -285,22 +288,11 @@ class Feeder:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        if self.close_when_done:
-            self._run.leave_epoch()
+        if self._run.member is not None:
+            self._run.member.leave(self.close_when_done)
         if self._monitor is not None:
             self._monitor.close()
         return False
-
-    def _cancel(self) -> None:
-        """Queue.reopen(): stop and wait; refused while the thread still runs (it might still put)."""
-        self.stop()
-        if not self.join(self.stop_timeout):
-            raise QueueError(
-                "Queue %r: cannot reopen while %s still runs: it did not stop within %g s (its source "
-                "is blocked); stop it first" % (self.queue.name, self.name, self.stop_timeout)
-            )
-        with _attach_lock:
-            self._run.detach()
 
     def state_dict(self) -> dict:
         """Where the consumer is: a small picklable dict for ``Feeder(..., state=...)``.
@@ -309,7 +301,7 @@ class Feeder:
         what was produced: resuming from it produces again the elements that
         were queued but not taken, and nothing that was taken.
         """
-        others = sorted(self._run.shared_with)
+        others = self._run.member.others_named() if self._run.member is not None else []
         try:
             if others:
                 raise NotExact(
@@ -388,80 +380,28 @@ class Feeder:
 
 
 class _Run:
-    """One Feeder's run as its thread and producer see it: the name, the count, the failure, and the queue
-    attachment (the queue held weakly, its port strongly).
+    """One Feeder's run as its thread and producers see it: the name, the count, the failure, and its place in
+    the queue's run (a :class:`~theano_queue.run.Member` once started).  Holds neither the Feeder nor the Queue."""
 
-    ``generation`` is the queue's reopen count when the Feeder started: once
-    the queue was reopened, this run may neither fail nor close it.
-    """
-
-    def __init__(self, name: str, queue, close_when_done: bool):
+    def __init__(self, name: str, port, close_when_done: bool):
         self.name = name
-        self.port = queue._port
-        self.queue_ref = weakref.ref(queue)
-        self.feeder_ref: Optional[weakref.ref[Feeder]] = None
+        self.port = port
         self.close_when_done = close_when_done
         self.produced = 0
         self.exception: Optional[BaseException] = None
-        self.generation = None
-        self.failed = False
-        self.shared_with: set = set()  # names of the other Feeders attached to the queue during the run
+        self.member: Optional[Member] = None
 
-    def current(self) -> bool:
-        return self.generation == self.port.generation
-
-    def attach(self, feeder: Feeder) -> None:
-        self.feeder_ref = weakref.ref(feeder)
-        self.generation = self.port.generation
-        with _attach_lock:
-            for other in feeder.queue._feeders:
-                other._run.shared_with.add(self.name)
-                self.shared_with.add(other.name)
-            feeder.queue._feeders.append(feeder)
-
-    def detach(self) -> list:
-        """Leaves the queue's list; the Feeders still attached (under the lock)."""
-        queue, feeder = self.queue_ref(), self.feeder_ref() if self.feeder_ref else None
-        if queue is None:
-            return []
-        if feeder is not None and feeder in queue._feeders:
-            queue._feeders.remove(feeder)
-        return queue._feeders
-
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
         """The queue fails with ``exc`` (consumers get FeederError once drained); once, and not after a reopen."""
         if self.exception is None:
             self.exception = exc
-        with _attach_lock:
-            if self.current() and not self.failed:
-                self.failed = True
-                self.port.fail(exc)
+        if self.member is not None:
+            self.member.fail(exc)
 
     def finish(self, exhausted: bool) -> None:
-        """The thread ends: leave the queue, closing it when the source ended and no other Feeder is attached."""
-        with _attach_lock:
-            others = self.detach()
-            if not self.current() or self.failed:
-                return
-            if exhausted and self.close_when_done:
-                self.port.close_when_last = True
-            if self.port.close_when_last and not others:
-                self.port.close_when_last = False
-                self.port.close()
-
-    def leave_epoch(self) -> None:
-        """The ``with`` block was left (its source done or not): close once no other Feeder is attached; what
-        is left in the queue is dropped by the next reopen, so that no element of this epoch reaches the next."""
-        with _attach_lock:
-            others = self.detach()
-            if not self.current():
-                return
-            self.port.close_when_last = True
-            if not others:
-                self.port.close_when_last = False
-                self.port.epoch_left = True
-                if not self.port._ring.closed:
-                    self.port.close()
+        """The thread ends: leave the queue's run (closing the queue when this was its last Feeder)."""
+        if self.member is not None:  # always, for a thread that runs: start() attaches first
+            self.member.finish(exhausted, self.close_when_done)
 
 
 def _thread_main(run: _Run, producer, stop) -> None:
@@ -481,9 +421,9 @@ def _produce(run: _Run, producer, stop) -> bool:
     try:
         return producer.run(stop)
     except SourceFailed as failed:  # anything the source raises reaches the consumer,
-        run._fail(failed.__cause__ or failed)  # QueueClosed from a source that reads another queue too
+        run.fail(failed.__cause__ or failed)  # QueueClosed from a source that reads another queue too
     except QueueClosed:
         pass  # our put found the queue closed under us: the consumer is done
     except BaseException as exc:  # a bad element, a worker's failure, bucket_by
-        run._fail(exc)
+        run.fail(exc)
     return False

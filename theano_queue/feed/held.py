@@ -63,7 +63,7 @@ class HeldArrayProducer(ArrayProducer):
 
     def __init__(self, feeder, port, arrays, sampler, cursor):
         where = "Feeder(%s)" % port.name
-        if not port._target.on_gpu:
+        if not port.target.on_gpu:
             raise ValueError(
                 "%s: device=True holds the array dataset in GPU memory, and queue %r is in host memory: leave "
                 "device=False (the host gathers its rows natively)" % (where, port.name)
@@ -84,7 +84,7 @@ class HeldArrayProducer(ArrayProducer):
 
     def upload(self) -> None:
         """The engine copies the arrays into device memory (it refuses, with the sizes, what does not fit)."""
-        self.port._ring.gather_on_device(self.arrays, HELD)
+        self.port.ring.gather_on_device(self.arrays, HELD)
 
     def refusal(self, exc: BaseException) -> ValueError:
         sizes = [held_bytes(a) for a in self.arrays]
@@ -102,7 +102,7 @@ class HeldArrayProducer(ArrayProducer):
         """Frees the device copy, once the gathers in flight are done."""
         if self.attached:
             self.attached = False
-            self.port._ring.gather_on_host()
+            self.port.ring.gather_on_host()
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -50,11 +50,11 @@ class InProcessProducer(Producer):
 
     def __init__(self, feeder, port):
         self.feeder, self.port = feeder, port
-        self.progress = Progress(port._ring)
+        self.progress = Progress(port.ring)
         self.busy = 0.0
         self.samples = 0
         self.started = self.ended = None
-        self.clock = ThreadClock(port._ring)
+        self.clock = ThreadClock(port.ring)
 
     def start(self) -> None:
         self.progress.start()
@@ -197,7 +197,7 @@ class InlineMapProducer(InProcessProducer):
     def __init__(self, feeder, port, dataset: Any, sampler, cursor):
         super().__init__(feeder, port)
         self.schedule = Schedule(sampler, cursor, self.progress)
-        self.writer = RowWriter(port._layout, dataset, port.name) if dataset is not None else None
+        self.writer = RowWriter(port.layout, dataset, port.name) if dataset is not None else None
 
     def run(self, stop) -> bool:
         for position in self.schedule.pending():

@@ -48,6 +48,8 @@ def c_sections(filename):
 
 def make_token(queue, sequence):
     """A new token for one node of ``queue``'s; ``sequence`` orders the nodes."""
+    # queue._key, the one private name read across modules on purpose (twice): the key this front end's own
+    # Queue subclass registered its ring under (theano_queue/pytensor/queue.py); no user should see it.
     token = shared(np.asarray(queue._key, dtype="int64"), name="%s.token%d" % (queue.name, sequence))
     token.tag.queue_sequence = (queue._key, sequence)
     return token
@@ -277,10 +279,10 @@ class PyTensorGraph(_graph.GraphFrontEnd):
     Assert = Assert
 
     def dequeue(self, queue, sequence):
-        return Dequeue(queue._layout.engine, queue.name).make_node(make_token(queue, sequence)).outputs
+        return Dequeue(queue.port.layout.engine, queue.name).make_node(make_token(queue, sequence)).outputs
 
     def enqueue(self, queue, sequence, inputs):
-        return Enqueue(queue._layout.engine, queue.name)(make_token(queue, sequence), *inputs)
+        return Enqueue(queue.port.layout.engine, queue.name)(make_token(queue, sequence), *inputs)
 
 
 PYTENSOR = PyTensorGraph()

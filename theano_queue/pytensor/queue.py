@@ -19,7 +19,7 @@ class Queue(_queue.Queue):
     def __init__(self, components, capacity=2, target=None, **options):
         if options.get("name") is None:
             # Named here, as theano_queue.Queue would, so that this message names it too.
-            options["name"] = "queue%d" % next(_queue._names)
+            options["name"] = _queue.default_queue_name()
         if target not in (None, "cpu"):
             raise ValueError(
                 "Queue %r: target %r; a PyTensor queue lives in host memory (target None or 'cpu'): PyTensor "
