@@ -65,7 +65,7 @@ def test_a_len_that_is_no_count_of_samples_names_the_datasets_len(length):
         "Feeder(%s): len(dataset) gave %r: Sized.__len__ must return the number of samples, an int >= 0"
         % (q.name, length)
     )
-    assert not q._feeders
+    assert not q.feeders
 
 
 def test_a_tuple_holding_a_numpy_scalar_is_refused_when_the_feeder_is_made():
@@ -76,7 +76,7 @@ def test_a_tuple_holding_a_numpy_scalar_is_refused_when_the_feeder_is_made():
         "Queue '%s', component 'w': an array dataset holds rows of every component; got a numpy float32 scalar: "
         "give an array with one value per row, e.g. np.full(8, value)" % q.name
     )
-    assert not q._feeders
+    assert not q.feeders
 
 
 def test_a_generator_resumed_past_its_end_says_so():
