@@ -176,6 +176,17 @@ def test_close_then_drained_raises_queue_closed(mode):
     assert float(f()[0, 0]) == 2.0
 
 
+def test_a_dequeue_on_an_ended_run_says_which_call_reached_it(mode):
+    q = make_queue()
+    x, _ = q.dequeue()
+    f = pytensor.function([], x, mode=mode)
+    q.close()
+    line = inspect.currentframe().f_lineno + 2  # the call below
+    with pytest.raises(tq.QueueClosed, match=r"reached by test_ops\.py:%d\b" % line) as raised:
+        f()
+    assert str(raised.value).count("reached by") == 1  # once, though PyTensor re-raises it
+
+
 def test_cancel_wakes_a_blocked_dequeue(mode):
     q = make_queue()
     x, _ = q.dequeue()

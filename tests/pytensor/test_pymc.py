@@ -5,6 +5,7 @@ given, fitted by ADVI; everything that evaluates the data outside the fit
 goes through ``tq.swap``.
 """
 
+import time
 import warnings
 
 import numpy as np
@@ -55,13 +56,59 @@ def test_finite_feeder_ends_the_fit_and_keeps_its_history(queued):
     assert len(stop.hist) == 20 and np.isfinite(stop.hist).all()
     # PyMC drops the last step's loss from the history of a fit a callback ended.
     assert np.array_equal(approx.hist, stop.hist[:-1])
-    # approx.sample's InferenceData evaluates the observed data (the drained queue: QueueClosed);
-    # its draws alone do not, and the swapped model gives the data.
+    # approx.sample's InferenceData would evaluate the observed data (refused); its draws alone do not,
+    # and the swapped model gives the data.
     trace = approx.sample(5, return_inferencedata=False)
     idata = pm.to_inference_data(trace, model=tq.swap(model, {x: X, y: Y}))
     assert idata.posterior["beta"].shape == (1, 5, D) and idata.observed_data["obs"].shape == (N,)
     assert q.stats()["dequeued"] == 20
     assert q.stats()["dequeued"] == 20  # the fit took every batch, and nothing more
+
+
+def fitted(queued, **feeder):
+    """The queue-fed model after a fit, its Feeder's with block left with batches still in the queue."""
+    q, x, y, model = queued
+    with tq.Feeder(q, (X, Y), epochs=None, shuffle=True, seed=0, **feeder):
+        approx = pm.fit(20, model=model, progressbar=False)
+    while q.size() < q.capacity and not q.closed:  # the Feeder had filled it, or is closing it
+        time.sleep(0.01)
+    return approx
+
+
+CALLS_OUTSIDE_A_FIT = {
+    "approx.sample": lambda approx, model: approx.sample(5),
+    "pm.sample_posterior_predictive": lambda approx, model: pm.sample_posterior_predictive(
+        approx.sample(5, return_inferencedata=False), model=model, progressbar=False
+    ),
+    "pm.sample_prior_predictive": lambda approx, model: pm.sample_prior_predictive(5, model=model),
+    "pm.model_to_graphviz": lambda approx, model: pm.model_to_graphviz(model),
+    "Model.point_logps": lambda approx, model: model.point_logps(),
+    "Model.compile_logp": lambda approx, model: model.compile_logp()(model.initial_point()),
+}
+CALL_NAMES = {"approx.sample": "Approximation.sample"}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS_OUTSIDE_A_FIT))
+def test_pymc_calls_after_a_fit_are_refused_before_they_take_a_batch(queued, call):
+    """approx.sample's observed_data was one leftover batch; posterior predictive took batches, then failed."""
+    q, x, y, model = queued
+    approx = fitted(queued)
+    left = (q.size(), q.stats()["dequeued"])
+    with pytest.raises(tq.QueueError, match=r"^%s reached Dequeue\{.*tq\.swap\(model" % CALL_NAMES.get(call, call)):
+        CALLS_OUTSIDE_A_FIT[call](approx, model)
+    assert (q.size(), q.stats()["dequeued"]) == left  # nothing was taken
+    # The copy with the whole data set runs the same call, and the queue still is not read.
+    if call not in ("approx.sample", "pm.model_to_graphviz"):  # graphviz: not installed here
+        CALLS_OUTSIDE_A_FIT[call](approx, tq.swap(model, {x: X, y: Y}))
+    assert (q.size(), q.stats()["dequeued"]) == left
+
+
+def test_a_fit_on_a_run_that_has_ended_says_it_was_the_fit(queued):
+    q, _, _, model = queued
+    with tq.Feeder(q, (X, Y), epochs=1):
+        pm.fit(1000, model=model, progressbar=False, callbacks=[tq.StopWhenDrained(q)])
+    with pytest.raises(tq.QueueClosed, match=r"reached by pm\.fit\b"):
+        pm.fit(5, model=model, progressbar=False)
 
 
 def test_a_failed_source_is_not_taken_for_the_end_of_the_data(queued):

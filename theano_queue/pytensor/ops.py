@@ -15,7 +15,9 @@ the order they were made.
 
 import hashlib
 import importlib.util
+import os
 import re
+import sys
 from typing import ClassVar
 
 import numpy as np
@@ -30,6 +32,7 @@ from pytensor.raise_op import Assert
 from pytensor.tensor.type import TensorType
 
 from .. import graph as _graph
+from ..errors import QueueClosed
 from ..paths import header_dirs, header_file, op_file
 
 QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
@@ -94,10 +97,42 @@ class QueueCOp(COp):
         for path in paths:
             with open(path, "rb") as f:
                 digest.update(f.read())
-        return (1, digest.hexdigest())
+        return (2, digest.hexdigest())
 
     def ring(self, token):
         return _graph.lookup(token, str(self))
+
+
+# Libraries that compile and run functions for their user: the outermost of their frames is the user's call.
+CALLERS = ("pymc", "pymc3")
+# What runs between a user's call and a Dequeue: never the call itself.
+PLUMBING = ("pytensor", "theano", "theano_queue", "numba", "importlib")
+
+
+def reaching_call():
+    """``(frame, name)`` of the call that is running a function now: ``pm.fit`` or ``Model.point_logps`` (the
+    outermost frame of a library in CALLERS), else the first line outside the plumbing (``train.py:30``)."""
+    frame, library, caller = sys._getframe(1), None, None
+    while frame is not None:
+        top = frame.f_globals.get("__name__", "").split(".")[0]
+        if top in CALLERS:
+            library = frame
+        elif caller is None and top not in PLUMBING:
+            caller = frame
+        frame = frame.f_back
+    if library is not None:
+        name = library.f_code.co_qualname.replace(".<locals>", "")
+        exported = "." not in name and getattr(sys.modules.get(library.f_globals["__name__"].split(".")[0]), name, None)
+        return library, ("pm." + name if exported else name)
+    if caller is not None:
+        return caller, "%s:%d" % (os.path.basename(caller.f_code.co_filename), caller.f_lineno)
+    return None, "an unknown caller"
+
+
+def name_the_call(exc):
+    """Adds to a Dequeue's QueueClosed which call reached the queue whose run has ended (the C code calls it)."""
+    if isinstance(exc, QueueClosed) and exc.args and isinstance(exc.args[0], str):
+        exc.args = ("%s (reached by %s)" % (exc.args[0], reaching_call()[1]),) + exc.args[1:]
 
 
 class Dequeue(QueueCOp):
@@ -113,13 +148,27 @@ class Dequeue(QueueCOp):
 
     c_file = "dequeue.c"
 
+    # Called with the node when a function that holds it is linked, before it can run: a check that refuses a
+    # caller (theano_queue.pytensor.pymc's, for PyMC's calls outside a fit) does so before a batch is taken.
+    link_checks: ClassVar[list] = []
+
     def make_node(self, token):
         # No axis is broadcastable unless its component says so (Component.broadcastable).
         outputs = [TensorType(c.dtype, shape=[1 if b else None for b in c.broadcastable])() for c in self.components]
         return Apply(self, [token], outputs)
 
+    def prepare_node(self, node, storage_map, compute_map, impl):
+        super().prepare_node(node, storage_map, compute_map, impl)
+        for check in self.link_checks:
+            check(node)
+
     def perform(self, node, inputs, outputs):
-        for storage, array in zip(outputs, self.ring(inputs[0]).take()):
+        try:
+            element = self.ring(inputs[0]).take()
+        except QueueClosed as exc:
+            name_the_call(exc)
+            raise
+        for storage, array in zip(outputs, element):
             storage[0] = array
 
     # The outputs are data, not a function of the token: no gradient flows
@@ -139,9 +188,20 @@ class Dequeue(QueueCOp):
     int tq_rc = tq_ring ? tq_dequeue_into("%(who)s", tq_ring, tq_outputs, tq_typenums, %(n)d) : -1;
     Py_XDECREF(tq_ring);
     if (tq_rc != 0) {
+        /* The error names the call that reached the queue (name_the_call); naming is best effort. */
+        PyObject *tq_type, *tq_value, *tq_tb;
+        PyErr_Fetch(&tq_type, &tq_value, &tq_tb);
+        PyErr_NormalizeException(&tq_type, &tq_value, &tq_tb);
+        PyObject *tq_module = tq_value ? PyImport_ImportModule("%(module)s") : NULL;
+        PyObject *tq_named = tq_module ? PyObject_CallMethod(tq_module, "name_the_call", "O", tq_value) : NULL;
+        Py_XDECREF(tq_module);
+        Py_XDECREF(tq_named);
+        PyErr_Clear();
+        PyErr_Restore(tq_type, tq_value, tq_tb);
         %(fail)s
     }
 }""" % dict(
+            module=__name__,
             outs=", ".join("&" + o for o in outputs),
             typenums=", ".join(o.type.dtype_specs()[2] for o in node.outputs),
             who=type(self).__name__,
@@ -200,6 +260,8 @@ def register_numba():
         queue's Ops are meant to run this way until the engine's C API is
         called from Numba directly.
         """
+        for check in getattr(op, "link_checks", ()):  # the C linker's prepare_node does the same
+            check(node)
         types = [get_numba_type(o.type) for o in node.outputs]
         ret_sig = types[0] if len(types) == 1 else numba.types.Tuple(types)
         single = len(types) == 1

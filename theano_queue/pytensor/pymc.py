@@ -6,7 +6,10 @@ What evaluates the model's data outside the fit (predictions, prior
 samples, ``pm.model_to_graphviz``, ``model.point_logps()``) would take a
 training batch from the queue, or wait for one; :func:`swap` gives it a copy
 of the model whose dequeued variables are arrays instead, as PyMC's own
-``pm.Minibatch`` users do with ``pm.Data`` and ``pm.set_data``.
+``pm.Minibatch`` users do with ``pm.Data`` and ``pm.set_data``.  Those calls
+on the queue-fed model itself are refused when their function is linked,
+before anything is taken (:func:`refuse_outside_fit`): only a fit reads the
+queue.
 
 :class:`StopWhenDrained` ends a fit fed by a finite Feeder when the data
 end, keeping its loss history (``approx.hist``), and warns when a
@@ -23,7 +26,18 @@ from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import ancestors
 
 from .. import schema
-from .ops import Dequeue
+from ..errors import QueueError
+from .ops import Dequeue, reaching_call
+
+# PyMC's calls that read a queue-fed model's data batch by batch: a fit (pm.fit, Inference.fit/refine) and
+# the step and score functions it compiles, for users who drive the steps themselves.  Every other PyMC call
+# evaluates the data once, for the whole data set, and is refused.
+FIT_MODULES = ("pymc.variational.inference",)
+FIT_FUNCTIONS = ("ObjectiveFunction.step_function", "ObjectiveFunction.score_function")
+APPROX_SAMPLE_HINT = (
+    "; for approx.sample, take the draws alone (return_inferencedata=False) and the data from the copy: "
+    "pm.to_inference_data(draws, model=tq.swap(...))"
+)
 
 
 def is_dequeued(variable):
@@ -73,6 +87,36 @@ def swap(model, data):
         replacements.append((memo[variable], as_data(variable, value)))
     fgraph.replace_all(replacements, import_missing=True, reason="theano_queue.swap")
     return model_from_fgraph(fgraph, mutate_fgraph=True)
+
+
+def refuse_outside_fit(node):
+    """Refuses (QueueError) to link a Dequeue into a function PyMC compiles outside a fit.
+
+    A fitted model's data are its queue's: ``approx.sample``'s InferenceData,
+    ``pm.sample_posterior_predictive``, ``pm.model_to_graphviz`` or
+    ``point_logps()`` on it would take a training batch, or wait on a queue
+    whose run has ended; the copy :func:`swap` makes runs them on arrays.
+    Runs as one of :class:`~theano_queue.pytensor.ops.Dequeue`'s link checks,
+    for every linker; a function the user compiles himself is left alone.
+    """
+    frame, name = reaching_call()
+    if frame is None or frame.f_globals["__name__"].split(".")[0] != "pymc":
+        return
+    if frame.f_globals["__name__"] in FIT_MODULES or frame.f_code.co_qualname in FIT_FUNCTIONS:
+        return
+    op = node.op
+    names = ", ".join(repr(c.name) for c in op.components)
+    raise QueueError(
+        "%s reached %s: only a fit reads a model's data from its queue; this call would take a "
+        "training batch, or wait on a queue whose run has ended. Call it on a copy of the model with the "
+        "arrays in place of the queue's variables: tq.swap(model, {x_q: X, y_q: y}) for the variables "
+        "q.dequeue() gave (components %s) and the whole data set"
+        % (name, op, names)
+        + (APPROX_SAMPLE_HINT if name == "Approximation.sample" else "")
+    )
+
+
+Dequeue.link_checks.append(refuse_outside_fit)
 
 
 def unscaled_likelihoods(model):
