@@ -4,15 +4,19 @@ The engine is plain C (c_code/): it builds with gcc alone; CUDA is loaded at
 run time when a queue targets a GPU.  ``pip install .`` builds it against
 numpy 2's headers (pyproject.toml), which serves numpy 1.x too; the Theano
 venv builds it in place with ``python setup.py build_ext --inplace`` against
-its numpy 1.23.5.  The graph library is an extra: ``theano_queue[theano]``
+its numpy 1.23.5.  Each build keeps its object files and engine in folders of
+its Python's and numpy's own (:class:`BuildPerNumpy`), so that one never
+takes the other's engine for up to date.  The graph library is an extra: ``theano_queue[theano]``
 (Theano 1.0.5, numpy 1.23) or ``theano_queue[pytensor]`` (PyTensor 2.38.x, as
 PyMC 5.28 pins it, or 3.0.x), so that neither is forced on the other's users.
 """
 
+import glob
 import os
 
 import numpy
 from setuptools import Extension, find_packages, setup
+from setuptools.command.build import build
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,6 +35,34 @@ def engine_sources(*groups):
 
 # The engine (plain C), its CUDA backend and its CPython face (tq_py_*.c).
 ENGINE_SOURCES = engine_sources()
+# Its headers: a changed one rebuilds the engine, as a changed source does.
+ENGINE_HEADERS = sorted(glob.glob(os.path.join("c_code", "*", "*.h")))
+
+
+class BuildPerNumpy(build):
+    """Object files and the built engine in folders named after the numpy they were compiled against.
+
+    setuptools names its folders after the platform and Python only
+    (``build/lib.linux-x86_64-cpython-311``), and skips compiling an engine it
+    finds there newer than its sources.  An engine built against numpy 1.23
+    (the Theano venv's ``build_ext --inplace``, ``make demo``) then went into
+    the wheel ``pip install .`` built against numpy 2, which cannot import it.
+    With numpy's version in the names (``...-cpython-311-numpy2.4.6``) each
+    numpy's build has its own objects and engine; a folder given on the
+    command line is left as given.
+    """
+
+    def finalize_options(self):
+        numpy_tag = "-numpy" + numpy.__version__
+        chosen = self.build_platlib, self.build_lib, self.build_temp
+        super().finalize_options()
+        if chosen[0] is None:
+            platlib = self.build_platlib
+            self.build_platlib = platlib + numpy_tag
+            if chosen[1] is None and self.build_lib == platlib:
+                self.build_lib = self.build_platlib
+        if chosen[2] is None:
+            self.build_temp += numpy_tag
 
 
 # Ray Data as a source (examples/ray_feed.py); never a dependency of the core package.
@@ -91,10 +123,11 @@ setup(
             "theano_queue._engine",
             sources=ENGINE_SOURCES,
             include_dirs=["c_code/engine", "c_code/python", "c_code/generated", numpy.get_include()],
+            depends=ENGINE_HEADERS,
             extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],
             libraries=["pthread", "dl"],
         )
     ],
     entry_points={"console_scripts": ["theano-queue = theano_queue.cli:main"]},
-    cmdclass={"build_py": BuildWithCCode},
+    cmdclass={"build": BuildPerNumpy, "build_py": BuildWithCCode},
 )
