@@ -5,6 +5,11 @@ The same queue as :mod:`theano_queue` (one engine, one feeding side) whose
 under PyTensor's C linker and under Numba (PyTensor 3.0's default linker;
 2.38's, PyMC 5.28's pin, is the C linker).  Numba is optional where the
 installed PyTensor does not require it.  Nothing here imports Theano.
+
+Its files: ``queue.py`` (the Queue), ``ops.py`` (Dequeue and Enqueue, both
+linkers), ``pymc.py`` (swap, check_model, StopWhenDrained, and the refusal
+of PyMC's calls outside a fit), ``blas.py`` (OpenBLAS for PyTensor's C
+linker where its own probe finds no BLAS).
 """
 
 try:
@@ -31,8 +36,11 @@ from .. import (
     upto,
     worker_info,
 )
+from .blas import fall_back_to_openblas
 from .pymc import StopWhenDrained, check_model, swap
 from .queue import Queue
+
+fall_back_to_openblas()
 
 __all__ = [
     "Queue",
