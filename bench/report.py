@@ -92,6 +92,18 @@ QUOTED = [
         "a shuffled gather from a dataset held on the GPU (device=True), against the PCIe limit",
         lambda s: "%.0f x" % next(r["x PCIe"] for r in s["rows"] if "x PCIe" in r),
     ),
+    (
+        "pymc_c_vs_minibatch",
+        30,
+        "a queue-fed PyMC 5 ADVI step on the C linker, against pm.Minibatch's (CPU, a user's install)",
+        lambda s: "%.2f x" % _row(s, linker="c", feeding="queue")["x Minibatch"],
+    ),
+    (
+        "pymc_numba_vs_minibatch",
+        30,
+        "the same on the Numba linker",
+        lambda s: "%.2f x" % _row(s, linker="numba", feeding="queue")["x Minibatch"],
+    ),
 ]
 README_FIGURES = (
     ".. The figures quoted above, from doc/bench/results.json: written by bench/report.py, checked by tests."

@@ -92,9 +92,16 @@ def test_every_tutorial_block_runs_pasted_alone_in_order(capsys):
 
 # ---- the docs in two layers (issue 41.5): guides say what to do, the benchmarks page holds what was measured ----
 
-# The pages a user reads to learn what to do.  doc/pymc.rst is a guide too: it joins GUIDES once its measurement
-# history has moved to doc/bench/notes.rst.
-GUIDES = ["README.rst", "doc/index.rst", "doc/tutorial.rst", "doc/keras.rst", "doc/pytensor.rst", "doc/api.rst"]
+# The pages a user reads to learn what to do (doc/pymc.rst's measurement history is in doc/bench/notes.rst).
+GUIDES = [
+    "README.rst",
+    "doc/index.rst",
+    "doc/tutorial.rst",
+    "doc/keras.rst",
+    "doc/pytensor.rst",
+    "doc/pymc.rst",
+    "doc/api.rst",
+]
 USER_PAGES = GUIDES + ["doc/design.rst"]
 # A commit's abbreviated or full hash: 7 to 40 hex digits, with a digit and a letter among them.
 COMMIT = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w/-])")
