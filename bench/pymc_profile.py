@@ -8,8 +8,9 @@ One compiled step function per feeding (``pm.ADVI(...).objective.step_function(s
 * ``queue, pre-filled``: the same batches put before the turn, no Feeder thread: the step's own cost;
 
 each with OpenBLAS's default threads and with one (``openblas_set_num_threads`` on the library PyTensor's
-C modules link, between turns).  Prints us a step (medians, spreads), the share of the queue's steps that
-waited for a batch, and the Feeder thread's CPU a step; ``--json PATH`` writes the table::
+C modules link, between turns).  Prints us a step (medians, spreads), the CPU a step of the step's thread
+and of the others (OpenBLAS's, the Feeder's), and what the queue's steps waited for a batch; ``--json PATH``
+writes the table::
 
     python bench/pymc_profile.py --samples 200000 --features 10 --rounds 5
 """
@@ -20,7 +21,6 @@ import ctypes.util
 import json
 import os
 import sys
-import threading
 import time
 
 import numpy as np
@@ -46,15 +46,13 @@ def step_function(model, mode):
     return advi.objective.step_function(score=True, compile_kwargs={"mode": mode})
 
 
-def thread_cpu_s(native_id):
-    """A thread's user+system CPU seconds, from /proc."""
-    with open("/proc/self/task/%d/stat" % native_id) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def feeder_threads(before):
-    return [t.native_id for t in threading.enumerate() if t.native_id not in before]
+def timed(steps, step):
+    """(wall, the calling thread's CPU, the other threads' CPU) seconds a step over ``steps`` calls of ``step``."""
+    wall, own, process = time.perf_counter(), time.thread_time(), time.process_time()
+    for _ in range(steps):
+        step()
+    own = time.thread_time() - own
+    return (time.perf_counter() - wall) / steps, own / steps, (time.process_time() - process - own) / steps
 
 
 def main(argv=None):
@@ -81,39 +79,25 @@ def main(argv=None):
     rng = np.random.default_rng(1)
 
     def run_minibatch():
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            minibatch_step()
-        return (time.perf_counter() - start) / args.steps, None, None
+        return timed(args.steps, minibatch_step), None
 
     def run_fed():
-        before = {t.native_id for t in threading.enumerate()}
         with tq.Feeder(fed, (x_all, y_all), epochs=None, shuffle=True, seed=0):
             while fed.size() < fed.capacity:
                 time.sleep(0.001)
-            threads = feeder_threads(before)
-            cpu0 = sum(thread_cpu_s(t) for t in threads)
-            stats0 = fed.stats()
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                fed_step()
-            seconds = time.perf_counter() - start
-            cpu = sum(thread_cpu_s(t) for t in threads) - cpu0
-            stats = fed.stats()
+            waited = fed.stats()["consumer_wait_s"]
+            result = timed(args.steps, fed_step)
+            waited = (fed.stats()["consumer_wait_s"] - waited) / args.steps
         fed.close(cancel_pending=True)
         fed.reopen()
-        waited = (stats["consumer_wait_s"] - stats0["consumer_wait_s"]) / args.steps
-        return seconds / args.steps, cpu / args.steps, waited
+        return result, waited
 
     def run_filled():
         order = rng.permutation(n)
         for i in range(args.steps):
             rows = order[(i * b) % (n - b) :][:b]
             filled.put(x_all[rows], y_all[rows])
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            filled_step()
-        return (time.perf_counter() - start) / args.steps, None, None
+        return timed(args.steps, filled_step), None
 
     blas = openblas()
     default_threads = blas.openblas_get_num_threads() if blas else None
@@ -122,41 +106,40 @@ def main(argv=None):
     for run in variants.values():  # warm-up: first calls, page faults
         run()
     results = {(s, v): [] for s, _ in settings for v in variants}
-    extra = {(s, v): [] for s, _ in settings for v in variants}
     for r in range(args.rounds):
         for setting, threads in settings:
             if blas:
                 blas.openblas_set_num_threads(threads)
             for name, run in variants.items():
-                per_step, feeder_cpu, waited = run()
-                results[setting, name].append(per_step * 1e6)
-                extra[setting, name].append((feeder_cpu, waited))
-                print("round %d blas %-7s %-18s %7.1f us/step" % (r, setting, name, per_step * 1e6), flush=True)
+                (wall, own, others), waited = run()
+                waited_us = None if waited is None else waited * 1e6
+                results[setting, name].append((wall * 1e6, own * 1e6, others * 1e6, waited_us))
+                print("round %d blas %-7s %-18s %7.1f us/step" % (r, setting, name, wall * 1e6), flush=True)
     table = []
     print(
-        "\n%-8s %-18s %9s %17s %12s %12s %12s"
-        % ("BLAS", "feeding", "median us", "spread", "x Minibatch", "Feeder CPU", "waited us")
+        "\n%-8s %-18s %9s %17s %11s %10s %10s %9s"
+        % ("BLAS", "feeding", "median us", "spread", "x Minibatch", "step CPU", "others CPU", "waited")
     )
     for setting, _ in settings:
-        base = np.median(results[setting, "pm.Minibatch"])
+        base = np.median([m[0] for m in results[setting, "pm.Minibatch"]])
         for name in variants:
-            times = results[setting, name]
-            cpu = [c for c, _ in extra[setting, name] if c is not None]
-            waited = [w for _, w in extra[setting, name] if w is not None]
+            runs = results[setting, name]
+            walls = [m[0] for m in runs]
             row = {
                 "BLAS threads": setting,
                 "feeding": name,
-                "median us": float(np.median(times)),
-                "min us": float(min(times)),
-                "max us": float(max(times)),
-                "x Minibatch": float(np.median(times) / base),
+                "median us": float(np.median(walls)),
+                "min us": float(min(walls)),
+                "max us": float(max(walls)),
+                "x Minibatch": float(np.median(walls) / base),
+                "step thread CPU us": float(np.median([m[1] for m in runs])),
+                "other threads CPU us": float(np.median([m[2] for m in runs])),
             }
-            if cpu:
-                row["Feeder CPU us/step"] = float(np.median(cpu) * 1e6)
-                row["waited us/step"] = float(np.median(waited) * 1e6)
+            if runs[0][3] is not None:
+                row["waited us"] = float(np.median([m[3] for m in runs]))
             table.append(row)
             print(
-                "%-8s %-18s %9.1f %8.1f - %-8.1f %12.2f %12s %12s"
+                "%-8s %-18s %9.1f %8.1f - %-8.1f %11.2f %10.1f %10.1f %9s"
                 % (
                     setting,
                     name,
@@ -164,8 +147,9 @@ def main(argv=None):
                     row["min us"],
                     row["max us"],
                     row["x Minibatch"],
-                    "%.1f" % row["Feeder CPU us/step"] if cpu else "--",
-                    "%.1f" % row["waited us/step"] if cpu else "--",
+                    row["step thread CPU us"],
+                    row["other threads CPU us"],
+                    "%.1f" % row["waited us"] if "waited us" in row else "--",
                 )
             )
     print(

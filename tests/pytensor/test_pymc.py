@@ -9,6 +9,7 @@ import time
 import warnings
 
 import numpy as np
+import pytensor
 import pytest
 
 pm = pytest.importorskip("pymc")
@@ -101,6 +102,14 @@ def test_pymc_calls_after_a_fit_are_refused_before_they_take_a_batch(queued, cal
     if call not in ("approx.sample", "pm.model_to_graphviz"):  # graphviz: not installed here
         CALLS_OUTSIDE_A_FIT[call](approx, tq.swap(model, {x: X, y: Y}))
     assert (q.size(), q.stats()["dequeued"]) == left
+
+
+def test_functions_the_user_compiles_still_read_the_queue(queued):
+    q, x, y, model = queued
+    q.put(X[:B], Y[:B])
+    q.put(X[B : 2 * B], Y[B : 2 * B])
+    assert pm.compile([], y)().tolist() == Y[:B].tolist()  # pm.compile by the user: his own function
+    assert pytensor.function([], y)().tolist() == Y[B : 2 * B].tolist()
 
 
 def test_a_fit_on_a_run_that_has_ended_says_it_was_the_fit(queued):

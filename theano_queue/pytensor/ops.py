@@ -92,7 +92,7 @@ class QueueCOp(COp):
         return [c_sections(self.c_file)["init_code"]]
 
     def c_code_cache_version(self):
-        digest = hashlib.sha256()
+        digest = hashlib.sha256(__name__.encode())  # Dequeue's C code imports this module by name
         paths = [header_file(name) for name in QUEUE_HEADERS] + [op_file(KEY_FILE), op_file(self.c_file)]
         for path in paths:
             with open(path, "rb") as f:

@@ -30,9 +30,10 @@ from ..errors import QueueError
 from .ops import Dequeue, reaching_call
 
 # PyMC's calls that read a queue-fed model's data batch by batch: a fit (pm.fit, Inference.fit/refine) and
-# the step and score functions it compiles, for users who drive the steps themselves.  Every other PyMC call
+# the step and score functions it compiles, for users who drive the steps themselves; and pm.compile called by
+# the user (pymc.pytensorf), a function of his own as pytensor.function's are.  Every other PyMC call
 # evaluates the data once, for the whole data set, and is refused.
-FIT_MODULES = ("pymc.variational.inference",)
+FIT_MODULES = ("pymc.variational.inference", "pymc.pytensorf")
 FIT_FUNCTIONS = ("ObjectiveFunction.step_function", "ObjectiveFunction.score_function")
 APPROX_SAMPLE_HINT = (
     "; for approx.sample, take the draws alone (return_inferencedata=False) and the data from the copy: "
