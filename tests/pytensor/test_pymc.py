@@ -104,6 +104,14 @@ def test_pymc_calls_after_a_fit_are_refused_before_they_take_a_batch(queued, cal
     assert (q.size(), q.stats()["dequeued"]) == left
 
 
+def test_the_refusal_holds_under_numba_too(queued):
+    q, _, _, model = queued
+    q.put(X[:B], Y[:B])
+    with pytensor.config.change_flags(mode="NUMBA"), pytest.raises(tq.QueueError, match=r"^Model\.point_logps reached"):
+        model.point_logps()
+    assert q.size() == 1
+
+
 def test_functions_the_user_compiles_still_read_the_queue(queued):
     q, x, y, model = queued
     q.put(X[:B], Y[:B])
