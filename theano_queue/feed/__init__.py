@@ -4,7 +4,8 @@
 * :mod:`.factory`: which producer a Feeder's arguments ask for;
 * :mod:`.producers` (fill, iterable, map-style in the Feeder's thread), :mod:`.arrays` (array datasets),
   :mod:`.dispatcher` (worker processes: the parent's side), :mod:`.pool` (their processes),
-  :mod:`.child` (what runs in them), :mod:`.protocol` (what they say over their pipes);
+  :mod:`.child` (what runs in them), :mod:`.protocol` (what they say over their pipes), :mod:`.watch` and
+  :mod:`.startup` (their clocks: per item, and while they start);
 * :mod:`.check`: the one door every value passes (``Queue.put``'s rules and messages);
 * :mod:`.autotune`: what the self-tuning knobs (``"auto"``) decided, and why;
 * :mod:`.sources`, :mod:`.rows`, :mod:`.state`, :mod:`.info`: reading sources, writing rows, resume state,

@@ -47,6 +47,7 @@ from ..sampler import split_rows
 from . import protocol as p
 from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context
 from .rows import sample_failed
+from .startup import STARTUP_TIMEOUT_S, StartupWatch
 from .state import Progress, Schedule, Streams
 from .watch import WorkerWatch
 
@@ -98,6 +99,7 @@ class WorkerProducer(WorkerWatch):
         ordered=True,
         start_method=None,
         timeout=None,
+        startup_timeout=STARTUP_TIMEOUT_S,
     ):
         self.feeder, self.port, self.ring = feeder, port, port.ring
         self.n, self.mode, self.ordered, self.timeout = workers, mode, ordered, timeout
@@ -120,7 +122,8 @@ class WorkerProducer(WorkerWatch):
         self.failure = None  # (exception, first batch seq it spoils, deadline)
         self.started = self.all_ready = self.ended = self.last_commit = None
         self.stop_event = None
-        self.winding_down = self.warned_slow = self.warned_start = False
+        self.winding_down = self.warned_slow = False
+        self.startup = StartupWatch(feeder.name, timeout, startup_timeout, self._phase)
         self.reserver = None
         # Ends the reserver's wait for a free slot (it waits without limit) when the run winds down.
         self.reserver_stop = _engine.Stop(self.ring)

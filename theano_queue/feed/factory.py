@@ -13,6 +13,7 @@ from .dispatcher import WorkerProducer
 from .held import HeldArrayProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
 from .sources import array_sources, bucket_lengths, dataset_length, is_map_style
+from .startup import STARTUP_TIMEOUT_S, check_startup_timeout
 from .state import iterable_skips, stream_lengths
 
 
@@ -138,6 +139,7 @@ def make_producer(
     bucket_window: Any = None,
     timeout: Any = None,
     device: Any = False,
+    startup_timeout: Any = STARTUP_TIMEOUT_S,
 ) -> Producer:
     """The producer for a Feeder's arguments: the source, the runner the table allows it, the source's own
     arguments checked, then built."""
@@ -149,10 +151,12 @@ def make_producer(
     workers = _count(workers, "workers", where)
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where, device)
+    startup_timeout = check_startup_timeout(startup_timeout, where)
     arrays = None if fill is not None else array_sources(dataset, port.components, port.name)
     source = source_of(dataset, fill, arrays, device, where)
     runner = runner_of(source, workers, device, dataset, where)
-    pool = dict(seed=seed, ordered=ordered, start_method=start_method, timeout=timeout)  # the workers' own
+    # The workers' own arguments.
+    pool = dict(seed=seed, ordered=ordered, start_method=start_method, timeout=timeout, startup_timeout=startup_timeout)
     if source == "fill":
         _fill_arguments(shuffle, shard, drop_last, epochs, state, bucket_by, bucket_window, where)
         return FillProducer(feeder, port, fill)

@@ -110,9 +110,11 @@ class Feeder:
     Without it, one warning on the ``theano_queue`` logger says when a worker
     has been on its samples for over 30 s.  A worker that starts is bounded
     too: one that shows no progress (no start-up phase begun, no processor
-    time used) for ``timeout`` seconds (120 without it) fails the Feeder with
-    a :class:`FeederError` naming the worker, its pid and what it was doing
-    (importing the script, unpickling or opening the dataset).
+    time used) for ``timeout`` seconds (120 without it), or is still starting
+    after ``startup_timeout`` seconds (120; busy or not), fails the Feeder
+    with a :class:`FeederError` naming the worker, its pid and what it was
+    doing (importing the script, unpickling or opening the dataset); every
+    10 s until then a warning names the workers still starting.
 
     Leaving the ``with`` block (normally or by an exception) stops the thread,
     waits for it (``stop_timeout`` seconds at most) and, with
@@ -168,6 +170,7 @@ class Feeder:
         bucket_window: Optional[int] = None,
         timeout: Optional[float] = None,
         device: bool = False,
+        startup_timeout: float = 120.0,
     ):
         if source is not None:  # the argument's name before workers came
             if dataset is not None:
@@ -209,6 +212,7 @@ class Feeder:
             bucket_window=bucket_window,
             timeout=timeout,
             device=device,
+            startup_timeout=startup_timeout,
         )
         if isinstance(self._producer, IterableProducer):
             self.source = self._producer.stream

@@ -12,25 +12,18 @@ unpickle is.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import Any, List, Optional
 
 import numpy as np
 
 from . import protocol as p
-from .pool import PROCESS_STATES, process_status
 from .rows import sample_failed
 
 logger = logging.getLogger("theano_queue")
 
 #: With no ``Feeder(timeout=...)``, one warning once a worker has spent this long on one item.
 SLOW_SAMPLE_S = 30.0
-#: With no ``Feeder(timeout=...)``, a worker that shows no progress (no phase begun, no processor time used)
-#: for this long while it starts has failed; ``timeout`` bounds it instead when given.
-STARTUP_IDLE_S = 120.0
-#: A start-up that keeps using processor time this long (or ``timeout``, when that is longer) has failed too.
-STARTUP_LIMIT_S = 600.0
 
 
 class WorkerWatch:
@@ -46,9 +39,9 @@ class WorkerWatch:
     def _watch_time(self):
         """Feeder(timeout=...) per item, and one warning for an item slower than SLOW_SAMPLE_S."""
         now = time.monotonic()
-        for w in self.workers:
-            if w.alive and w.ready_at is None:
-                self._watch_startup(w, now)
+        failure = self.startup.check(self.workers, now)
+        if failure is not None:
+            self._fail_later(failure, self.seq)
         for w in self.workers:
             if not w.alive or not w.items or w.since is None:
                 continue
@@ -73,43 +66,6 @@ class WorkerWatch:
                     SLOW_SAMPLE_S,
                     self._describe(next(iter(w.items.values()))),
                 )
-
-    def _watch_startup(self, w, now):
-        """A worker that starts must show progress within the start-up limit, and start within the longest."""
-        ticks, state = process_status(w.pid)
-        if ticks != w.cpu_ticks or state == "R":  # runnable counts too: on a loaded machine it waits for a core
-            w.cpu_ticks, w.progress_at = ticks, now
-        idle_limit = self.timeout if self.timeout is not None else STARTUP_IDLE_S
-        idle, spent = now - w.progress_at, now - w.started_at
-        if idle <= idle_limit and spent <= max(STARTUP_LIMIT_S, idle_limit):
-            if self.timeout is None and spent > SLOW_SAMPLE_S and not self.warned_start:
-                self.warned_start = True
-                logger.warning(
-                    "%s: worker %d (pid %d) has been %s for %.0f s (%s); give Feeder(timeout=...) to bound it",
-                    self.feeder.name,
-                    w.id,
-                    w.pid,
-                    self._phase(w),
-                    spent,
-                    "still using processor time" if idle < 1.0 else "idle for %.0f s" % idle,
-                )
-            return
-        if idle > idle_limit:
-            why = "showed no progress for %.1f s (%s, no processor time used)" % (
-                idle,
-                PROCESS_STATES.get(state, "state %r" % state),
-            )
-            bound = "timeout=%g s" % self.timeout if self.timeout is not None else "start-up limit of %g s" % idle_limit
-        else:
-            why = "was still starting after %.0f s" % spent
-            bound = "start-up limit of %g s" % max(STARTUP_LIMIT_S, idle_limit)
-        exc = sample_failed(
-            "worker %d (pid %d) did not start within the Feeder's %s: it %s while %s"
-            % (w.id, w.pid, bound, why, self._phase(w)),
-            worker=w.id,
-        )
-        w.started_at = w.progress_at = math.inf  # one failure per worker
-        self._fail_later(exc, self.seq)
 
     def _phase(self, w):
         if w.phase == p.IMPORTING and self.context.get_start_method() == "fork":
