@@ -8,6 +8,7 @@
   :mod:`.startup` (their clocks: per item, and while they start);
 * :mod:`.check`: the one door every value passes (``Queue.put``'s rules and messages);
 * :mod:`.autotune`: what the self-tuning knobs (``"auto"``) decided, and why;
+* :mod:`.sampler`: which samples go into which batch, epoch after epoch (``theano_queue.sampler`` is its old path);
 * :mod:`.sources`, :mod:`.rows`, :mod:`.state`, :mod:`.info`: reading sources, writing rows, resume state,
   :func:`worker_info`.
 

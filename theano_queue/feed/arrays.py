@@ -112,6 +112,9 @@ class ArrayProducer(InlineMapProducer):
 
     #: Batches per engine call at most: bounds how stale ``produced`` is between calls.
     RUN = 256
+    #: Rows per engine call at most (but one batch): bounds the indices computed at once for an epoch that is
+    #: not held (index order, a keyed permutation), 512 KiB of int64.
+    RUN_ROWS = 1 << 16
 
     #: A batch gathered by the Feeder's thread alone (the engine shares larger copies among its copy threads).
     SMALL_BATCH_BYTES = 1 << 20
@@ -177,6 +180,7 @@ class ArrayProducer(InlineMapProducer):
         """(first position, count) of the batches to put, in order: consecutive, within one epoch each."""
         sampler, cursor = self.schedule.sampler, self.schedule.start_cursor
         per_epoch, skip = sampler.batches_per_epoch, sorted(cursor.above)
+        run = self.RUN if sampler.holds_epochs else max(1, min(self.RUN, self.RUN_ROWS // sampler.batch_size))
         position = cursor.low
         while per_epoch and (sampler.total is None or position < sampler.total):
             while skip and skip[0] < position:
@@ -185,7 +189,7 @@ class ArrayProducer(InlineMapProducer):
                 position += 1
                 continue
             end = (position // per_epoch + 1) * per_epoch
-            end = min(end, position + self.RUN, *(skip[:1] or [end]), *([sampler.total] if sampler.total else []))
+            end = min(end, position + run, *(skip[:1] or [end]), *([sampler.total] if sampler.total else []))
             yield position, end - position
             position = end
 
@@ -212,8 +216,8 @@ class ArrayProducer(InlineMapProducer):
         try:
             for position, count in self.runs():
                 epoch, first = divmod(position, per_epoch)
-                indices = self.epoch_indices(epoch, ahead)
-                if first + count == per_epoch:
+                indices, first = self.run_indices(epoch, first, count, ahead)
+                if position % per_epoch + count == per_epoch:
                     ahead = self.order_ahead(epoch + 1)
                 self.progress.committing(*range(position, position + count))
                 began, waited = time.perf_counter(), ring.stats()["producer_wait_s"]
@@ -228,6 +232,15 @@ class ArrayProducer(InlineMapProducer):
             if ahead is not None:
                 ahead.thread.join()
 
+    def run_indices(self, epoch: int, first: int, count: int, ahead):
+        """(indices, the first batch's number in them) for batches ``first`` to ``first + count`` of ``epoch``:
+        the held epoch whole (no copy), or only those batches' indices where the epoch is not held."""
+        sampler = self.schedule.sampler
+        if sampler.holds_epochs:
+            return self.epoch_indices(epoch, ahead), first
+        start = first * sampler.batch_size
+        return sampler.indices(epoch, start, min(start + count * sampler.batch_size, sampler.per_rank)), 0
+
     def epoch_indices(self, epoch: int, ahead):
         """The sampler's indices of ``epoch``, taken from ``ahead`` (an :class:`OrderAhead`) where it has them."""
         sampler = self.schedule.sampler
@@ -241,7 +254,7 @@ class ArrayProducer(InlineMapProducer):
         Bucketed epochs call the user's ``bucket_by``: they stay in the Feeder's thread.
         """
         sampler = self.schedule.sampler
-        if not sampler.shuffle or sampler.bucket_by is not None:
+        if not sampler.holds_epochs or sampler.bucket_by is not None:
             return None
         if sampler.total is not None and epoch * sampler.batches_per_epoch >= sampler.total:
             return None

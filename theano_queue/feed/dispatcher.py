@@ -43,10 +43,10 @@ import numpy as np
 
 from .. import _engine
 from ..errors import QueueClosed, QueueError, Stopped
-from ..sampler import split_rows
 from . import protocol as p
 from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context
 from .rows import sample_failed
+from .sampler import split_rows
 from .startup import STARTUP_TIMEOUT_S, StartupWatch
 from .state import Progress, Schedule, Streams
 from .watch import WorkerWatch

@@ -7,11 +7,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..sampler import Sampler, shard_pair
 from .arrays import ArrayProducer
 from .dispatcher import WorkerProducer
 from .held import HeldArrayProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
+from .sampler import Sampler, shard_pair
 from .sources import array_sources, bucket_lengths, dataset_length, is_map_style
 from .startup import STARTUP_TIMEOUT_S, check_startup_timeout
 from .state import iterable_skips, stream_lengths
