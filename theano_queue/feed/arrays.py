@@ -30,7 +30,8 @@ import numpy as np
 
 from .. import _engine
 from ..errors import QueueError, Stopped
-from .producers import InlineMapProducer
+from .producers import InProcessProducer, sampled_stats
+from .state import Schedule
 
 logger = logging.getLogger("theano_queue")
 
@@ -102,7 +103,7 @@ class OrderAhead:
         return self.indices
 
 
-class ArrayProducer(InlineMapProducer):
+class ArrayProducer(InProcessProducer):
     """An array dataset fed by native gathers: one engine call per run of batches, no Python per batch.
 
     The sampler gives each epoch's index array; ``Ring.put_rows`` gathers the
@@ -135,7 +136,8 @@ class ArrayProducer(InlineMapProducer):
         return max(1, capacity // 2) if batch_bytes < cls.SMALL_BATCH_BYTES else 1
 
     def __init__(self, feeder, port, arrays, sampler, cursor):
-        super().__init__(feeder, port, None, sampler, cursor)  # its state, stats and start; not its writer
+        super().__init__(feeder, port)
+        self.schedule = Schedule(sampler, cursor, self.progress)
         self.arrays = arrays
         self.where = "Feeder(%s)" % port.name
         self.mechanism = requested_gather(self.where)
@@ -170,8 +172,11 @@ class ArrayProducer(InlineMapProducer):
             return [used] * len(self.arrays)
         return [BATCH if row_bytes(c) >= DEVICE_MIN_ROW_BYTES else HOST for c in self.port.components]
 
+    def state_dict(self) -> dict:
+        return self.schedule.state_dict()
+
     def stats(self) -> dict:
-        stats = super().stats()
+        stats = sampled_stats(self, super().stats())
         words = [self.gather] * len(self.arrays) if isinstance(self.gather, str) else self.gather
         stats["gather"] = {c.name: word for c, word in zip(self.port.components, words)}
         return stats

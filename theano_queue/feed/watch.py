@@ -1,19 +1,16 @@
-"""How long a Feeder's workers take, and what they are doing: the timeouts, the slow warnings, the words.
+"""How long a Feeder's workers take on their items, and what they are doing, in words.
 
-:class:`WorkerWatch` is the part of :class:`~.dispatcher.WorkerProducer` that
-watches the clock (``Feeder(timeout=...)`` on each item and on each worker's
-start-up, one warning past :data:`SLOW_SAMPLE_S` without it) and describes
-the workers for messages and stall warnings.  A starting worker counts as
-making progress while it begins a new phase (protocol.PHASES) or uses
-processor time: a long import is not a hang, a stopped process or a blocked
-unpickle is.
+:class:`ItemWatch` watches the clock on each item in a worker's hands
+(``Feeder(timeout=...)``; one warning past :data:`SLOW_SAMPLE_S` without
+it) and describes the workers for messages and stall warnings.  Their
+start-up has its own clock: :mod:`.startup`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -26,23 +23,23 @@ logger = logging.getLogger("theano_queue")
 SLOW_SAMPLE_S = 30.0
 
 
-class WorkerWatch:
-    """Mixed into WorkerProducer: uses its workers, pool, sampler, mode, timeout, feeder and _fail_later."""
+class ItemWatch:
+    """Watches the clock on the items in the workers' hands, and puts the workers' work and start-up in words.
 
-    # What WorkerProducer sets (declared for the type checker).
-    feeder: Any
-    pool: Any
-    workers: List[Any]
-    n: int
-    last_commit: Optional[float]
+    ``current`` is the pool's shared array of the sample each worker is on;
+    ``sampler`` the map-style dataset's (None for an iterable).
+    """
 
-    def _watch_time(self):
-        """Feeder(timeout=...) per item, and one warning for an item slower than SLOW_SAMPLE_S."""
-        now = time.monotonic()
-        failure = self.startup.check(self.workers, now)
-        if failure is not None:
-            self._fail_later(failure, self.seq)
-        for w in self.workers:
+    def __init__(self, name: str, timeout: Optional[float], mode: str, sampler: Any, current: Any, start_method: str):
+        self.name, self.timeout, self.mode, self.sampler = name, timeout, mode, sampler
+        self.current, self.start_method = current, start_method
+        self.warned_slow = False
+
+    def check(self, workers: List[Any], now: float) -> List[Tuple[BaseException, int]]:
+        """Feeder(timeout=...) per item: (failure, the batch seq it spoils) of each worker past it; one warning
+        for an item slower than SLOW_SAMPLE_S without it."""
+        failures = []
+        for w in workers:
             if not w.alive or not w.items or w.since is None:
                 continue
             spent = now - w.since
@@ -50,36 +47,38 @@ class WorkerWatch:
                 item = next(iter(w.items.values()))
                 exc = sample_failed(
                     "worker %d (pid %d) did not finish %s within the Feeder's timeout=%g s"
-                    % (w.id, w.pid, self._describe(item, self.pool.current[w.id]), self.timeout),
+                    % (w.id, w.pid, self.describe(item, self.current[w.id]), self.timeout),
                     worker=w.id,
                 )
                 w.since = None
-                self._fail_later(exc, item.batch.seq)
+                failures.append((exc, item.batch.seq))
             elif self.timeout is None and spent > SLOW_SAMPLE_S and not self.warned_slow:
                 self.warned_slow = True
                 logger.warning(
                     "%s: worker %d (pid %d) has taken over %g s on %s; give Feeder(timeout=...) to make "
                     "a hung sample an error",
-                    self.feeder.name,
+                    self.name,
                     w.id,
                     w.pid,
                     SLOW_SAMPLE_S,
-                    self._describe(next(iter(w.items.values()))),
+                    self.describe(next(iter(w.items.values()))),
                 )
+        return failures
 
-    def _phase(self, w):
-        if w.phase == p.IMPORTING and self.context.get_start_method() == "fork":
+    def phase_of(self, w) -> str:
+        """What a starting worker does, in words."""
+        if w.phase == p.IMPORTING and self.start_method == "fork":
             return "starting"
         return p.PHASES[w.phase]
 
-    def _describe(self, item, current=None):
+    def describe(self, item, current=None) -> str:
         """The samples of ``item`` in words; ``current``, the one its worker is on, first when it is one of them."""
         if self.mode == "map":
             _, _, _, row0, rows = p.MAP_ITEM.unpack_from(item.message)
             indices = np.frombuffer(item.message, np.int64, rows, p.MAP_ITEM.size)
             where = "batch %d of epoch %d" % (
-                item.batch.key % self.schedule.sampler.batches_per_epoch,
-                self.schedule.sampler.epoch_of(item.batch.key),
+                item.batch.key % self.sampler.batches_per_epoch,
+                self.sampler.epoch_of(item.batch.key),
             )
             listed = indices.tolist() if rows <= 8 else "[%s, ... %d]" % (str(indices[:3].tolist())[1:-1], indices[-1])
             if current is not None and current in indices:
@@ -94,32 +93,32 @@ class WorkerWatch:
             return "sample%s %s of %s" % ("s" if rows > 1 else "", listed, where)
         return "element %d of its stream" % item.batch.key[1]
 
-    def activity(self) -> str:
+    def activity(self, workers: List[Any], n: int, produced: int, last_commit: Optional[float]) -> str:
         """Where the workers are: starting (how many ready, what the others do) or producing (the last put)."""
         now = time.monotonic()
-        ready = sum(1 for w in self.workers if w.ready_at is not None)
-        if len(self.workers) < self.n or ready < self.n:
+        ready = sum(1 for w in workers if w.ready_at is not None)
+        if len(workers) < n or ready < n:
             starting = [
-                "worker %d %s for %.0f s" % (w.id, self._phase(w), now - w.started_at)
-                for w in self.workers
+                "worker %d %s for %.0f s" % (w.id, self.phase_of(w), now - w.started_at)
+                for w in workers
                 if w.alive and w.ready_at is None
             ]
             return "workers starting, %d of %d ready%s" % (
                 ready,
-                self.n,
+                n,
                 " (%s)" % ", ".join(starting) if starting else "",
             )
-        last = "the last %.1f s ago" % (now - self.last_commit) if self.last_commit is not None else "none yet"
+        last = "the last %.1f s ago" % (now - last_commit) if last_commit is not None else "none yet"
         busy = [
             "worker %d on %s for %.0f s"
-            % (w.id, self._describe(next(iter(w.items.values())), self.pool.current[w.id]), now - w.since)
-            for w in self.workers
+            % (w.id, self.describe(next(iter(w.items.values())), self.current[w.id]), now - w.since)
+            for w in workers
             if w.alive and w.items and w.since is not None
         ]
         return "%d of %d workers ready, %d element(s) put (%s)%s" % (
             ready,
-            self.n,
-            self.feeder.produced,
+            n,
+            produced,
             last,
             "; " + ", ".join(busy) if busy else "",
         )
