@@ -10,7 +10,8 @@
   :mod:`.payload` (the dataset pickled for them), :mod:`.gil` (the Feeder thread's GIL waits);
 * :mod:`.held`: an array dataset held in GPU memory;
 * :mod:`.check`: the one door every value passes (``Queue.put``'s rules and messages);
-* :mod:`.autotune`: what the self-tuning knobs (``"auto"``) decided, and why;
+* :mod:`.autotune`: what the self-tuning knobs (``"auto"``) decided, and why; :mod:`.autoworkers`: the
+  ``workers="auto"`` rule and its tuner;
 * :mod:`.sampler`: which samples go into which batch, epoch after epoch (``theano_queue.sampler`` is its old path);
 * :mod:`.sources`, :mod:`.rows`, :mod:`.state`, :mod:`.info`: reading sources, writing rows, resume state,
   :func:`worker_info`.

@@ -46,6 +46,7 @@ import time
 
 from .. import _engine
 from ..errors import QueueError, Stopped
+from .autoworkers import resident_bytes
 from .handout import Handout
 from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context
 from .results import Results
@@ -79,12 +80,19 @@ class WorkerProducer:
         start_method=None,
         timeout=None,
         startup_timeout=STARTUP_TIMEOUT_S,
+        tuner=None,
     ):
         self.feeder, self.port, self.ring = feeder, port, port.ring
+        # workers="auto" (map-style only): the tuner decides the count, starting from its own.
+        self.tuner = tuner
+        if tuner is not None:
+            workers = tuner.start_count()
         self.n, self.mode = workers, mode
         self.skips = list(skips) if skips is not None else [0] * workers
         self.context = start_method_context(start_method)
-        self.pool = Pool(workers, self.context, dataset_payload(dataset, self.context, feeder.name), feeder.name)
+        payload = dataset_payload(dataset, self.context, feeder.name)
+        most = tuner.limit(0)[0] if tuner is not None else workers
+        self.pool = Pool(workers, self.context, payload, feeder.name, most)
         self.config = {"seed": seed, "epochs": epochs, "skip": self.skips, "queue": port.name}
         self.progress = Progress(port.ring)
         self.schedule = (
@@ -107,6 +115,8 @@ class WorkerProducer:
             self.watch.phase_of,
         )
         self.workers = []
+        self.selector = None
+        self.watched = set()  # workers whose pipe and sentinel the selector watches
         self.posted = collections.deque()  # slots the reserver took, not yet given a batch
         self.started = self.ended = None
         self.stop_event = None
@@ -213,15 +223,20 @@ class WorkerProducer:
     def loop(self):
         # One selector for the whole run: the pipes, the sentinels and the reserver's wake-up.
         with selectors.DefaultSelector() as selector:
+            self.selector = selector
             selector.register(self.wake_r, selectors.EVENT_READ, None)
             for w in self.workers:
-                selector.register(w.conn.fileno(), selectors.EVENT_READ, (False, w))
-                selector.register(w.process.sentinel, selectors.EVENT_READ, (True, w))
+                self.watch_worker(w)
             return self.serve(selector)
+
+    def watch_worker(self, w):
+        self.selector.register(w.conn.fileno(), selectors.EVENT_READ, (False, w))
+        self.selector.register(w.process.sentinel, selectors.EVENT_READ, (True, w))
+        self.watched.add(w)
 
     def serve(self, selector):
         handout, results = self.handout, self.results
-        watched = set(self.workers)
+        watched = self.watched
         while True:
             if self.stop_event.is_set() or self.ring.closed:
                 return False  # stopped, or the queue was closed under us: the consumer wants no more
@@ -245,6 +260,8 @@ class WorkerProducer:
                 selector.unregister(w.process.sentinel)
                 watched.discard(w)
             self.watch_time()
+            if self.tuner is not None:
+                self.autoscale()
             while self.posted:
                 failed = handout.assign(self.posted.popleft(), self.workers)
                 if failed is not None:
@@ -268,6 +285,39 @@ class WorkerProducer:
         for exc, seq in self.watch.check(self.workers, now):
             self.results.fail_later(exc, seq)
 
+    # ---- workers="auto" ------------------------------------------------------------------------
+
+    def active(self):
+        return [w for w in self.workers if w.alive and not w.retiring]
+
+    def autoscale(self):
+        """Retires the workers that finished what they held; when a decision is due, adds or retires workers."""
+        for w in self.workers:
+            if w.retiring and w.alive and not w.items and not w.backlog:
+                self.pool.retire(w)
+        now = time.monotonic()
+        if not self.tuner.due(now):
+            return
+        active = self.active()
+        new = self.tuner.tick(
+            now,
+            self.ring.stats()["consumer_wait_s"],
+            sum(w.busy for w in self.workers),
+            len(active),
+            any(w.ready_at is None for w in active),
+            lambda: max((resident_bytes(w.pid) for w in active if w.ready_at), default=0),
+        )
+        if new is None:
+            return
+        if new > len(active):
+            for _ in range(new - len(active)):
+                self.watch_worker(self.pool.add())
+        else:  # the last started go first; the order of the batches is the sampler's, whoever writes them
+            ready = sorted((w for w in active if w.ready_at is not None), key=lambda w: -w.id)
+            for w in ready[: len(active) - new]:
+                w.retiring = True
+        self.handout.split = new
+
     # ---- what the Feeder reports --------------------------------------------------------------
 
     def state_dict(self) -> dict:
@@ -286,7 +336,7 @@ class WorkerProducer:
         elapsed = now - first if first else 0.0  # since the first worker could produce
         samples = self.results.samples if self.mode == "map" else sum(w.samples for w in self.workers)
         out = {
-            "workers": self.n,
+            "workers": len(self.active()) if self.tuner is not None and self.workers else self.n,
             "elements": self.feeder.produced,
             "samples": samples,
             "busy": float(sum(busy) / len(busy)) if busy else 0.0,
@@ -300,4 +350,6 @@ class WorkerProducer:
         }
         if self.mode == "map":
             out["batches_per_epoch"] = self.schedule.sampler.batches_per_epoch
+        if self.tuner is not None:
+            out["auto"] = self.tuner.log.as_dict()
         return out

@@ -58,8 +58,8 @@ class Handout:
         self.todo: collections.deque = collections.deque()
         self.broken: List[Any] = []
         self.seq = self.tags = 0
-        self.positions = schedule.pending() if mode == "map" else None
-        self.next_position = next(self.positions, None) if mode == "map" else None
+        self.positions: Any = schedule.pending() if mode == "map" else iter(())
+        self.next_position = next(self.positions, None)
         self.more = not (mode == "map" and self.next_position is None)  # batches left to hand out
 
     def finish(self) -> None:
@@ -118,7 +118,9 @@ class Handout:
     def hand_out(self, workers: List[Any]) -> None:
         """Gives waiting items to the ready workers with the fewest in hand (DEPTH at most each)."""
         while self.todo:
-            free = [w for w in workers if w.alive and w.ready_at is not None and len(w.items) < DEPTH]
+            free = [
+                w for w in workers if w.alive and w.ready_at is not None and not w.retiring and len(w.items) < DEPTH
+            ]
             if not free:
                 return
             self.send(min(free, key=lambda w: len(w.items)), self.todo.popleft())

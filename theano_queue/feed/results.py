@@ -212,5 +212,6 @@ class Results:
 
     def fail(self) -> None:
         # Failed now, so that consumers stop at the slots still being written (given back on the way out).
+        assert self.failure is not None
         self.feeder.fail(self.failure[0])
         raise self.failure[0]

@@ -38,7 +38,7 @@ class ItemWatch:
     def check(self, workers: List[Any], now: float) -> List[Tuple[BaseException, int]]:
         """Feeder(timeout=...) per item: (failure, the batch seq it spoils) of each worker past it; one warning
         for an item slower than SLOW_SAMPLE_S without it."""
-        failures = []
+        failures: List[Tuple[BaseException, int]] = []
         for w in workers:
             if not w.alive or not w.items or w.since is None:
                 continue
