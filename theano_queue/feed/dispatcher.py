@@ -324,7 +324,9 @@ class WorkerProducer:
         return self.schedule.state_dict()
 
     def activity(self) -> str:
-        return self.watch.activity(self.workers, self.n, self.feeder.produced, self.results.last_commit)
+        workers = self.workers if self.tuner is None else self.active()  # retired workers are no longer counted
+        count = self.n if self.tuner is None else len(workers)
+        return self.watch.activity(workers, count, self.feeder.produced, self.results.last_commit)
 
     def stats(self) -> dict:
         now = self.ended or time.perf_counter()
