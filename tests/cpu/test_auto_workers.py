@@ -114,7 +114,7 @@ def test_workers_grow_while_the_model_waits_and_every_batch_comes_once_and_resum
 def test_idle_workers_retire_after_their_work_and_no_batch_is_lost_or_doubled(monkeypatch):
     monkeypatch.setattr(autoworkers, "PERIOD_S", 0.3)
     monkeypatch.setattr(autoworkers, "START_WORKERS", 2)
-    n = 480  # 60 batches taken by a slow model: the two workers idle
+    n = 800  # 100 batches taken by a slow model: the two workers idle
     want = expected_batches(n)
     q = tq.Queue(SPEC, capacity=2, target="cpu", timeout=60)
     got = []
