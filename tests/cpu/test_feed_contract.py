@@ -358,7 +358,7 @@ NOT_A_COMPONENTS_CAST = {
     ("theano_queue/demo.py", '.astype("float32")'): "the demo's own data, made for its queue",
     ("theano_queue/demo.py", '.astype("int32")'): "the demo's own labels, made for its queue",
     ("theano_queue/pytensor/ops.py", 'np.asarray(queue._key, dtype="int64")'): "the token's registry key",
-    ("theano_queue/sampler.py", ".astype(np.int64)"): "sample indices and lengths, the sampler's own int64",
+    ("theano_queue/feed/sampler.py", ".astype(np.int64"): "sample indices and lengths, the sampler's own int64",
     ("theano_queue/probe.py", ".astype(np.uint8)"): "the probe's test pattern",
     ("c_code/python/tq_py_element.c", "PyArray_FromArray(arr, want, NPY_ARRAY_C_CONTIGUOUS)"): "the copy of an "
     "array the engine's rule let in (rule_array, c_code/python/tq_py_schema.c) into a C-contiguous array of the "

@@ -1,5 +1,6 @@
 """Workers while they start (issue 27, item 1): under a deadline, and named when they miss it."""
 
+import logging
 import os
 import signal
 import time
@@ -7,7 +8,7 @@ import time
 import pytest
 from timing import scaled
 from worker_checks import wait_gone
-from worker_datasets import SPEC, HangsWhenUnpickled, SlowToUnpickle, Tagged
+from worker_datasets import SPEC, HangsWhenUnpickled, SlowToUnpickle, SpinsWhenUnpickledInWorker0, Tagged
 
 import theano_queue as tq
 
@@ -75,19 +76,70 @@ def test_a_worker_killed_while_starting_says_killed_by_which_signal():
     assert "__main__" not in message, "a kill is not a missing guard"
 
 
-def test_without_a_timeout_a_long_start_up_warns_then_fails_at_the_default_limit(monkeypatch, caplog):
-    """The defaults, shortened: a warning once the start-up passes SLOW_SAMPLE_S, a failure at STARTUP_IDLE_S."""
-    import logging
+def test_without_a_timeout_a_long_start_up_is_reported_then_fails_at_the_default_limit(monkeypatch, caplog):
+    """The defaults, shortened: a warning every STARTUP_REPORT_S naming the worker and its phase, a failure at
+    STARTUP_IDLE_S."""
+    from theano_queue.feed import startup
 
-    from theano_queue.feed import watch
-
-    monkeypatch.setattr(watch, "SLOW_SAMPLE_S", 0.5)
-    monkeypatch.setattr(watch, "STARTUP_IDLE_S", 2.0)
+    monkeypatch.setattr(startup, "STARTUP_REPORT_S", 0.3)
+    monkeypatch.setattr(startup, "STARTUP_IDLE_S", 2.0)
     q = tq.Queue(SPEC, capacity=2, target="cpu", timeout=30)
     with caplog.at_level(logging.WARNING, logger="theano_queue"):
-        with tq.Feeder(q, HangsWhenUnpickled(64), workers=1):
+        with tq.Feeder(q, HangsWhenUnpickled(64), workers=1) as feeder:
             exc, took = first_failure(q, 20)
-    warned = [r.getMessage() for r in caplog.records if "has been" in r.getMessage()]
-    assert len(warned) == 1 and "worker 0" in warned[0] and "give Feeder(timeout=...)" in warned[0]
+            pid = feeder.stats()["pids"][0]
+    reports = [r.getMessage() for r in caplog.records if "still starting" in r.getMessage()]
+    assert reports, "no report while the worker started"
+    assert all("worker 0 (pid %d) " % pid in r for r in reports), reports  # the first may still be importing
+    assert "worker 0 (pid %d) unpickling the dataset" % pid in reports[-1], reports
     assert "did not start within the Feeder's start-up limit of 2 s" in str(exc)
     assert "unpickling the dataset" in str(exc)
+
+
+def test_a_worker_that_spins_while_starting_fails_the_feeder_not_leaving_its_work_to_the_other():
+    """Processor time is no progress past startup_timeout: the spinning worker fails the Feeder, named."""
+    q = tq.Queue(SPEC, capacity=2, target="cpu", timeout=30)
+    got = 0
+    with tq.Feeder(q, SpinsWhenUnpickledInWorker0(64), workers=2, epochs=None, startup_timeout=2) as feeder:
+        with pytest.raises(tq.FeederError) as info:
+            while got < 10**6:  # an endless run: only the failure ends it
+                q.get(timeout=30)
+                got += 1
+        pids = feeder.stats()["pids"]
+    message = str(info.value)
+    assert "worker 0 (pid %d) did not start within the Feeder's startup_timeout=2 s" % pids[0] in message
+    assert "unpickling the dataset" in message
+    assert feeder.exception.worker == 0
+    assert wait_gone(pids, 2) == []
+
+
+class _Starting:
+    """A starting worker as the watch sees it: this process (which uses processor time while the test runs)."""
+
+    def __init__(self, wid, started_at):
+        self.id, self.pid, self.alive, self.ready_at = wid, os.getpid(), True, None
+        self.started_at = self.progress_at = started_at
+        self.cpu_ticks = -1
+
+
+def test_the_start_up_bound_holds_for_a_busy_worker_on_a_fake_clock(caplog):
+    from theano_queue.feed import startup
+
+    watch = startup.StartupWatch("Feeder(q)", None, 120.0, lambda w: "opening the dataset")
+    w = _Starting(3, started_at=1000.0)
+    with caplog.at_level(logging.WARNING, logger="theano_queue"):
+        for now in range(1001, 1120):  # one check a second: busy all along (this process runs)
+            assert watch.check([w], float(now)) is None
+        failure = watch.check([w], 1121.0)
+    assert failure is not None
+    assert "worker 3 (pid %d) did not start within the Feeder's startup_timeout=120 s" % os.getpid() in str(failure)
+    assert "while opening the dataset" in str(failure)
+    reports = [r.getMessage() for r in caplog.records if "still starting" in r.getMessage()]
+    assert len(reports) == 11 and all("worker 3" in r and "opening the dataset" in r for r in reports)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "10", True, None])
+def test_startup_timeout_is_checked(bad):
+    q = tq.Queue(SPEC, capacity=2, target="cpu", timeout=30)
+    with pytest.raises(ValueError, match="startup_timeout must be a number of seconds > 0"):
+        tq.Feeder(q, Tagged(16), workers=1, startup_timeout=bad)

@@ -200,3 +200,18 @@ class SlowToUnpickle(Tagged):
 
     def __reduce__(self):
         return _busy_then_tagged, (self.n, self.seconds)
+
+
+def _spin_in_worker_0_then_tagged(n):
+    """Unpickles into Tagged(n), but worker 0 spins first (processor time, no progress) until it is killed."""
+    if tq.worker_info().id == 0:
+        while True:
+            pass
+    return Tagged(n)
+
+
+class SpinsWhenUnpickledInWorker0(Tagged):
+    """Map-style like Tagged; worker 0's unpickling spins for ever (a __setstate__ stuck in a busy loop)."""
+
+    def __reduce__(self):
+        return _spin_in_worker_0_then_tagged, (self.n,)

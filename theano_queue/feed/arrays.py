@@ -30,7 +30,8 @@ import numpy as np
 
 from .. import _engine
 from ..errors import QueueError, Stopped
-from .producers import InlineMapProducer
+from .producers import InProcessProducer, sampled_stats
+from .state import Schedule
 
 logger = logging.getLogger("theano_queue")
 
@@ -102,7 +103,7 @@ class OrderAhead:
         return self.indices
 
 
-class ArrayProducer(InlineMapProducer):
+class ArrayProducer(InProcessProducer):
     """An array dataset fed by native gathers: one engine call per run of batches, no Python per batch.
 
     The sampler gives each epoch's index array; ``Ring.put_rows`` gathers the
@@ -112,6 +113,9 @@ class ArrayProducer(InlineMapProducer):
 
     #: Batches per engine call at most: bounds how stale ``produced`` is between calls.
     RUN = 256
+    #: Rows per engine call at most (but one batch): bounds the indices computed at once for an epoch that is
+    #: not held (index order, a keyed permutation), 512 KiB of int64.
+    RUN_ROWS = 1 << 16
 
     #: A batch gathered by the Feeder's thread alone (the engine shares larger copies among its copy threads).
     SMALL_BATCH_BYTES = 1 << 20
@@ -132,7 +136,8 @@ class ArrayProducer(InlineMapProducer):
         return max(1, capacity // 2) if batch_bytes < cls.SMALL_BATCH_BYTES else 1
 
     def __init__(self, feeder, port, arrays, sampler, cursor):
-        super().__init__(feeder, port, None, sampler, cursor)  # its state, stats and start; not its writer
+        super().__init__(feeder, port)
+        self.schedule = Schedule(sampler, cursor, self.progress)
         self.arrays = arrays
         self.where = "Feeder(%s)" % port.name
         self.mechanism = requested_gather(self.where)
@@ -167,8 +172,11 @@ class ArrayProducer(InlineMapProducer):
             return [used] * len(self.arrays)
         return [BATCH if row_bytes(c) >= DEVICE_MIN_ROW_BYTES else HOST for c in self.port.components]
 
+    def state_dict(self) -> dict:
+        return self.schedule.state_dict()
+
     def stats(self) -> dict:
-        stats = super().stats()
+        stats = sampled_stats(self, super().stats())
         words = [self.gather] * len(self.arrays) if isinstance(self.gather, str) else self.gather
         stats["gather"] = {c.name: word for c, word in zip(self.port.components, words)}
         return stats
@@ -177,6 +185,7 @@ class ArrayProducer(InlineMapProducer):
         """(first position, count) of the batches to put, in order: consecutive, within one epoch each."""
         sampler, cursor = self.schedule.sampler, self.schedule.start_cursor
         per_epoch, skip = sampler.batches_per_epoch, sorted(cursor.above)
+        run = self.RUN if sampler.holds_epochs else max(1, min(self.RUN, self.RUN_ROWS // sampler.batch_size))
         position = cursor.low
         while per_epoch and (sampler.total is None or position < sampler.total):
             while skip and skip[0] < position:
@@ -185,7 +194,7 @@ class ArrayProducer(InlineMapProducer):
                 position += 1
                 continue
             end = (position // per_epoch + 1) * per_epoch
-            end = min(end, position + self.RUN, *(skip[:1] or [end]), *([sampler.total] if sampler.total else []))
+            end = min(end, position + run, *(skip[:1] or [end]), *([sampler.total] if sampler.total else []))
             yield position, end - position
             position = end
 
@@ -212,8 +221,8 @@ class ArrayProducer(InlineMapProducer):
         try:
             for position, count in self.runs():
                 epoch, first = divmod(position, per_epoch)
-                indices = self.epoch_indices(epoch, ahead)
-                if first + count == per_epoch:
+                indices, first = self.run_indices(epoch, first, count, ahead)
+                if position % per_epoch + count == per_epoch:
                     ahead = self.order_ahead(epoch + 1)
                 self.progress.committing(*range(position, position + count))
                 began, waited = time.perf_counter(), ring.stats()["producer_wait_s"]
@@ -228,6 +237,15 @@ class ArrayProducer(InlineMapProducer):
             if ahead is not None:
                 ahead.thread.join()
 
+    def run_indices(self, epoch: int, first: int, count: int, ahead):
+        """(indices, the first batch's number in them) for batches ``first`` to ``first + count`` of ``epoch``:
+        the held epoch whole (no copy), or only those batches' indices where the epoch is not held."""
+        sampler = self.schedule.sampler
+        if sampler.holds_epochs:
+            return self.epoch_indices(epoch, ahead), first
+        start = first * sampler.batch_size
+        return sampler.indices(epoch, start, min(start + count * sampler.batch_size, sampler.per_rank)), 0
+
     def epoch_indices(self, epoch: int, ahead):
         """The sampler's indices of ``epoch``, taken from ``ahead`` (an :class:`OrderAhead`) where it has them."""
         sampler = self.schedule.sampler
@@ -241,7 +259,7 @@ class ArrayProducer(InlineMapProducer):
         Bucketed epochs call the user's ``bucket_by``: they stay in the Feeder's thread.
         """
         sampler = self.schedule.sampler
-        if not sampler.shuffle or sampler.bucket_by is not None:
+        if not sampler.holds_epochs or sampler.bucket_by is not None:
             return None
         if sampler.total is not None and epoch * sampler.batches_per_epoch >= sampler.total:
             return None

@@ -7,12 +7,15 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..sampler import Sampler, shard_pair
 from .arrays import ArrayProducer
+from .autotune import AutoLog
+from .autoworkers import WorkerTuner, available_bytes
 from .dispatcher import WorkerProducer
 from .held import HeldArrayProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
+from .sampler import Sampler, shard_pair
 from .sources import array_sources, bucket_lengths, dataset_length, is_map_style
+from .startup import STARTUP_TIMEOUT_S, check_startup_timeout
 from .state import iterable_skips, stream_lengths
 
 
@@ -138,6 +141,9 @@ def make_producer(
     bucket_window: Any = None,
     timeout: Any = None,
     device: Any = False,
+    startup_timeout: Any = STARTUP_TIMEOUT_S,
+    max_workers: Any = None,
+    memory_budget: Any = None,
 ) -> Producer:
     """The producer for a Feeder's arguments: the source, the runner the table allows it, the source's own
     arguments checked, then built."""
@@ -146,13 +152,35 @@ def make_producer(
     _flag(shuffle, "shuffle", "a new order of the samples each epoch", where)
     _flag(drop_last, "drop_last", "leave out each epoch's last, partial batch", where)
     _flag(ordered, "ordered", "the workers' batches in the sampler's order", where)
-    workers = _count(workers, "workers", where)
+    auto = isinstance(workers, str) and workers == "auto"
+    tuner = _worker_tuner(max_workers, memory_budget, where) if auto else None
+    if not auto:
+        if max_workers is not None or memory_budget is not None:
+            raise ValueError(
+                "%s: max_workers and memory_budget bound workers='auto'; with workers=%r leave them out"
+                % (where, workers)
+            )
+        workers = _count(workers, "workers", where)
+    else:
+        workers = 1  # a count for the table's checks: the tuner starts the run's own
     epochs = _count(epochs, "epochs", where, none_ok=True)
     timeout = check_timeout(timeout, workers, where, device)
+    startup_timeout = check_startup_timeout(startup_timeout, where)
     arrays = None if fill is not None else array_sources(dataset, port.components, port.name)
     source = source_of(dataset, fill, arrays, device, where)
     runner = runner_of(source, workers, device, dataset, where)
-    pool = dict(seed=seed, ordered=ordered, start_method=start_method, timeout=timeout)  # the workers' own
+    # The workers' own arguments.
+    pool = dict(seed=seed, ordered=ordered, start_method=start_method, timeout=timeout, startup_timeout=startup_timeout)
+    if auto and not (source == "map" and runner == "workers"):
+        raise ValueError(
+            "%s: workers='auto' tunes the worker processes of a map-style dataset; %s. Give a number of workers"
+            % (
+                where,
+                "an iterable's streams depend on tq.worker_info(), so their number cannot change while it runs"
+                if source == "iterable"
+                else "this dataset is not one",
+            )
+        )
     if source == "fill":
         _fill_arguments(shuffle, shard, drop_last, epochs, state, bucket_by, bucket_window, where)
         return FillProducer(feeder, port, fill)
@@ -173,7 +201,22 @@ def make_producer(
         return ArrayProducer(feeder, port, arrays, sampler, cursor)
     if runner == "thread":
         return InlineMapProducer(feeder, port, dataset, sampler, cursor)
-    return WorkerProducer(feeder, port, dataset, workers, "map", sampler=sampler, cursor=cursor, **pool)
+    return WorkerProducer(feeder, port, dataset, workers, "map", sampler=sampler, cursor=cursor, tuner=tuner, **pool)
+
+
+def _worker_tuner(max_workers: Any, memory_budget: Any, where: str) -> WorkerTuner:
+    """The tuner of ``workers="auto"``: max_workers (>= 1) and memory_budget (bytes; half the available memory
+    when not given) checked."""
+    if max_workers is not None:
+        if isinstance(max_workers, bool) or not isinstance(max_workers, (int, np.integer)) or max_workers < 1:
+            raise ValueError("%s: max_workers must be an int >= 1 or None, got %r" % (where, max_workers))
+        max_workers = int(max_workers)
+    if memory_budget is None:
+        available = available_bytes()
+        memory_budget = available // 2 if available else None
+    elif isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, np.integer)) or memory_budget < 1:
+        raise ValueError("%s: memory_budget must be a number of bytes >= 1 or None, got %r" % (where, memory_budget))
+    return WorkerTuner(AutoLog(), max_workers, None if memory_budget is None else int(memory_budget))
 
 
 def _fill_arguments(shuffle, shard, drop_last, epochs, state, bucket_by, bucket_window, where):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Callable, Literal, Optional, Tuple
+from typing import Any, Callable, Literal, Optional, Tuple, Union
 
 from .. import _engine
 from ..arguments import seconds
@@ -73,7 +73,12 @@ class Feeder:
     under ``if __name__ == "__main__":``.  A batch is cut into row ranges
     shared among the workers.  Elements come out in batch order whatever the
     workers' timing; ``ordered=False`` lets whichever batch is done first go
-    first.
+    first.  ``workers="auto"`` (map-style datasets) starts one worker and
+    adds workers while the model waits for input and the workers are busy,
+    up to the cores, ``max_workers`` and ``memory_budget`` (bytes; half the
+    available memory by default) over a worker's resident memory; it
+    retires one when they idle.  The batches are the sampler's whatever the
+    count; ``stats()["auto"]`` says what was decided and why.
 
     A map-style or array dataset's batches: ``shuffle`` gives a permutation per epoch
     drawn from ``seed`` and the epoch number, ``shard=(rank, world)`` this
@@ -110,9 +115,11 @@ class Feeder:
     Without it, one warning on the ``theano_queue`` logger says when a worker
     has been on its samples for over 30 s.  A worker that starts is bounded
     too: one that shows no progress (no start-up phase begun, no processor
-    time used) for ``timeout`` seconds (120 without it) fails the Feeder with
-    a :class:`FeederError` naming the worker, its pid and what it was doing
-    (importing the script, unpickling or opening the dataset).
+    time used) for ``timeout`` seconds (120 without it), or is still starting
+    after ``startup_timeout`` seconds (120; busy or not), fails the Feeder
+    with a :class:`FeederError` naming the worker, its pid and what it was
+    doing (importing the script, unpickling or opening the dataset); every
+    10 s until then a warning names the workers still starting.
 
     Leaving the ``with`` block (normally or by an exception) stops the thread,
     waits for it (``stop_timeout`` seconds at most) and, with
@@ -148,7 +155,7 @@ class Feeder:
         self,
         queue,
         dataset: Any = None,
-        workers: int = 0,
+        workers: Union[int, str] = 0,
         shuffle: bool = False,
         seed: int = 0,
         shard: Tuple[int, int] = (0, 1),
@@ -168,6 +175,9 @@ class Feeder:
         bucket_window: Optional[int] = None,
         timeout: Optional[float] = None,
         device: bool = False,
+        startup_timeout: float = 120.0,
+        max_workers: Optional[int] = None,
+        memory_budget: Optional[int] = None,
     ):
         if source is not None:  # the argument's name before workers came
             if dataset is not None:
@@ -209,6 +219,9 @@ class Feeder:
             bucket_window=bucket_window,
             timeout=timeout,
             device=device,
+            startup_timeout=startup_timeout,
+            max_workers=max_workers,
+            memory_budget=memory_budget,
         )
         if isinstance(self._producer, IterableProducer):
             self.source = self._producer.stream

@@ -106,6 +106,8 @@ class Worker:
         self.assigned = 0  # elements of its stream handed out (iterable datasets)
         self.exhausted = False
         self.alive = True
+        # workers="auto" retires it: it is handed nothing new, finishes what it holds, then is told to stop.
+        self.retiring = False
         # Start-up: what it does (protocol.PHASES), since when, and when it last showed progress (a phase
         # begun, or processor time used: an import that runs long is not a hang, a stopped process is).
         self.phase = p.IMPORTING
@@ -155,23 +157,41 @@ def _stop_all_at_exit():
 class Pool:
     """``n`` worker processes writing into the shared staging of ``ring``."""
 
-    def __init__(self, n: int, context, payload: Any, name: str):
+    def __init__(self, n: int, context, payload: Any, name: str, most: Optional[int] = None):
+        """``n`` workers to start; ``most`` the most it may hold (workers="auto" adds some while it runs)."""
         self.n, self.context, self.payload, self.name = n, context, payload, name
+        self.most = max(n, most or n)
         self.workers: List[Worker] = []
         self.owner = os.getpid()
         self.stopped = False
+        self.launch: Optional[tuple] = None  # what start() was given, for add()
         # The sample each worker is on (shared memory it writes, -1 for none): a timeout names the one that hangs.
-        self.current = context.RawArray("q", [-1] * n)
+        self.current = context.RawArray("q", [-1] * self.most)
 
     def start(self, ring, queue_layout, mode: str, config: dict, skips: Optional[list]) -> List[Worker]:
+        self.launch = (ring, queue_layout, mode, config, skips)
+        _live.add(self)
+        self.spawn(self.n)
+        return self.workers
+
+    def add(self) -> Worker:
+        """One more worker (numbered after the others), started as start() started them."""
+        self.spawn(1)
+        return self.workers[-1]
+
+    def spawn(self, count: int) -> None:
+        assert self.launch is not None, "start() first"
+        ring, queue_layout, mode, config, skips = self.launch
         fd = ring.staging_fd()
         layout = StagingLayout(queue_layout, ring.component_offsets, ring.staging_bytes)
         parent = os.getpid() if self.context.get_start_method() in ("fork", "spawn") else None
         pickled = isinstance(self.payload, bytes)
-        _live.add(self)
+        first = len(self.workers)
+        if first + count > self.most:
+            raise ValueError("%s: %d workers at most" % (self.name, self.most))
         try:
             with _ChildEnvironment():
-                for wid in range(self.n):
+                for wid in range(first, first + count):
                     mine, theirs = self.context.Pipe(duplex=True)
                     process = self.context.Process(
                         target=worker_main,
@@ -179,7 +199,7 @@ class Pool:
                         daemon=True,
                         args=(
                             wid,
-                            self.n,
+                            self.most,
                             theirs,
                             p.SharedFd(fd),
                             layout,
@@ -206,7 +226,14 @@ class Pool:
                     self.workers.append(worker)
         finally:
             os.close(fd)
-        return self.workers
+
+    def retire(self, w: Worker) -> None:
+        """``w`` has finished what it held: told to stop (its exit is no failure), joined by stop()."""
+        w.alive = False
+        try:
+            w.conn.send_bytes(bytes([p.STOP]))
+        except (OSError, ValueError):
+            pass
 
     def kill(self) -> None:
         """SIGTERM, then SIGKILL, to every worker still running; they count as dead afterwards."""

@@ -43,10 +43,11 @@ class Producer(Protocol):
     def stats(self) -> dict: ...
 
 
-class InProcessProducer(Producer):
-    """A :class:`Producer` whose samples are made in this process (the Feeder's thread, or the engine's copy
-    pool); worker processes have :class:`~.dispatcher.WorkerProducer`.  ``port`` is the queue's
-    :class:`~theano_queue.port.Port`, not the Queue."""
+class InProcessProducer:
+    """A :class:`Producer` (it has the protocol's methods; the protocol needs no base class) whose samples are
+    made in this process (the Feeder's thread, or the engine's copy pool); worker processes have
+    :class:`~.dispatcher.WorkerProducer`.  ``port`` is the queue's :class:`~theano_queue.port.Port`, not the
+    Queue."""
 
     def __init__(self, feeder, port):
         self.feeder, self.port = feeder, port
@@ -243,11 +244,15 @@ class InlineMapProducer(InProcessProducer):
         return self.schedule.state_dict()
 
     def stats(self) -> dict:
-        elapsed = self.elapsed()
-        stats = super().stats()
-        stats.update(
-            samples=self.samples,
-            samples_per_s=self.samples / elapsed if elapsed else 0.0,
-            batches_per_epoch=self.schedule.sampler.batches_per_epoch,
-        )
-        return stats
+        return sampled_stats(self, super().stats())
+
+
+def sampled_stats(producer, stats: dict) -> dict:
+    """``stats`` with what a producer of a sampled dataset (``samples``, ``schedule``) adds to them."""
+    elapsed = producer.elapsed()
+    stats.update(
+        samples=producer.samples,
+        samples_per_s=producer.samples / elapsed if elapsed else 0.0,
+        batches_per_epoch=producer.schedule.sampler.batches_per_epoch,
+    )
+    return stats

@@ -9,8 +9,22 @@ from typing import Any, Deque, List, Optional
 
 import numpy as np
 
-from ..sampler import STATE_VERSION
 from .sources import past_the_end
+
+#: The version a state dict is saved with: 2 records the shuffled permutation's kind ("numpy" or "keyed").
+STATE_VERSION = 2
+#: The versions read: a version-1 state (no kind) resumes with the permutation it was saved with, numpy's.
+READ_VERSIONS = (1, 2)
+
+
+def check_version(state: dict) -> int:
+    version = state.get("version")
+    if isinstance(version, bool) or version not in READ_VERSIONS:
+        raise ValueError(
+            "state version %r; this theano_queue reads version%s %s"
+            % (version, "s" if len(READ_VERSIONS) > 1 else "", " and ".join(map(str, READ_VERSIONS)))
+        )
+    return version
 
 
 def iterable_state(consumed) -> dict:
@@ -46,8 +60,7 @@ def iterable_skips(state: Any, streams: int, lengths: Optional[List[int]] = None
     if state is None:
         return [0] * streams
     state = as_state(state, "iterable", "an iterable")
-    if state.get("version") != STATE_VERSION:
-        raise ValueError("state version %r; this theano_queue reads version %d" % (state.get("version"), STATE_VERSION))
+    check_version(state)
     consumed = state.get("consumed")
     if isinstance(consumed, np.ndarray):
         consumed = consumed.tolist()

@@ -1,55 +1,45 @@
-"""How long a Feeder's workers take, and what they are doing: the timeouts, the slow warnings, the words.
+"""How long a Feeder's workers take on their items, and what they are doing, in words.
 
-:class:`WorkerWatch` is the part of :class:`~.dispatcher.WorkerProducer` that
-watches the clock (``Feeder(timeout=...)`` on each item and on each worker's
-start-up, one warning past :data:`SLOW_SAMPLE_S` without it) and describes
-the workers for messages and stall warnings.  A starting worker counts as
-making progress while it begins a new phase (protocol.PHASES) or uses
-processor time: a long import is not a hang, a stopped process or a blocked
-unpickle is.
+:class:`ItemWatch` watches the clock on each item in a worker's hands
+(``Feeder(timeout=...)``; one warning past :data:`SLOW_SAMPLE_S` without
+it) and describes the workers for messages and stall warnings.  Their
+start-up has its own clock: :mod:`.startup`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
 from . import protocol as p
-from .pool import PROCESS_STATES, process_status
 from .rows import sample_failed
 
 logger = logging.getLogger("theano_queue")
 
 #: With no ``Feeder(timeout=...)``, one warning once a worker has spent this long on one item.
 SLOW_SAMPLE_S = 30.0
-#: With no ``Feeder(timeout=...)``, a worker that shows no progress (no phase begun, no processor time used)
-#: for this long while it starts has failed; ``timeout`` bounds it instead when given.
-STARTUP_IDLE_S = 120.0
-#: A start-up that keeps using processor time this long (or ``timeout``, when that is longer) has failed too.
-STARTUP_LIMIT_S = 600.0
 
 
-class WorkerWatch:
-    """Mixed into WorkerProducer: uses its workers, pool, sampler, mode, timeout, feeder and _fail_later."""
+class ItemWatch:
+    """Watches the clock on the items in the workers' hands, and puts the workers' work and start-up in words.
 
-    # What WorkerProducer sets (declared for the type checker).
-    feeder: Any
-    pool: Any
-    workers: List[Any]
-    n: int
-    last_commit: Optional[float]
+    ``current`` is the pool's shared array of the sample each worker is on;
+    ``sampler`` the map-style dataset's (None for an iterable).
+    """
 
-    def _watch_time(self):
-        """Feeder(timeout=...) per item, and one warning for an item slower than SLOW_SAMPLE_S."""
-        now = time.monotonic()
-        for w in self.workers:
-            if w.alive and w.ready_at is None:
-                self._watch_startup(w, now)
-        for w in self.workers:
+    def __init__(self, name: str, timeout: Optional[float], mode: str, sampler: Any, current: Any, start_method: str):
+        self.name, self.timeout, self.mode, self.sampler = name, timeout, mode, sampler
+        self.current, self.start_method = current, start_method
+        self.warned_slow = False
+
+    def check(self, workers: List[Any], now: float) -> List[Tuple[BaseException, int]]:
+        """Feeder(timeout=...) per item: (failure, the batch seq it spoils) of each worker past it; one warning
+        for an item slower than SLOW_SAMPLE_S without it."""
+        failures: List[Tuple[BaseException, int]] = []
+        for w in workers:
             if not w.alive or not w.items or w.since is None:
                 continue
             spent = now - w.since
@@ -57,73 +47,38 @@ class WorkerWatch:
                 item = next(iter(w.items.values()))
                 exc = sample_failed(
                     "worker %d (pid %d) did not finish %s within the Feeder's timeout=%g s"
-                    % (w.id, w.pid, self._describe(item, self.pool.current[w.id]), self.timeout),
+                    % (w.id, w.pid, self.describe(item, self.current[w.id]), self.timeout),
                     worker=w.id,
                 )
                 w.since = None
-                self._fail_later(exc, item.batch.seq)
+                failures.append((exc, item.batch.seq))
             elif self.timeout is None and spent > SLOW_SAMPLE_S and not self.warned_slow:
                 self.warned_slow = True
                 logger.warning(
                     "%s: worker %d (pid %d) has taken over %g s on %s; give Feeder(timeout=...) to make "
                     "a hung sample an error",
-                    self.feeder.name,
+                    self.name,
                     w.id,
                     w.pid,
                     SLOW_SAMPLE_S,
-                    self._describe(next(iter(w.items.values()))),
+                    self.describe(next(iter(w.items.values()))),
                 )
+        return failures
 
-    def _watch_startup(self, w, now):
-        """A worker that starts must show progress within the start-up limit, and start within the longest."""
-        ticks, state = process_status(w.pid)
-        if ticks != w.cpu_ticks or state == "R":  # runnable counts too: on a loaded machine it waits for a core
-            w.cpu_ticks, w.progress_at = ticks, now
-        idle_limit = self.timeout if self.timeout is not None else STARTUP_IDLE_S
-        idle, spent = now - w.progress_at, now - w.started_at
-        if idle <= idle_limit and spent <= max(STARTUP_LIMIT_S, idle_limit):
-            if self.timeout is None and spent > SLOW_SAMPLE_S and not self.warned_start:
-                self.warned_start = True
-                logger.warning(
-                    "%s: worker %d (pid %d) has been %s for %.0f s (%s); give Feeder(timeout=...) to bound it",
-                    self.feeder.name,
-                    w.id,
-                    w.pid,
-                    self._phase(w),
-                    spent,
-                    "still using processor time" if idle < 1.0 else "idle for %.0f s" % idle,
-                )
-            return
-        if idle > idle_limit:
-            why = "showed no progress for %.1f s (%s, no processor time used)" % (
-                idle,
-                PROCESS_STATES.get(state, "state %r" % state),
-            )
-            bound = "timeout=%g s" % self.timeout if self.timeout is not None else "start-up limit of %g s" % idle_limit
-        else:
-            why = "was still starting after %.0f s" % spent
-            bound = "start-up limit of %g s" % max(STARTUP_LIMIT_S, idle_limit)
-        exc = sample_failed(
-            "worker %d (pid %d) did not start within the Feeder's %s: it %s while %s"
-            % (w.id, w.pid, bound, why, self._phase(w)),
-            worker=w.id,
-        )
-        w.started_at = w.progress_at = math.inf  # one failure per worker
-        self._fail_later(exc, self.seq)
-
-    def _phase(self, w):
-        if w.phase == p.IMPORTING and self.context.get_start_method() == "fork":
+    def phase_of(self, w) -> str:
+        """What a starting worker does, in words."""
+        if w.phase == p.IMPORTING and self.start_method == "fork":
             return "starting"
         return p.PHASES[w.phase]
 
-    def _describe(self, item, current=None):
+    def describe(self, item, current=None) -> str:
         """The samples of ``item`` in words; ``current``, the one its worker is on, first when it is one of them."""
         if self.mode == "map":
             _, _, _, row0, rows = p.MAP_ITEM.unpack_from(item.message)
             indices = np.frombuffer(item.message, np.int64, rows, p.MAP_ITEM.size)
             where = "batch %d of epoch %d" % (
-                item.batch.key % self.schedule.sampler.batches_per_epoch,
-                self.schedule.sampler.epoch_of(item.batch.key),
+                item.batch.key % self.sampler.batches_per_epoch,
+                self.sampler.epoch_of(item.batch.key),
             )
             listed = indices.tolist() if rows <= 8 else "[%s, ... %d]" % (str(indices[:3].tolist())[1:-1], indices[-1])
             if current is not None and current in indices:
@@ -138,32 +93,32 @@ class WorkerWatch:
             return "sample%s %s of %s" % ("s" if rows > 1 else "", listed, where)
         return "element %d of its stream" % item.batch.key[1]
 
-    def activity(self) -> str:
+    def activity(self, workers: List[Any], n: int, produced: int, last_commit: Optional[float]) -> str:
         """Where the workers are: starting (how many ready, what the others do) or producing (the last put)."""
         now = time.monotonic()
-        ready = sum(1 for w in self.workers if w.ready_at is not None)
-        if len(self.workers) < self.n or ready < self.n:
+        ready = sum(1 for w in workers if w.ready_at is not None)
+        if len(workers) < n or ready < n:
             starting = [
-                "worker %d %s for %.0f s" % (w.id, self._phase(w), now - w.started_at)
-                for w in self.workers
+                "worker %d %s for %.0f s" % (w.id, self.phase_of(w), now - w.started_at)
+                for w in workers
                 if w.alive and w.ready_at is None
             ]
             return "workers starting, %d of %d ready%s" % (
                 ready,
-                self.n,
+                n,
                 " (%s)" % ", ".join(starting) if starting else "",
             )
-        last = "the last %.1f s ago" % (now - self.last_commit) if self.last_commit is not None else "none yet"
+        last = "the last %.1f s ago" % (now - last_commit) if last_commit is not None else "none yet"
         busy = [
             "worker %d on %s for %.0f s"
-            % (w.id, self._describe(next(iter(w.items.values())), self.pool.current[w.id]), now - w.since)
-            for w in self.workers
+            % (w.id, self.describe(next(iter(w.items.values())), self.current[w.id]), now - w.since)
+            for w in workers
             if w.alive and w.items and w.since is not None
         ]
         return "%d of %d workers ready, %d element(s) put (%s)%s" % (
             ready,
-            self.n,
-            self.feeder.produced,
+            n,
+            produced,
             last,
             "; " + ", ".join(busy) if busy else "",
         )

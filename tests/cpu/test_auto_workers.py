@@ -1,0 +1,156 @@
+"""``Feeder(workers="auto")`` (issue 44, item 1): the rule on synthetic measures and a fake clock, then runs
+that grow and shrink the workers with every batch the sampler's, once, and state_dict() exact across a change."""
+
+import time
+
+import numpy as np
+import pytest
+from helpers import drain
+from worker_datasets import SPEC, Tagged, expected_batch
+
+import theano_queue as tq
+from theano_queue.feed import autoworkers
+from theano_queue.feed.autotune import AutoLog
+from theano_queue.feed.autoworkers import WorkerRule, WorkerTuner, worker_limit
+from theano_queue.sampler import Sampler
+
+ROWS = 8
+
+
+def test_the_rule_adds_workers_while_the_model_waits_and_they_are_busy():
+    rule = WorkerRule()
+    assert rule.decide(0.40, 0.97, 2, 8) == (3, "model waited 40 %, workers busy 97 %")
+    assert rule.decide(0.40, 0.97, 6, 8) == (8, "model waited 40 %, workers busy 97 %")  # half as many again
+    assert rule.decide(0.40, 0.97, 1, 8)[0] == 2
+    count, reason = rule.decide(0.40, 0.97, 8, 8, " (the cores)")
+    assert count == 8 and "at the limit of 8 worker(s) (the cores)" in reason
+
+
+def test_the_rule_keeps_the_count_unless_both_measures_say_so():
+    rule = WorkerRule()
+    assert rule.decide(0.40, 0.50, 3, 8)[0] == 3  # the model waits, but not for the workers
+    assert rule.decide(0.05, 0.97, 3, 8)[0] == 3  # busy workers that keep the model fed
+    assert rule.decide(0.00, 0.30, 3, 8) == (2, "model waited 0 %, workers busy 30 %")  # idle: one fewer
+    assert rule.decide(0.00, 0.30, 1, 8)[0] == 1  # never below one
+
+
+def test_the_limit_is_the_least_of_the_cores_max_workers_and_the_memory_budget():
+    assert worker_limit(16, None, None, 0) == (16, " (the cores)")
+    assert worker_limit(16, 4, None, 300 << 20) == (4, " (max_workers)")
+    assert worker_limit(16, None, 1 << 30, 300 << 20) == (3, " (memory_budget over 300 MiB a worker)")
+    assert worker_limit(16, None, 100 << 20, 300 << 20)[0] == 1
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_the_tuner_decides_once_a_period_from_the_counters_and_records_why():
+    clock = FakeClock()
+    log = AutoLog(clock)
+    tuner = WorkerTuner(log, max_workers=4, cores=16)
+    assert tuner.start_count() == 1 and log.current("workers") == 1
+    rss = lambda: 100 << 20  # noqa: E731
+    assert tuner.tick(0.0, 0.0, 0.0, 1, True, rss) is None  # starting: the baseline, nothing measured yet
+    assert tuner.tick(0.5, 0.2, 0.4, 1, False, rss) is None  # not a period yet
+    clock.t = 101.0
+    assert tuner.tick(1.0, 0.5, 0.97, 1, False, rss) == 2  # in 1 s: waited 0.5 s, busy 0.97 s
+    assert log.current("workers") == 2
+    assert log.as_dict()["last_change"] == "+1 workers: model waited 50 %, workers busy 97 %"
+    assert tuner.tick(2.0, 1.5, 2.97, 2, True, rss) is None  # the new worker starts: the period begins again
+    assert tuner.tick(3.0, 2.5, 4.97, 2, False, rss) == 3
+    assert tuner.tick(4.0, 3.5, 7.97, 3, False, rss) == 4
+    assert tuner.tick(5.0, 4.5, 11.97, 4, False, rss) is None  # at max_workers
+    assert tuner.tick(6.0, 4.5, 12.5, 4, False, rss) == 3  # the model is fed, the workers idle
+    assert [c.new for c in log.changes] == [2, 3, 4, 3]
+    assert log.changes[-1].reason == "model waited 0 %, workers busy 13 %"
+
+
+def test_the_memory_budget_bounds_the_tuner_by_a_workers_resident_memory():
+    tuner = WorkerTuner(AutoLog(), memory_budget=250 << 20, cores=16)
+    tuner.tick(0.0, 0.0, 0.0, 2, False, lambda: 0)
+    assert tuner.tick(1.0, 0.9, 2.0, 2, False, lambda: 100 << 20) is None  # 2 workers of 100 MiB: the budget
+    assert tuner.log.changes == []
+    assert tuner.limit(100 << 20)[0] == 2
+
+
+def expected_batches(n, **sampler):
+    s = Sampler(n, ROWS, **sampler)
+    return [expected_batch(s.batch(p)) for p in range(s.total)]
+
+
+def same(got, want):
+    return len(got) == len(want) and all(
+        np.array_equal(g[0], w[0]) and np.array_equal(g[1], w[1]) for g, w in zip(got, want)
+    )
+
+
+def test_workers_grow_while_the_model_waits_and_every_batch_comes_once_and_resumes_exactly(monkeypatch):
+    monkeypatch.setattr(autoworkers, "PERIOD_S", 0.3)
+    n = 1200  # 150 batches of samples that take 10 ms each: 12 s for one worker
+    want = expected_batches(n, shuffle=True, seed=4)
+    q = tq.Queue(SPEC, capacity=3, target="cpu", timeout=60)
+    got = []
+    with tq.Feeder(q, Tagged(n, slow="all", slow_s=0.01), workers="auto", shuffle=True, seed=4) as feeder:
+        while len(got) < len(want) - 10 and not feeder.stats()["auto"]["history"]:
+            got.append(q.get())
+        got.extend(q.get() for _ in range(5))  # taken by the consumer after the change
+        state = feeder.state_dict()
+        stats = feeder.stats()
+    history = stats["auto"]["history"]
+    assert history, "no worker was added while the model waited (%d batches taken)" % len(got)
+    assert history[0][1:4] == ("workers", 1, 2) and "model waited" in history[0][4]
+    assert stats["auto"]["workers"] == stats["workers"] == 2
+    q.reopen()
+    with tq.Feeder(q, Tagged(n), workers=2, shuffle=True, seed=4, state=state):
+        rest = drain(q)
+    assert same(got + rest, want)
+
+
+def test_idle_workers_retire_after_their_work_and_no_batch_is_lost_or_doubled(monkeypatch):
+    monkeypatch.setattr(autoworkers, "PERIOD_S", 0.3)
+    monkeypatch.setattr(autoworkers, "START_WORKERS", 2)
+    n = 800  # 100 batches taken by a slow model: the two workers idle
+    want = expected_batches(n)
+    q = tq.Queue(SPEC, capacity=2, target="cpu", timeout=60)
+    got = []
+    with tq.Feeder(q, Tagged(n), workers="auto", max_workers=2) as feeder:
+        for element in iter(lambda: _get_or_none(q), None):
+            got.append(element)
+            time.sleep(0.05)
+        stats = feeder.stats()
+    history = stats["auto"]["history"]
+    assert history and history[0][1:4] == ("workers", 2, 1), history
+    assert same(got, want)
+    assert feeder.exception is None
+
+
+def _get_or_none(q):
+    try:
+        return q.get()
+    except tq.QueueClosed:
+        return None
+
+
+@pytest.mark.parametrize(
+    "dataset, args, message",
+    [
+        ([(np.zeros((ROWS, 5, 3), "float32"), np.zeros(ROWS, "int64"))], {}, "an iterable's streams"),
+        (Tagged(16), {"max_workers": 0}, "max_workers must be an int >= 1"),
+        (Tagged(16), {"memory_budget": -5}, "memory_budget must be a number of bytes"),
+    ],
+)
+def test_auto_workers_refusals_name_the_fix(dataset, args, message):
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    with pytest.raises(ValueError, match=message):
+        tq.Feeder(q, dataset, workers="auto", **args)
+
+
+def test_max_workers_without_auto_is_refused():
+    q = tq.Queue(SPEC, capacity=2, target="cpu")
+    with pytest.raises(ValueError, match="bound workers='auto'"):
+        tq.Feeder(q, Tagged(16), workers=2, max_workers=4)
