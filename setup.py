@@ -90,11 +90,17 @@ setup(
         Extension(
             "theano_queue._engine",
             sources=ENGINE_SOURCES,
-            include_dirs=["c_code/engine", "c_code/python", "c_code/generated", numpy.get_include()],
+            include_dirs=[
+                "c_code/engine/core",
+                "c_code/engine/cuda",
+                "c_code/python",
+                "c_code/generated",
+                numpy.get_include(),
+            ],
             extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],
             libraries=["pthread", "dl"],
         )
     ],
-    entry_points={"console_scripts": ["theano-queue = theano_queue.cli:main"]},
+    entry_points={"console_scripts": ["theano-queue = theano_queue.tools.cli:main"]},
     cmdclass={"build_py": BuildWithCCode},
 )

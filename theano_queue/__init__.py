@@ -5,14 +5,15 @@ a :class:`Feeder` fills it in the background; ``q.dequeue()`` gives symbolic
 variables that a compiled ``theano.function`` takes the next batch into.
 """
 
-from .errors import CudaError, FeederError, QueueClosed, QueueError, QueueTimeout
+from .core import errors  # noqa: F401  (tq.errors.SeveralDequeuesWarning: the guides' path)
+from .core.errors import CudaError, FeederError, QueueClosed, QueueError, QueueTimeout
+from .core.layout import Padded
+from .core.queue import Queue
+from .core.spec import Component, own, upto
 from .feed import Feeder, worker_info
-from .layout import Padded
-from .monitor import Monitor, monitor
-from .queue import Queue
-from .spec import Component, own, upto
-from .stall import set_stall_warning
-from .trace import Trace
+from .tools.monitor import Monitor, monitor
+from .tools.stall import set_stall_warning
+from .tools.trace import Trace
 
 __version__ = "0.1.0"
 __all__ = [

@@ -2,11 +2,11 @@
 #line 3 "key_token.c"
 /*
  * PyTensor's queue token: a 0-d int64 array holding a key into
- * theano_queue.graph's registry of rings.  A plain array, so that the Numba
+ * theano_queue.graph.base's registry of rings.  A plain array, so that the Numba
  * and JAX backends (which pass shared variables to one compiled function as
  * arguments) can carry it; the C linker pays one dict lookup per node run.
  */
-static PyObject *tq_lookup_by_key = NULL; /* theano_queue.graph.lookup */
+static PyObject *tq_lookup_by_key = NULL; /* theano_queue.graph.base.lookup */
 
 /* The ring the token names: a new reference, or NULL with an exception that
  * starts with `who` (QueueError when its queue was deleted). */
@@ -18,7 +18,7 @@ static PyObject *tq_ring_by_key(const char *who, PyArrayObject *token)
         return NULL;
     }
     if (!tq_lookup_by_key) {
-        PyObject *graph = PyImport_ImportModule("theano_queue.graph");
+        PyObject *graph = PyImport_ImportModule("theano_queue.graph.base");
         tq_lookup_by_key = graph ? PyObject_GetAttrString(graph, "lookup") : NULL;
         Py_XDECREF(graph);
         if (!tq_lookup_by_key)

@@ -84,7 +84,7 @@ extern unsigned long fork_count;
 extern PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError, *Stopped;
 
 /* ---- tq_py_errors.c ---- */
-/* Imports the exceptions from theano_queue.errors; 0, or -1 with an exception. */
+/* Imports the exceptions from theano_queue.core.errors; 0, or -1 with an exception. */
 int import_errors(void);
 /* Counts fork()s into fork_count from now on; 0, or -1. */
 int count_forks(void);
@@ -121,7 +121,7 @@ PyObject *Ring_gather_paths(RingObject *self, PyObject *args, PyObject *kwds);
 int scalar_of(PyArray_Descr *d, int any_order);
 /* Component c's value as an array the rule (tq_scalar.h) lets into it: a new reference to obj (or to the
  * array of a numpy scalar) when its dtype is c's own or casts safely to it; NULL with TypeError worded by
- * theano_queue/schema.py's WORDING otherwise (obj no array: refused).  Nothing is cast here. */
+ * theano_queue/core/schema.py's WORDING otherwise (obj no array: refused).  Nothing is cast here. */
 PyArrayObject *rule_array(RingObject *self, int c, PyObject *obj);
 /* The batch names of a new ring: every component with an axis, under its own name. */
 PyObject *default_batch(RingObject *self);

@@ -60,7 +60,7 @@ static PyObject *copy_threads(PyObject *module, PyObject *unused)
  * :lengths[r]] and pad past it, for every row r, over the copy pool with the
  * GIL released.  packed is (n, L, ...) C-contiguous; source (n, W >= L, ...)
  * of the same dtype, contiguous within each row; pad a one-item array of the
- * dtype.  For a variable-length component (theano_queue/layout.py), which
+ * dtype.  For a variable-length component (theano_queue/core/layout.py), which
  * checked the lengths against L. */
 static PyObject *pack_rows(PyObject *module, PyObject *args)
 {
@@ -121,7 +121,7 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
 
 /* slot_bytes(components) -> the bytes of one slot of a ring of these
  * (name, dtype, shape) components: the slot layout (tq_ring.h, TQ_ALIGN) that
- * theano_queue/target.py sizes rings with. */
+ * theano_queue/core/target.py sizes rings with. */
 static PyObject *slot_bytes(PyObject *module, PyObject *components)
 {
     (void)module;

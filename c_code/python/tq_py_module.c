@@ -24,7 +24,7 @@ static PyObject *trace_events(void)
 static struct PyModuleDef engine_module = {
     PyModuleDef_HEAD_INIT,
     "theano_queue._engine",
-    "The queue engine (c_code/engine/tq_ring.c) and its Python face.",
+    "The queue engine (c_code/engine/core/tq_ring.c) and its Python face.",
     -1,
     engine_functions,
     NULL,

@@ -38,8 +38,12 @@ def described(path):
 
 
 def c_folders():
+    """c_code/'s folders that hold files (engine/ holds two: core/ and cuda/), as paths under c_code/."""
+    base = os.path.join(ROOT, "c_code")
     return sorted(
-        name for name in os.listdir(os.path.join(ROOT, "c_code")) if os.path.isdir(os.path.join(ROOT, "c_code", name))
+        os.path.relpath(folder, base)
+        for folder, _, names in os.walk(base)
+        if folder != base and any(os.path.isfile(os.path.join(folder, name)) for name in names)
     )
 
 
@@ -50,9 +54,13 @@ def test_the_layout_section_is_found_and_parsed():
 
 
 def test_c_code_holds_only_its_folders_and_the_source_list():
-    loose = [name for name in os.listdir(os.path.join(ROOT, "c_code")) if name not in c_folders()]
+    loose = [
+        name
+        for name in os.listdir(os.path.join(ROOT, "c_code"))
+        if not os.path.isdir(os.path.join(ROOT, "c_code", name))
+    ]
     assert loose == ["sources.txt"], "files straight in c_code/ belong in one of its folders: %s" % loose
-    assert c_folders() == ["engine", "generated", "ops", "python"]
+    assert c_folders() == ["engine/core", "engine/cuda", "generated", "ops", "python"]
     assert described("c_code/sources.txt") is not None
 
 

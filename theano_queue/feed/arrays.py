@@ -29,7 +29,7 @@ from typing import List, Optional, Union
 import numpy as np
 
 from .. import _engine
-from ..errors import QueueError, Stopped
+from ..core.errors import QueueError, Stopped
 from .producers import InlineMapProducer
 
 logger = logging.getLogger("theano_queue")

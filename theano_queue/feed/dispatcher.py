@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from .. import _engine
-from ..errors import QueueClosed, QueueError, Stopped
+from ..core.errors import QueueClosed, QueueError, Stopped
 from ..sampler import split_rows
 from . import protocol as p
 from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context

@@ -31,7 +31,7 @@ from .. import (
     upto,
     worker_info,
 )
-from .pymc import StopWhenDrained, check_model, swap
+from ..clients.pymc import StopWhenDrained, check_model, swap
 from .queue import Queue
 
 __all__ = [

@@ -14,8 +14,8 @@ import platform
 import subprocess
 import sys
 
-from . import __version__
-from .arguments import int_at_least
+from .. import __version__
+from ..core.arguments import int_at_least
 
 COMMANDS = {
     "info": "the stack's versions, the Theano flags in effect, the GPUs and whether pinned memory and copies work",
@@ -97,7 +97,8 @@ def cmd_info(argv):
     parser.add_argument("--no-check", action="store_true", help="skip the pinned-memory and copy check")
     args = parser.parse_args(argv)
     note = theano_environment()
-    from . import _engine, probe
+    from .. import _engine
+    from . import probe
 
     report = {
         "theano_queue": __version__,
@@ -110,7 +111,7 @@ def cmd_info(argv):
     try:
         import theano
 
-        from .target import theano_gpu_contexts
+        from ..core.target import theano_gpu_contexts
 
         config = theano.config
         report["theano"] = {
@@ -216,7 +217,8 @@ def cmd_probe(argv):
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     args = parser.parse_args(argv)
-    from . import _engine, probe
+    from .. import _engine
+    from . import probe
 
     def repeats(mib):
         return args.repeats or max(3, 2048 // mib)
@@ -290,7 +292,7 @@ def cmd_demo(argv):
 
 def checkout_root():
     """The checkout the package runs from (with bench/run.py), or None for an installed package."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above theano_queue/tools/
     return root if os.path.isfile(os.path.join(root, "bench", "run.py")) else None
 
 
@@ -318,7 +320,7 @@ def cmd_bench(argv):
     note = theano_environment()
     if note:
         print("note: " + note, file=sys.stderr)
-    from .target import theano_gpu_contexts
+    from ..core.target import theano_gpu_contexts
 
     argv = list(argv)
     if not theano_gpu_contexts():

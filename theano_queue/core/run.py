@@ -1,6 +1,6 @@
 """One owner of a queue's run: the Feeders attached to it, its reopen count, and who closes it when.
 
-Each queue's :class:`~theano_queue.port.Port` holds one :class:`QueueRun`.  A Feeder joins it with
+Each queue's :class:`~theano_queue.core.port.Port` holds one :class:`QueueRun`.  A Feeder joins it with
 :meth:`QueueRun.attach` and reports its thread's end and its ``with`` block's through the :class:`Member` it gets
 back; the Queue closes and reopens through it.  One lock guards it all, taken when a Feeder starts, ends or
 leaves, never per element.  The rules:

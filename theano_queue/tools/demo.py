@@ -22,7 +22,7 @@ import theano.tensor as T
 
 import theano_queue as tq
 from theano_queue._engine import MAX_CAPACITY
-from theano_queue.arguments import int_at_least, positive_float
+from theano_queue.core.arguments import int_at_least, positive_float
 
 # The demo's data: scikit-learn ships it; the CSV is the same file, for machines without it.
 DIGITS_HELP = (

@@ -3,7 +3,7 @@
  * values a component takes: which type casts safely into which (numpy's
  * "safe" casting, the same table on numpy 1.x and 2.x), and whether an
  * integer keeps its value in a type.  Python asks this rule
- * (theano_queue/schema.py, through _engine.casts_safely and
+ * (theano_queue/core/schema.py, through _engine.casts_safely and
  * _engine.values_fit); the engine's put follows it without asking Python.
  * Plain C, no state.
  */

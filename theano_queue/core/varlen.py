@@ -1,5 +1,5 @@
-"""A variable-length component (:class:`~theano_queue.spec.upto` axes) as engine components: its packed data,
-its lengths and its extents (the layout is described in :mod:`theano_queue.layout`), and :class:`Padded`, a padded
+"""A variable-length component (:class:`~theano_queue.core.spec.upto` axes) as engine components: its packed data,
+its lengths and its extents (the layout is described in :mod:`theano_queue.core.layout`), and :class:`Padded`, a padded
 array with its rows' lengths."""
 
 import math
@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _engine, schema
+from .. import _engine
+from . import schema
 from .spec import Component
 
 # Rows of at least this many bytes are packed one by one (used bytes only), shorter ones all at once.
@@ -328,7 +329,7 @@ class Variable:
     def graph_output(self, variables, graph):
         """The padded variable (n, L..., inner) from the engine's outputs, by shapes the host knows.
 
-        ``graph`` is the queue's graph front end (theano_queue.graph): its tensor functions build it.
+        ``graph`` is the queue's graph front end (theano_queue.graph.base): its tensor functions build it.
         """
         tensor = graph.tensor
         data, lengths = variables[0], variables[1]

@@ -38,7 +38,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import _engine
+from .. import _engine
 
 #: The one wording of each refusal (``%`` templates).  The engine's put formats the same templates
 #: (c_code/python/tq_py_schema.c), so that a value is refused alike by every entry.
@@ -192,7 +192,7 @@ def graph_value(component, variable, queue_name: str, tensor):
 class Schema:
     """A queue's schema: its components (the engine's, in slot order) and the rule applied to each.
 
-    Made once per queue (:class:`~theano_queue.port.Port`), which turns the
+    Made once per queue (:class:`~theano_queue.core.port.Port`), which turns the
     Python values of a put into arrays by it; the engine's put applies the
     array rule itself.
     """

@@ -1,6 +1,6 @@
 /*
  * tq_pack: the rows of a padded batch packed to the batch's own extent, for
- * variable-length components (theano_queue/layout.py): row r of the result is
+ * variable-length components (theano_queue/core/layout.py): row r of the result is
  * the first used[r] bytes of source row r, then the pad value repeated to the
  * end of the row.  Shared over the copy pool (tq_copy.h) like any large copy.
  * Plain C; the caller need not hold any lock.

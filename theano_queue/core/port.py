@@ -3,7 +3,7 @@
 A Feeder's thread and producers hold a :class:`Port`, so that a Queue (and
 its Feeder) that the user drops is collected: ``Queue.__del__`` closes the
 ring, and the producer still running ends with QueueClosed.  The port's
-:attr:`~Port.run` (theano_queue/run.py) is the one owner of the queue's run:
+:attr:`~Port.run` (theano_queue/core/run.py) is the one owner of the queue's run:
 the Feeders attached, the reopen count, who closes the queue and when.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import device as _device
+from . import device_arrays as _device
 from .errors import QueueError
 from .layout import Padded
 from .run import QueueRun
@@ -35,18 +35,20 @@ class Port:
 
     def __init__(self, name, components, layout, target, ring):
         self.name, self.components, self._layout, self._target, self._ring = name, components, layout, target, ring
-        #: The one rule for every value put (theano_queue/schema.py): Python values become arrays by it; the
+        #: The one rule for every value put (theano_queue/core/schema.py): Python values become arrays by it; the
         #: engine applies its array rule itself (its table is the engine's, c_code/engine/tq_scalar.h).
         self.schema = Schema(name, layout.engine)
         ring.batch = layout.engine_batch  # whose rows must agree in an element, and the names they go by
-        #: The queue's run: attach, generation, close, cancel and reopen (theano_queue/run.py).
+        #: The queue's run: attach, generation, close, cancel and reopen (theano_queue/core/run.py).
         self.run = QueueRun(name, ring)
 
     on_gpu = property(lambda self: self._target.on_gpu)
     # What producers and the graph front ends read of the queue; the put path below uses the attributes.
     ring = property(lambda self: self._ring, doc="The engine's ring (theano_queue._engine.Ring).")
-    layout = property(lambda self: self._layout, doc="How components map onto the engine's (theano_queue/layout.py).")
-    target = property(lambda self: self._target, doc="Where the ring lives (theano_queue/target.py).")
+    layout = property(
+        lambda self: self._layout, doc="How components map onto the engine's (theano_queue/core/layout.py)."
+    )
+    target = property(lambda self: self._target, doc="Where the ring lives (theano_queue/core/target.py).")
 
     def pretend_target(self, target):
         """Queue._pretend_target's seam (tests/support/pretend.py): report ``target``, the ring staying put."""

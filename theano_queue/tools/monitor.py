@@ -218,7 +218,7 @@ class Monitor:
         )
 
     def figures(self):
-        """:class:`~theano_queue.monitor.Figures` since :meth:`start`, measured now."""
+        """:class:`~theano_queue.tools.monitor.Figures` since :meth:`start`, measured now."""
         if self._first is None:
             raise RuntimeError("Monitor(%s): not started" % self.queue.name)
         return self._figures(self._first, self._snapshot())
@@ -352,9 +352,9 @@ def bytes_per_second(rate):
 
 
 def verdict(figures):
-    """One line: input-bound, compute-bound or in between, from :class:`~theano_queue.monitor.Figures`.
+    """One line: input-bound, compute-bound or in between, from :class:`~theano_queue.tools.monitor.Figures`.
 
-    >>> from theano_queue.monitor import Figures, verdict
+    >>> from theano_queue.tools.monitor import Figures, verdict
     >>> verdict(Figures(seconds=10.0, elements=500, elements_per_s=50.0, gbps=1.2, mean_fill=0.1, capacity=3,
     ...                 model_waited=0.31, producers_waited=0.0, workers_busy=None))
     'input-bound: the model waited 31% of the time; add workers or use read_into'

@@ -98,7 +98,7 @@ class CudaError(QueueError, RuntimeError):
     Out of device memory is a CudaError whose message names
     ``CUDA_ERROR_OUT_OF_MEMORY``; out of host memory (pinned memory included)
     is a :class:`MemoryError`.  ``status`` is the driver's status code where
-    one is known (:mod:`theano_queue.probe` sets it), else None.
+    one is known (:mod:`theano_queue.tools.probe` sets it), else None.
     """
 
     status: Optional[int] = None

@@ -6,7 +6,7 @@ their ``perform`` (in Numba's object mode) under the Numba linker (PyTensor
 3.0's default; where Numba is not installed, the C linker alone).
 
 The token is a 0-d int64 shared variable holding the queue's key in
-:mod:`theano_queue.graph`'s registry: under Numba a graph is one jitted
+:mod:`theano_queue.graph.base`'s registry: under Numba a graph is one jitted
 function whose shared variables are arguments, and a key is an argument
 every backend can type.  Every node gets a token of its own, so PyTensor
 never merges two dequeues, and :class:`QueueOrder` runs one queue's nodes in
@@ -29,8 +29,8 @@ from pytensor.link.c.op import COp
 from pytensor.raise_op import Assert
 from pytensor.tensor.type import TensorType
 
-from .. import graph as _graph
-from ..paths import header_dirs, header_file, op_file
+from ..core.paths import header_dirs, header_file, op_file
+from . import base as _graph
 
 QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
 KEY_FILE = "key_token.c"

@@ -17,7 +17,7 @@ import numbers
 import weakref
 from typing import Optional
 
-from . import _engine
+from .. import _engine
 
 logger = logging.getLogger("theano_queue")
 

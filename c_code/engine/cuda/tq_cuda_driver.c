@@ -35,7 +35,7 @@ tq_code cuda_error(tq_error *err, const char *call, CUresult rc)
 }
 
 /* THEANO_QUEUE_LIBCUDA names another driver library: the tests' stand-in
- * (tests/c/fake_libcuda.c), as for theano_queue.probe. */
+ * (tests/c/fake_libcuda.c), as for theano_queue.tools.probe. */
 static void load_driver(void)
 {
     const char *name = getenv("THEANO_QUEUE_LIBCUDA");

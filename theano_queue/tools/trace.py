@@ -42,7 +42,7 @@ The file is a JSON object:
 import json
 from typing import Any, Dict, List, Optional
 
-from . import _engine
+from .. import _engine
 
 #: Event names in the engine's order.  For every element put_begin <= reserved
 #: <= put_end <= copy_issued <= ready <= dequeued <= consumed, copy_issued <=

@@ -1,5 +1,5 @@
 /* tq_gather_rows.cu: the kernel that gathers a batch of an array dataset
- * held in device memory (Feeder(device=True), c_code/engine/tq_cuda_held.c) into
+ * held in device memory (Feeder(device=True), c_code/engine/cuda/tq_cuda_held.c) into
  * a slot.  Like tq_strided.cu, not compiled when the package builds:
  * scripts/gen_ptx.sh turns it into PTX text (c_code/generated/tq_gather_rows_ptx.h)
  * that the backend loads with cuModuleLoadData.

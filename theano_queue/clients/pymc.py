@@ -22,8 +22,8 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import ancestors
 
-from .. import schema
-from .ops import Dequeue
+from ..core import schema
+from ..graph.pytensor import Dequeue
 
 
 def is_dequeued(variable):
@@ -35,7 +35,7 @@ def as_data(variable, value):
     if isinstance(value, Variable):
         data = value
     else:
-        # The dequeued variable's component decides, by the one rule (theano_queue/schema.py): int64 labels
+        # The dequeued variable's component decides, by the one rule (theano_queue/core/schema.py): int64 labels
         # for an int32 component are refused, not truncated.
         op = variable.owner.op
         component = op.components[variable.owner.outputs.index(variable)]

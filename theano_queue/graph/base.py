@@ -3,7 +3,7 @@
 A :class:`~theano_queue.Queue` is the engine's ring plus a *graph front end*:
 what makes the library's dequeue and enqueue nodes, and the tensor functions
 the variable-length layout reshapes and masks with.  Theano's front end is
-``theano_queue.ops.THEANO``, PyTensor's ``theano_queue.pytensor.ops.PYTENSOR``.
+``theano_queue.graph.theano.THEANO``, PyTensor's ``theano_queue.graph.pytensor.PYTENSOR``.
 This module imports no graph library: the core (the ring, the feeding side,
 monitor, trace) runs under either.
 """
@@ -90,7 +90,7 @@ def lookup(key, who):
     ref = _rings.get(int(key))
     ring = ref() if ref is not None else None
     if ring is None:
-        from .errors import QueueError
+        from ..core.errors import QueueError
 
         raise QueueError(
             "%s: its queue was deleted while a compiled function still uses it (or the function was "

@@ -2,19 +2,19 @@
 editable install) or inside it (an installed wheel; setup.py copies it).
 
 c_code/ has four folders: ops/ (the Ops' C files, compiled by the graph
-library at run time), engine/ (the plain-C engine), python/ (its CPython face
+library at run time), engine/ (the plain-C engine: core/ and its CUDA backend, cuda/), python/ (its CPython face
 and tq_capi.h, the table the Ops call) and generated/ (the kernels' PTX)."""
 
 import functools
 import os
 
 # The folders whose headers the Ops' C code includes: the engine's (tq_base.h) and the table (tq_capi.h).
-HEADER_FOLDERS = ("engine", "python")
+HEADER_FOLDERS = ("engine/core", "python")
 
 
 @functools.lru_cache(maxsize=None)
 def c_code_dir():
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # theano_queue/, above core/
     for candidate in (os.path.join(package, "c_code"), os.path.join(os.path.dirname(package), "c_code")):
         if os.path.isfile(os.path.join(candidate, "python", "tq_capi.h")):
             return candidate

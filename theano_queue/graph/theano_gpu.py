@@ -27,8 +27,8 @@ from theano.gpuarray.opt import register_opt
 from theano.gpuarray.type import GpuArrayType, get_context, gpu_context_type
 from theano.tensor import lscalar
 
-from .ops import Dequeue, DequeueApply, Enqueue, OneThreadAtATime, QueueCOp
-from .paths import header_dirs
+from ..core.paths import header_dirs
+from .theano import Dequeue, DequeueApply, Enqueue, OneThreadAtATime, QueueCOp
 
 GPU_HEADERS = [
     "gpuarray/types.h",

@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from .errors import CudaError
+from ..core.errors import CudaError
 
 _CU_STREAM_NON_BLOCKING = 0x1
 _CU_MEMHOSTALLOC_PORTABLE = 0x1
@@ -176,7 +176,7 @@ def device_context(device: int) -> Iterator[ctypes.c_void_p]:
 
 def theano_device(context_name: Optional[str] = None) -> int:
     """The device ordinal of a Theano GPU context (None: Theano's default one)."""
-    from .target import theano_gpu_contexts
+    from ..core.target import theano_gpu_contexts
 
     contexts = theano_gpu_contexts()
     if context_name not in contexts:
@@ -216,7 +216,7 @@ def _device_of(context_name, device):
         return theano_device(context_name)
     # Theano's default GPU when Theano already runs on one; importing Theano just to ask is not worth it.
     if "theano" in sys.modules:
-        from .target import theano_gpu_contexts
+        from ..core.target import theano_gpu_contexts
 
         contexts = theano_gpu_contexts()
         if contexts:
@@ -235,7 +235,7 @@ def h2d_seconds(
     Theano GPU context ``context_name``, or ordinal ``device``; by default
     Theano's GPU when Theano runs on one, else device 0.
 
-    >>> from theano_queue.probe import h2d_seconds
+    >>> from theano_queue.tools.probe import h2d_seconds
     >>> gbps = 256 * 2**20 / h2d_seconds(256 * 2**20, 20) / 1e9   # doctest: +SKIP
     """
     nbytes, repeats = int(nbytes), int(repeats)
@@ -276,12 +276,12 @@ def host_copy_gbps(nbytes: int, threads: Optional[int] = None, repeats: int = 5,
     pool as it is, ``theano_queue._engine.copy_threads()``).  ``via="numpy"``
     measures ``np.copyto`` in one thread.
 
-    >>> from theano_queue.probe import host_copy_gbps
+    >>> from theano_queue.tools.probe import host_copy_gbps
     >>> host_copy_gbps(16 * 2**20) > 0.1
     True
     """
-    from . import _engine
-    from .queue import Queue
+    from .. import _engine
+    from ..core.queue import Queue
 
     nbytes, repeats = int(nbytes), int(repeats)
     if nbytes < 1 or repeats < 1:

@@ -3,7 +3,7 @@
  * (tq_cuda*.c), bound at run time with dlopen so that the engine builds with
  * gcc alone.  The list of functions is written once (TQ_CUDA_FUNCTIONS): the
  * table of pointers and the dlsym list are generated from it, and
- * theano_queue/probe.py's ctypes binding is checked against it
+ * theano_queue/tools/probe.py's ctypes binding is checked against it
  * (tests/standin/test_probe.py).  Private to the backend's files.
  */
 #ifndef TQ_CUDA_DRIVER_H

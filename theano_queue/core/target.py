@@ -5,7 +5,7 @@ from typing import Any, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from . import _engine
+from .. import _engine
 from .spec import Component
 
 CPU = "cpu"
@@ -124,6 +124,6 @@ def make_ring(
         return _engine.Ring(name, spec, capacity, timeout)
     from theano.gpuarray.type import get_context
 
-    from . import gpu  # noqa: F401  (registers the Ops that lift dequeues to the GPU)
+    from ..graph import theano_gpu as gpu  # noqa: F401  (registers the Ops that lift dequeues to the GPU)
 
     return _engine.Ring(name, spec, capacity, timeout, gpu_context=get_context(target.context_name).ptr)

@@ -1,7 +1,7 @@
 """Variable-length components laid out as the engine's fixed components, and back.
 
 The engine knows only fixed shapes and a row count per component per element.
-A user component with variable (:class:`~theano_queue.spec.upto`) axes, e.g.
+A user component with variable (:class:`~theano_queue.core.spec.upto`) axes, e.g.
 ``("tokens", "int32", (64, upto(512), 8))``, becomes three kinds of engine
 component:
 
@@ -31,7 +31,7 @@ samples), unpacking a taken element (``get``) and the graph's reshape
 from collections.abc import Mapping
 
 from . import schema
-from .variable import Padded, Variable, rows_contiguous  # noqa: F401  (Padded: imported from here too)
+from .varlen import Padded, Variable, rows_contiguous  # noqa: F401  (Padded: imported from here too)
 
 
 class Layout:

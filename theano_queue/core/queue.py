@@ -2,11 +2,11 @@
 
 import itertools
 
-from . import device as _device
-from . import stall as _stall
+from ..graph.base import unpicklable_message
+from ..tools import stall as _stall
+from . import device_arrays as _device
 from . import target as _target
 from .errors import QueueError
-from .graph import unpicklable_message
 from .layout import Layout
 from .port import Port, SlotWriter, element_of  # noqa: F401  (SlotWriter: documented here)
 from .spec import check_queue_name, element_in_order, parse_components
@@ -99,21 +99,21 @@ class Queue:
     ):
         self.name = check_queue_name(name) if name is not None else default_queue_name()
         self.components = parse_components(components, self.name, pad_value, broadcastable)
-        # The engine holds variable-length components as fixed ones (theano_queue/layout.py).
+        # The engine holds variable-length components as fixed ones (theano_queue/core/layout.py).
         self._layout = Layout(self.components)
         capacity = _target.check_capacity(capacity, self.name)
         where = _target.resolve(target, self.name)
         self._ring = _target.make_ring(where, self.name, self._layout.engine, capacity, timeout)
-        _stall.watch(self, self._ring)  # a dequeue that waits long says so (theano_queue/stall.py)
+        _stall.watch(self, self._ring)  # a dequeue that waits long says so (theano_queue/tools/stall.py)
         self._tokens = itertools.count()
-        # What producers hold: the ring, the put/writer core and the run, not the Queue (theano_queue/port.py).
+        # What producers hold: the ring, the put/writer core and the run, not the Queue (theano_queue/core/port.py).
         self._port = Port(self.name, self.components, self._layout, where, self._ring)
 
     @property
     def port(self):
-        """What Feeders and the graph front ends hold of this queue (:class:`~theano_queue.port.Port`): its ring,
-        layout and target, the put and writer core, and :attr:`~theano_queue.port.Port.run`, the one owner of
-        its run (theano_queue/run.py).  Not needed to use a queue."""
+        """What Feeders and the graph front ends hold of this queue (:class:`~theano_queue.core.port.Port`): its ring,
+        layout and target, the put and writer core, and :attr:`~theano_queue.core.port.Port.run`, the one owner of
+        its run (theano_queue/core/run.py).  Not needed to use a queue."""
         return self._port
 
     @property
@@ -123,7 +123,7 @@ class Queue:
 
     @property
     def _target(self):
-        """Where the ring lives (a :class:`~theano_queue.target.Target`), kept by the port producers hold."""
+        """Where the ring lives (a :class:`~theano_queue.core.target.Target`), kept by the port producers hold."""
         return self._port.target
 
     def _pretend_target(self, target):
@@ -220,12 +220,12 @@ class Queue:
 
     @staticmethod
     def _graph():
-        """The graph front end whose variables dequeue() and enqueue() give (theano_queue.graph): Theano's.
+        """The graph front end whose variables dequeue() and enqueue() give (theano_queue.graph.base): Theano's.
 
         Imported at the first dequeue or enqueue, so that the rest of the
         queue runs where Theano is not installed.
         """
-        from .ops import THEANO
+        from ..graph.theano import THEANO
 
         return THEANO
 
@@ -277,7 +277,7 @@ class Queue:
         ``lengths=True`` appends the row lengths, as :meth:`dequeue` does.
 
         With ``device=True`` (GPU queues) the element stays on the GPU: a
-        tuple of :class:`~theano_queue.device.DeviceArray`, each a pygpu
+        tuple of :class:`~theano_queue.core.device_arrays.DeviceArray`, each a pygpu
         ``GpuArray`` in the queue's context (``.gpuarray``) that exposes
         ``__cuda_array_interface__`` v3, so that CuPy, Numba, pycuda or torch
         read it without a trip through the host.
@@ -349,11 +349,11 @@ class Queue:
                 for _ in range(60):
                     train_step()
 
-        Returns a :class:`~theano_queue.trace.Trace`; recording runs while its
+        Returns a :class:`~theano_queue.tools.trace.Trace`; recording runs while its
         ``with`` block does, and stops by itself after ``steps`` elements.  Open
         the file in https://ui.perfetto.dev or chrome://tracing.
         """
-        from .trace import Trace
+        from ..tools.trace import Trace
 
         return Trace(self, path, steps)
 
