@@ -173,7 +173,8 @@ void tq_ring_destroy(tq_ring *ring)
 {
     if (!ring)
         return;
-    tq_ring_stop_later(ring);              /* its last jobs write into the backend's slots */
+    if (ring->stop_later)
+        ring->stop_later(ring);            /* its last jobs write into the backend's slots */
     ring->backend->destroy(ring->backend); /* waits for device callbacks into the trace */
     tq_trace_destroy(ring->trace_store);
     pthread_cond_destroy(&ring->space);

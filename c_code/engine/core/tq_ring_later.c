@@ -57,6 +57,9 @@ static void *putter(void *arg)
     return NULL;
 }
 
+static void later_destroy(tq_later *l);
+static void stop_later(tq_ring *ring);
+
 /* The ring's putter, started on first use. */
 static tq_later *putter_of(tq_ring *ring, tq_error *err)
 {
@@ -79,10 +82,11 @@ static tq_later *putter_of(tq_ring *ring, tq_error *err)
     int rc = pthread_create(&l->thread, NULL, putter, ring);
     if (rc != 0) {
         ring->later = NULL;
-        tq_later_destroy(l);
+        later_destroy(l);
         tq_set_error(err, TQ_ENOMEM, "could not start its putter thread: %s", strerror(rc));
         return NULL;
     }
+    ring->stop_later = stop_later;
     return l;
 }
 
@@ -150,7 +154,7 @@ tq_code tq_ring_later_wait(tq_ring *ring, double deadline, tq_error *err)
     return code == TQ_OK ? tq_ring_later_failure(ring, err) : code;
 }
 
-void tq_later_destroy(tq_later *l)
+static void later_destroy(tq_later *l)
 {
     if (!l)
         return;
@@ -161,7 +165,8 @@ void tq_later_destroy(tq_later *l)
     free(l);
 }
 
-void tq_ring_stop_later(tq_ring *ring)
+/* Ends the ring's putter once its jobs are done (tq_ring_destroy, through ring->stop_later), and frees it. */
+static void stop_later(tq_ring *ring)
 {
     tq_later *l = ring->later;
     if (!l)
@@ -172,5 +177,6 @@ void tq_ring_stop_later(tq_ring *ring)
     pthread_cond_signal(&l->work);
     pthread_join(l->thread, NULL); /* after the jobs left: their slots are reserved, and their sources held */
     ring->later = NULL;
-    tq_later_destroy(l);
+    ring->stop_later = NULL;
+    later_destroy(l);
 }

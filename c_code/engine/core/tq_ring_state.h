@@ -54,6 +54,9 @@ struct tq_ring {
     tq_trace *trace_store; /* made by the first trace, freed with the ring */
     tq_trace *trace;       /* == trace_store while recording, else NULL (atomic) */
     tq_later *later;       /* the putter of tq_ring_put_later, made on first use (tq_ring_later.c) */
+    /* Set with `later`: ends the putter once its jobs are done, and frees it.  A pointer, so that
+     * tq_ring_destroy calls tq_ring_later.c, which sits above tq_ring.c, without naming it. */
+    void (*stop_later)(tq_ring *ring);
 };
 
 /* The trace being recorded, or NULL: the only cost of tracing when it is off. */
@@ -67,9 +70,6 @@ struct tq_ring {
 /* Waits on cond (its lock held) until signalled or the deadline (see
  * tq_ring.h) passes.  Returns 0, or ETIMEDOUT once the deadline has passed. */
 int tq_ring_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock, double deadline);
-/* Ends the ring's putter once its jobs are done (tq_ring_destroy), and frees it. */
-void tq_ring_stop_later(tq_ring *ring);
-void tq_later_destroy(tq_later *later);
 
 /* Under the lock, before n_ready changes: adds the time at the old fill. */
 void tq_ring_fill_changes(tq_ring *ring);
