@@ -5,7 +5,12 @@
  * theano_queue.graph.base's registry of rings.  A plain array, so that the Numba
  * and JAX backends (which pass shared variables to one compiled function as
  * arguments) can carry it; the C linker pays one dict lookup per node run.
+ *
+ * Guarded: PyTensor's ExternalCOp gives each Op its files' support code as
+ * one text, so a function with a Dequeue and an Enqueue holds this twice.
  */
+#ifndef TQ_KEY_TOKEN
+#define TQ_KEY_TOKEN
 static PyObject *tq_lookup_by_key = NULL; /* theano_queue.graph.base.lookup */
 
 /* The ring the token names: a new reference, or NULL with an exception that
@@ -27,3 +32,5 @@ static PyObject *tq_ring_by_key(const char *who, PyArrayObject *token)
     long long key = *(npy_int64 *)PyArray_DATA(token);
     return PyObject_CallFunction(tq_lookup_by_key, "Ls", key, who);
 }
+
+#endif /* TQ_KEY_TOKEN */

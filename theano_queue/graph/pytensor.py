@@ -10,13 +10,12 @@ The token is a 0-d int64 shared variable holding the queue's key in
 function whose shared variables are arguments, and a key is an argument
 every backend can type.  Every node gets a token of its own, so PyTensor
 never merges two dequeues, and :class:`QueueOrder` runs one queue's nodes in
-the order they were made.
+the order they were made.  What this front end shares with Theano's is in
+:mod:`theano_queue.graph.base`; PyTensor's own ``ExternalCOp`` reads the
+``#section`` parts of the C files.
 """
 
-import hashlib
 import importlib.util
-import re
-from typing import ClassVar
 
 import numpy as np
 from pytensor import shared, tensor
@@ -25,25 +24,12 @@ from pytensor.gradient import disconnected_type
 from pytensor.graph.basic import Apply
 from pytensor.graph.features import Feature
 from pytensor.graph.rewriting.basic import GraphRewriter
-from pytensor.link.c.op import COp
+from pytensor.link.c.op import ExternalCOp
 from pytensor.raise_op import Assert
 from pytensor.tensor.type import TensorType
 
-from ..core.paths import header_dirs, header_file, op_file
 from . import base as _graph
-
-QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
-KEY_FILE = "key_token.c"
-
-
-def c_sections(filename):
-    """The ``#section`` parts of one of the Ops' C files, by section name (as Theano's file-based COp reads them)."""
-    with open(op_file(filename)) as f:
-        text = f.read()
-    sections = {}
-    for name, body in re.findall(r"^#section (\w+)\n(.*?)(?=^#section |\Z)", text, flags=re.M | re.S):
-        sections[name] = sections.get(name, "") + body
-    return sections
+from .base import AttachesQueueOrder, QueueOpBase, queue_orderings
 
 
 def make_token(queue, sequence):
@@ -55,46 +41,23 @@ def make_token(queue, sequence):
     return token
 
 
-class QueueCOp(COp):
-    """What Dequeue and Enqueue share: their C file, the engine's header, the token."""
+class QueueCOp(QueueOpBase, ExternalCOp):
+    """PyTensor's Dequeue and Enqueue: the shared part (graph/base.py) on PyTensor's ExternalCOp.
 
-    c_file: ClassVar[str]  # the Op's C file in c_code/ops/, set by each subclass
+    ``key_token.c`` comes first: the token lookup both Ops' C calls (guarded,
+    as a function with both Ops holds it twice).
+    """
 
-    # The queue's name is for messages only: it must not split the compile
-    # cache, so it is not a prop and the C code does not see it.
-    __props__ = ("components",)
+    c_needs = ("key_token.c",)
+    ring_by_key = True
+    # Restated: PyTensor's metaclass makes __eq__, __hash__ and (unless the class has one) __str__ from a class's
+    # own __props__.
+    __props__ = QueueOpBase.__props__
+    __str__ = QueueOpBase.__str__
 
     def __init__(self, components, queue_name):
-        self.components = tuple(components)
-        self.queue_name = queue_name
-
-    def __str__(self):
-        return "%s{%s}" % (type(self).__name__, self.queue_name)
-
-    def do_constant_folding(self, fgraph, node):
-        # Folding would run the Op once at compile time and freeze its result.
-        return False
-
-    def c_header_dirs(self, **kwargs):
-        return header_dirs()
-
-    def c_headers(self, **kwargs):
-        return list(QUEUE_HEADERS)
-
-    def c_support_code(self, **kwargs):
-        # Two entries: a function with both Ops shares the key lookup once.
-        return [c_sections(KEY_FILE)["support_code"], c_sections(self.c_file)["support_code"]]
-
-    def c_init_code(self, **kwargs):
-        return [c_sections(self.c_file)["init_code"]]
-
-    def c_code_cache_version(self):
-        digest = hashlib.sha256()
-        paths = [header_file(name) for name in QUEUE_HEADERS] + [op_file(KEY_FILE), op_file(self.c_file)]
-        for path in paths:
-            with open(path, "rb") as f:
-                digest.update(f.read())
-        return (1, digest.hexdigest())
+        QueueOpBase.__init__(self, components, queue_name)
+        ExternalCOp.__init__(self, self.c_files())
 
     def ring(self, token):
         return _graph.lookup(token, str(self))
@@ -131,24 +94,7 @@ class Dequeue(QueueCOp):
     def grad(self, inputs, output_grads):
         return [disconnected_type()]
 
-    def c_code(self, node, name, inputs, outputs, sub):
-        return """{
-    PyObject *tq_ring = tq_ring_by_key("%(who)s", %(token)s);
-    PyArrayObject **tq_outputs[] = {%(outs)s};
-    const int tq_typenums[] = {%(typenums)s};
-    int tq_rc = tq_ring ? tq_dequeue_into("%(who)s", tq_ring, tq_outputs, tq_typenums, %(n)d) : -1;
-    Py_XDECREF(tq_ring);
-    if (tq_rc != 0) {
-        %(fail)s
-    }
-}""" % dict(
-            outs=", ".join("&" + o for o in outputs),
-            typenums=", ".join(o.type.dtype_specs()[2] for o in node.outputs),
-            who=type(self).__name__,
-            token=inputs[0],
-            n=len(outputs),
-            fail=sub["fail"],
-        )
+    c_code = QueueOpBase.dequeue_c
 
 
 class Enqueue(QueueCOp):
@@ -163,23 +109,7 @@ class Enqueue(QueueCOp):
     def perform(self, node, inputs, outputs):
         outputs[0][0] = np.asarray(self.ring(inputs[0]).put(inputs[1:], op=type(self).__name__), dtype="int64")
 
-    def c_code(self, node, name, inputs, outputs, sub):
-        return """{
-    PyObject *tq_ring = tq_ring_by_key("%(who)s", %(token)s);
-    PyArrayObject *tq_inputs[] = {%(ins)s};
-    int tq_rc = tq_ring ? tq_enqueue_from("%(who)s", tq_ring, tq_inputs, %(n)d, &%(out)s) : -1;
-    Py_XDECREF(tq_ring);
-    if (tq_rc != 0) {
-        %(fail)s
-    }
-}""" % dict(
-            ins=", ".join(inputs[1:]),
-            who=type(self).__name__,
-            token=inputs[0],
-            n=len(inputs) - 1,
-            out=outputs[0],
-            fail=sub["fail"],
-        )
+    c_code = QueueOpBase.enqueue_c
 
 
 # ---- Numba: perform in object mode -----------------------------------------------------
@@ -225,44 +155,17 @@ if importlib.util.find_spec("numba") is not None:
 # ---- ordering ----------------------------------------------------------------------
 
 
-def is_queue_node(node):
-    token = node.inputs[0] if node.inputs else None
-    return token is not None and hasattr(token.tag, "queue_sequence")
-
-
 class QueueOrder(Feature):
-    """Runs the nodes of one queue in the order they were made.
-
-    Two dequeues in one function are independent to PyTensor; this makes the
-    first ``q.dequeue()`` take the first element.  Data dependencies always
-    point from older nodes to newer ones, so the order never makes a cycle.
-    """
+    """Runs the nodes of one queue in the order they were made (graph/base.py's queue_orderings)."""
 
     def orderings(self, fgraph):
-        by_queue = {}
-        for node in fgraph.apply_nodes:
-            if is_queue_node(node):
-                queue, sequence = node.inputs[0].tag.queue_sequence
-                by_queue.setdefault(queue, []).append((sequence, node))
-        order = {}
-        for nodes in by_queue.values():
-            nodes.sort(key=lambda pair: pair[0])
-            for (_, before), (_, after) in zip(nodes, nodes[1:]):
-                order[after] = [before]
-        return order
+        return queue_orderings(fgraph)
 
 
-class AttachQueueOrder(GraphRewriter):
+class AttachQueueOrder(AttachesQueueOrder, GraphRewriter):
     """Attaches :class:`QueueOrder` to every function graph that uses a queue."""
 
-    def add_requirements(self, fgraph):
-        pass
-
-    def apply(self, fgraph):
-        if any(isinstance(f, QueueOrder) for f in fgraph._features):
-            return
-        if any(is_queue_node(node) for node in fgraph.apply_nodes):
-            fgraph.attach_feature(QueueOrder())
+    feature = QueueOrder
 
 
 optdb.register("theano_queue_order", AttachQueueOrder(), "fast_run", "fast_compile", "theano_queue", position=0.01)

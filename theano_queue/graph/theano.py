@@ -8,18 +8,17 @@ weak reference to the queue's ring.  Tokens keep the pitfalls away:
 * each ``q.dequeue()`` has its own token, so Theano never merges two dequeues;
 * a queue deleted while a function still uses it is a clear error, not a crash.
 
-Their C code is in ``c_code/ops/dequeue.c`` and ``c_code/ops/enqueue.c``; ``perform``
-does the same through the engine's Python face for the Python linker.
+Their C code is in ``c_code/ops/dequeue.c`` and ``c_code/ops/enqueue.c`` (the
+Dequeue's thread guard in ``thread_guard.c``); ``perform`` does the same through
+the engine's Python face for the Python linker.  What the PyTensor front end
+shares with this one is in :mod:`theano_queue.graph.base`.
 """
 
-import hashlib
-import inspect
 import sys
 import threading
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import ClassVar, Tuple
 
 import numpy as np
 
@@ -41,10 +40,18 @@ from theano.tensor import TensorType, as_tensor_variable, lscalar
 from theano.tensor.opt import Assert
 
 from ..core.errors import SeveralDequeuesWarning
-from ..core.paths import header_dirs, header_file, op_file
-from .base import GraphFrontEnd, enqueue_inputs, unpicklable_message
-
-QUEUE_HEADERS = ("tq_base.h", "tq_capi.h")
+from .base import (
+    SECOND_THREAD,
+    AttachesQueueOrder,
+    GraphFrontEnd,
+    OneThreadAtATime,
+    QueueOpBase,
+    enqueue_inputs,
+    is_queue_node,
+    queue_orderings,
+    ring_or_error,
+    unpicklable_message,
+)
 
 
 class QueueRef(weakref.ref):
@@ -89,15 +96,7 @@ def make_token(ring, queue_name, sequence, target):
 
 
 def resolve_token(token_value, who):
-    ring = token_value()
-    if ring is None:
-        from ..core.errors import QueueError
-
-        raise QueueError(
-            "%s: its queue was deleted while a compiled function still uses it; keep the Queue "
-            "alive as long as the functions that dequeue from it or enqueue into it" % who
-        )
-    return ring
+    return ring_or_error(token_value(), who)
 
 
 def refuse_debug_mode(op, caller):
@@ -111,27 +110,17 @@ def refuse_debug_mode(op, caller):
         )
 
 
-class QueueCOp(COp):
-    """What Dequeue and Enqueue share: their C file, the engine's header, the token."""
+class QueueCOp(QueueOpBase, COp):
+    """Theano's Dequeue and Enqueue: the shared part (graph/base.py) on Theano's file-based COp."""
 
-    c_file: ClassVar[str]  # the Op's C file in c_code/ops/, set by each subclass
+    # Restated: Theano's metaclass makes __eq__, __hash__ and (unless the class has one) __str__ from a class's
+    # own __props__.
+    __props__ = QueueOpBase.__props__
+    __str__ = QueueOpBase.__str__
 
     def __init__(self, components, queue_name):
-        COp.__init__(self, [op_file(self.c_file)])
-        self.components = tuple(components)
-        self.queue_name = queue_name
-
-    # The queue's name is for messages only: it must not split the compile
-    # cache, so it is not a prop and the C code does not see it (the engine's
-    # own messages name the queue).
-    __props__: ClassVar[Tuple[str, ...]] = ("components",)
-
-    def __str__(self):
-        return "%s{%s}" % (type(self).__name__, self.queue_name)
-
-    def do_constant_folding(self, node):
-        # Folding would run the Op once at compile time and freeze its result.
-        return False
+        QueueOpBase.__init__(self, components, queue_name)
+        COp.__init__(self, self.c_files())
 
     # DebugMode (alone) calls these two directly, to run each node through both
     # and compare: every run would take another element.  Refuse at compile
@@ -144,79 +133,8 @@ class QueueCOp(COp):
         refuse_debug_mode(self, sys._getframe(1))
         return super().make_py_thunk(node, *args, **kwargs)
 
-    def c_header_dirs(self):
-        return header_dirs()
-
-    def c_headers(self):
-        return list(QUEUE_HEADERS)
-
-    def c_code_cache_version(self):
-        # COp hashes its own C file; the headers it includes count too, and so does the class that writes the
-        # node's own C (c_code and its struct members): Theano keys cached modules by this version alone.
-        digest = hashlib.sha256()
-        for name in QUEUE_HEADERS:
-            with open(header_file(name), "rb") as f:
-                digest.update(f.read())
-        try:
-            digest.update(inspect.getsource(type(self)).encode())
-        except (OSError, TypeError):  # a class made where its source is not kept (exec): its name, at least
-            digest.update(type(self).__qualname__.encode())
-        return super().c_code_cache_version() + (digest.hexdigest(),)
-
     def output_types(self):
         return [TensorType(c.dtype, c.broadcastable)() for c in self.components]
-
-
-# What a Dequeue says when its compiled function is called from more than one thread (doc/tutorial.rst, "Threads").
-NOT_THREAD_SAFE = (
-    "a Theano function keeps its values in one storage of its own, so two threads calling it at once lose "
-    "elements and break its calls; call it from one thread at a time, or compile one function per thread"
-)
-TWO_THREADS = "this compiled function was called from a second thread while a call waits for its element: " + (
-    NOT_THREAD_SAFE
-)
-SECOND_THREAD = "theano_queue: a compiled function that dequeues was called from a second thread; " + NOT_THREAD_SAFE
-
-
-class OneThreadAtATime:
-    """The C of a dequeue Op that knows who calls its node (one record per compiled function).
-
-    A call from a second thread is warned about once; a call that comes while
-    another thread's call waits for its element is refused with a QueueError,
-    before it takes anything, so no element is lost.
-    """
-
-    def c_support_code_struct(self, node, name):
-        return "unsigned long tq_caller_%(n)s; int tq_waiting_%(n)s; int tq_warned_%(n)s;" % dict(n=name)
-
-    def c_init_code_struct(self, node, name, sub):
-        return "tq_caller_%(n)s = 0; tq_waiting_%(n)s = 0; tq_warned_%(n)s = 0;" % dict(n=name)
-
-    def one_thread_at_a_time(self, name, call, fail):
-        """`call` (a C expression, 0 on success) between the node's checks of who calls it."""
-        return """const unsigned long tq_me = PyThread_get_thread_ident();
-    if (tq_waiting_%(name)s) {
-        PyObject *tq_errors = PyImport_ImportModule("theano_queue.core.errors");
-        PyObject *tq_error = tq_errors ? PyObject_GetAttrString(tq_errors, "QueueError") : NULL;
-        if (tq_error)
-            PyErr_SetString(tq_error, "%(who)s: %(refused)s");
-        Py_XDECREF(tq_error);
-        Py_XDECREF(tq_errors);
-        %(fail)s
-    }
-    if (tq_caller_%(name)s != 0 && tq_caller_%(name)s != tq_me && !tq_warned_%(name)s) {
-        tq_warned_%(name)s = 1;
-        if (PyErr_WarnEx(PyExc_RuntimeWarning, "%(warned)s", 1) < 0) {
-            %(fail)s
-        }
-    }
-    tq_caller_%(name)s = tq_me;
-    tq_waiting_%(name)s = 1;
-    int tq_rc = %(call)s;
-    tq_waiting_%(name)s = 0;
-    if (tq_rc != 0) {
-        %(fail)s
-    }""" % dict(name=name, who=type(self).__name__, refused=TWO_THREADS, warned=SECOND_THREAD, call=call, fail=fail)
 
 
 class DequeuedTag(scratchpad):
@@ -304,17 +222,7 @@ class Dequeue(OneThreadAtATime, QueueCOp):
     def grad(self, inputs, output_grads):
         return [DisconnectedType()()]
 
-    def c_code(self, node, name, inputs, outputs, sub):
-        call = 'tq_dequeue_into("%s", %s, tq_outputs, tq_typenums, %d)' % (type(self).__name__, inputs[0], len(outputs))
-        return """{
-    PyArrayObject **tq_outputs[] = {%(outs)s};
-    const int tq_typenums[] = {%(typenums)s};
-    %(call)s
-}""" % dict(
-            outs=", ".join("&" + o for o in outputs),
-            typenums=", ".join(o.type.dtype_specs()[2] for o in node.outputs),
-            call=self.one_thread_at_a_time(name, call, sub["fail"]),
-        )
+    c_code = QueueOpBase.dequeue_c
 
 
 class Enqueue(QueueCOp):
@@ -332,64 +240,26 @@ class Enqueue(QueueCOp):
         ring = resolve_token(inputs[0], str(self))
         outputs[0][0] = np.asarray(ring.put(inputs[1:], op=type(self).__name__), dtype="int64")
 
-    def c_code(self, node, name, inputs, outputs, sub):
-        return """{
-    PyArrayObject *tq_inputs[] = {%(ins)s};
-    if (tq_enqueue_from("%(who)s", %(token)s, tq_inputs, %(n)d, &%(out)s) != 0) {
-        %(fail)s
-    }
-}""" % dict(
-            ins=", ".join(inputs[1:]),
-            who=type(self).__name__,
-            token=inputs[0],
-            n=len(inputs) - 1,
-            out=outputs[0],
-            fail=sub["fail"],
-        )
+    c_code = QueueOpBase.enqueue_c
 
 
 # ---- ordering ----------------------------------------------------------------------
 
 
-def is_queue_node(node):
-    token = node.inputs[0] if node.inputs else None
-    return token is not None and hasattr(token.tag, "queue_sequence")
-
-
 class QueueOrder(toolbox.Feature):
-    """Runs the nodes of one queue in the order they were made.
-
-    Two dequeues in one function are independent to Theano; this makes the
-    first ``q.dequeue()`` take the first element.  Data dependencies always
-    point from older nodes to newer ones, so the order never makes a cycle.
-    """
+    """Runs the nodes of one queue in the order they were made (graph/base.py's queue_orderings)."""
 
     def orderings(self, fgraph):
-        by_queue = OrderedDict()
-        for node in fgraph.apply_nodes:
-            if is_queue_node(node):
-                queue, sequence = node.inputs[0].tag.queue_sequence
-                by_queue.setdefault(queue, []).append((sequence, node))
-        order = OrderedDict()
-        for nodes in by_queue.values():
-            nodes.sort(key=lambda pair: pair[0])
-            for (_, before), (_, after) in zip(nodes, nodes[1:]):
-                order[after] = [before]
-        return order
+        return queue_orderings(fgraph)
 
 
-class AttachQueueOrder(Optimizer):
-    """Attaches :class:`QueueOrder` to every function graph that uses a queue."""
+class AttachQueueOrder(AttachesQueueOrder, Optimizer):
+    """Attaches :class:`QueueOrder` to every function graph that uses a queue, and warns of several dequeues."""
 
-    def add_requirements(self, fgraph):
-        pass
+    feature = QueueOrder
 
-    def apply(self, fgraph):
-        if any(isinstance(f, QueueOrder) for f in fgraph._features):
-            return
-        if any(is_queue_node(node) for node in fgraph.apply_nodes):
-            fgraph.attach_feature(QueueOrder())
-            warn_several_dequeues(fgraph)
+    def attached(self, fgraph):
+        warn_several_dequeues(fgraph)
 
 
 # The rings already warned about: once per queue is enough to be read.

@@ -93,21 +93,16 @@ class GpuDequeue(OneThreadAtATime, GpuQueueCOp):
         return "tq_block_cache_clear(&tq_blocks_%s);" % name
 
     def c_code(self, node, name, inputs, outputs, sub):
-        call = 'tq_gpu_dequeue_into(&tq_blocks_%s, "GpuDequeue", %s, tq_outputs, tq_typecodes, %d, %s)' % (
+        declarations = [
+            "PyGpuArrayObject **tq_outputs[] = {%s};" % ", ".join("&" + o for o in outputs),
+            "const int tq_typecodes[] = {%s};" % ", ".join(str(o.type.typecode) for o in node.outputs),
+        ]
+        call = 'tq_gpu_dequeue_into(&tq_blocks_%s, "GpuDequeue", tq_ring, tq_outputs, tq_typecodes, %d, %s)' % (
             name,
-            inputs[0],
             len(outputs),
             sub["params"],
         )
-        return """{
-    PyGpuArrayObject **tq_outputs[] = {%(outs)s};
-    const int tq_typecodes[] = {%(typecodes)s};
-    %(call)s
-}""" % dict(
-            outs=", ".join("&" + o for o in outputs),
-            typecodes=", ".join(str(o.type.typecode) for o in node.outputs),
-            call=self.one_thread_at_a_time(name, call, sub["fail"]),
-        )
+        return self.node_c(inputs[0], sub["fail"], declarations, call, guard_name=name)
 
     def perform(self, node, inputs, outputs, params):
         raise NotImplementedError("GpuDequeue runs through its C code only")
@@ -129,19 +124,13 @@ class GpuEnqueue(GpuQueueCOp):
         return Apply(self, [token] + values, [lscalar()])
 
     def c_code(self, node, name, inputs, outputs, sub):
-        return """{
-    PyGpuArrayObject *tq_inputs[] = {%(ins)s};
-    if (tq_gpu_enqueue_from("GpuEnqueue", %(token)s, tq_inputs, %(n)d, &%(out)s, %(ctx)s) != 0) {
-        %(fail)s
-    }
-}""" % dict(
-            ins=", ".join(inputs[1:]),
-            token=inputs[0],
-            n=len(inputs) - 1,
-            out=outputs[0],
-            ctx=sub["params"],
-            fail=sub["fail"],
+        declarations = ["PyGpuArrayObject *tq_inputs[] = {%s};" % ", ".join(inputs[1:])]
+        call = 'tq_gpu_enqueue_from("GpuEnqueue", tq_ring, tq_inputs, %d, &%s, %s)' % (
+            len(inputs) - 1,
+            outputs[0],
+            sub["params"],
         )
+        return self.node_c(inputs[0], sub["fail"], declarations, call)
 
     def perform(self, node, inputs, outputs, params):
         raise NotImplementedError("GpuEnqueue runs through its C code only")

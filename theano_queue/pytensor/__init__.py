@@ -15,42 +15,10 @@ except ImportError as exc:
         "pip install 'theano_queue[pytensor]'; with Theano 1.0.5 use theano_queue.Queue"
     ) from exc
 
-from .. import (
-    Component,
-    CudaError,
-    Feeder,
-    FeederError,
-    Monitor,
-    Padded,
-    QueueClosed,
-    QueueError,
-    QueueTimeout,
-    Trace,
-    monitor,
-    own,
-    upto,
-    worker_info,
-)
+# The same public names as theano_queue's, Queue replaced by PyTensor's, and PyMC's three.
+from .. import *  # noqa: F403
+from .. import __all__ as _shared_names
 from ..clients.pymc import StopWhenDrained, check_model, swap
-from .queue import Queue
+from .queue import Queue as Queue  # type: ignore[assignment]  # replaces the Theano one that * brought
 
-__all__ = [
-    "Queue",
-    "Feeder",
-    "Component",
-    "upto",
-    "own",
-    "Padded",
-    "worker_info",
-    "monitor",
-    "Monitor",
-    "Trace",
-    "QueueError",
-    "QueueClosed",
-    "QueueTimeout",
-    "FeederError",
-    "CudaError",
-    "swap",
-    "check_model",
-    "StopWhenDrained",
-]
+__all__ = [*_shared_names, "swap", "check_model", "StopWhenDrained"]
