@@ -77,6 +77,13 @@ typedef struct {
 } RingObject;
 
 extern PyTypeObject RingType, StopType, LeaseType, DLPackOwnerType;
+/* The type of objects that only hold something and let it go when freed (Lease, DLPackOwner). */
+#define TQ_HOLDER_TYPE(name, object, dealloc, doc)                                                             \
+    {                                                                                                          \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine." name, .tp_basicsize = sizeof(object), \
+                                    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = (destructor)(dealloc),       \
+                                    .tp_doc = (doc),                                                           \
+    }
 /* How many fork()s led from the process that loaded the module to this one:
  * a Ring made under another count was made in another process.  Cheaper to
  * check on every call than getpid(), which is a system call. */

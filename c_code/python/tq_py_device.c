@@ -354,13 +354,9 @@ static void DLPackOwner_dealloc(DLPackOwnerObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-PyTypeObject DLPackOwnerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.DLPackOwner",
-    .tp_basicsize = sizeof(DLPackOwnerObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_dealloc = (destructor)DLPackOwner_dealloc,
-    .tp_doc = "A DLPack tensor taken from its capsule: its memory stays valid while this lives.",
-};
+PyTypeObject DLPackOwnerType = TQ_HOLDER_TYPE("DLPackOwner", DLPackOwnerObject, DLPackOwner_dealloc,
+                                              "A DLPack tensor taken from its capsule: its memory stays valid "
+                                              "while this lives.");
 
 /* numpy's typestr of a DLPack dtype, or NULL with TypeError. */
 static PyObject *dl_typestr(dl_dtype t)

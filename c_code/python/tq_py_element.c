@@ -429,13 +429,9 @@ static void Lease_dealloc(LeaseObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-PyTypeObject LeaseType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Lease",
-    .tp_basicsize = sizeof(LeaseObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_dealloc = (destructor)Lease_dealloc,
-    .tp_doc = "The memory of a dequeued element lent to its consumer; given back to the queue when freed.",
-};
+PyTypeObject LeaseType = TQ_HOLDER_TYPE("Lease", LeaseObject, Lease_dealloc,
+                                        "The memory of a dequeued element lent to its consumer; given back to "
+                                        "the queue when freed.");
 
 /* Lends slot's block: the Lease that gives it back, and the block's address;
  * NULL without an exception when nothing can be lent now, with one (its

@@ -178,24 +178,27 @@ static PyObject *set_stall_warning(PyObject *module, PyObject *arg)
     return PyFloat_FromDouble(was);
 }
 
+/* A switch set from arg's truth: the previous setting, or NULL with an exception. */
+static PyObject *switched(PyObject *arg, int (*set)(int))
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(set(on));
+}
+
 /* set_gil_hand_over(on) -> the previous setting (for benchmarks that compare both). */
 static PyObject *gil_hand_over(PyObject *module, PyObject *arg)
 {
     (void)module;
-    int on = PyObject_IsTrue(arg);
-    if (on < 0)
-        return NULL;
-    return PyBool_FromLong(set_gil_hand_over(on));
+    return switched(arg, set_gil_hand_over);
 }
 
 /* set_device_lending(on) -> the previous setting (for benchmarks that compare lending with copying). */
 static PyObject *device_lending(PyObject *module, PyObject *arg)
 {
     (void)module;
-    int on = PyObject_IsTrue(arg);
-    if (on < 0)
-        return NULL;
-    return PyBool_FromLong(set_device_lending(on));
+    return switched(arg, set_device_lending);
 }
 
 /* set_held_gather_in_step(max_bytes) -> the previous bound (for benchmarks that compare the two gathers). */

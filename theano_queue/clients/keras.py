@@ -142,24 +142,29 @@ def integer_inputs_message(model, error):
     )
 
 
-def _train_function_naming_integer_inputs(make_train_function):
-    def wrapped(self):
+def reworded(method, error_type, message_of, marker):
+    """``method`` re-raising its ``error_type`` with ``message_of(model, error)`` where that says more (None: as it
+    was); ``marker`` is set on it, so that importing this module again does not wrap it twice."""
+
+    def wrapped(self, *args, **kwargs):
         try:
-            return make_train_function(self)
-        except TypeError as error:
-            message = integer_inputs_message(self, error)
+            return method(self, *args, **kwargs)
+        except error_type as error:
+            message = message_of(self, error)
             if message is None:
                 raise
-            raise TypeError(message) from error
+            raise error_type(message) from error
 
-    wrapped._tq_integer_inputs = True
+    setattr(wrapped, marker, True)
     return wrapped
 
 
 if not getattr(keras.Model._make_train_function, "_tq_integer_inputs", False):
     # Keras makes its training function (and its gradients) inside fit(): where that fails on integer inputs,
     # the error says why and what to do, instead of Theano's "Cannot convert Type ... into Type ...".
-    keras.Model._make_train_function = _train_function_naming_integer_inputs(keras.Model._make_train_function)
+    keras.Model._make_train_function = reworded(
+        keras.Model._make_train_function, TypeError, integer_inputs_message, "_tq_integer_inputs"
+    )
 
 
 def feeding_queue(model):
@@ -187,24 +192,12 @@ def numpy_data_message(model, error):
     )
 
 
-def _standardize_naming_the_twin(standardize_user_data):
-    def wrapped(self, *args, **kwargs):
-        try:
-            return standardize_user_data(self, *args, **kwargs)
-        except ValueError as error:
-            message = numpy_data_message(self, error)
-            if message is None:
-                raise
-            raise ValueError(message) from error
-
-    wrapped._tq_numpy_twin = True
-    return wrapped
-
-
 if not getattr(keras.Model._standardize_user_data, "_tq_numpy_twin", False):
     # Every Keras call that takes arrays checks them here first: where the model takes its data from a queue, the
     # refusal points to the twin instead of printing the array it refused.
-    keras.Model._standardize_user_data = _standardize_naming_the_twin(keras.Model._standardize_user_data)
+    keras.Model._standardize_user_data = reworded(
+        keras.Model._standardize_user_data, ValueError, numpy_data_message, "_tq_numpy_twin"
+    )
 
 
 def numpy_twin(model, compile=True):

@@ -2,7 +2,7 @@
 
 import math
 from collections.abc import Mapping
-from typing import NamedTuple, Tuple
+from typing import ClassVar, NamedTuple, Tuple
 
 import numpy as np
 
@@ -19,7 +19,27 @@ MAX_DIMS = 32
 MAX_COMPONENT_BYTES = 1 << 50
 
 
-class upto(int):
+class AxisBound(int):
+    """An axis's bound that says what kind of axis it is (:class:`upto`, :class:`own`): an int from ``least`` up,
+    written as its class's call."""
+
+    least: ClassVar[int]
+
+    def __new__(cls, bound):
+        if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or bound < cls.least:
+            raise ValueError("%s: expected a bound that is an int >= %d, got %r" % (cls.__name__, cls.least, bound))
+        return super().__new__(cls, int(bound))
+
+    def __repr__(self):
+        return "%s(%d)" % (type(self).__name__, int(self))
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return type(self), (int(self),)
+
+
+class upto(AxisBound):
     """An axis of variable extent, at most ``bound``: ``("tokens", "int32", (64, tq.upto(512)))``.
 
     Every element carries its own extent on the axis (the longest of its
@@ -27,21 +47,10 @@ class upto(int):
     is the bound wherever an int is expected (``math.prod(shape)``).
     """
 
-    def __new__(cls, bound):
-        if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or bound < 0:
-            raise ValueError("upto: expected a bound that is an int >= 0, got %r" % (bound,))
-        return super().__new__(cls, int(bound))
-
-    def __repr__(self):
-        return "upto(%d)" % int(self)
-
-    __str__ = __repr__
-
-    def __reduce__(self):
-        return upto, (int(self),)
+    least = 0
 
 
-class own(int):
+class own(AxisBound):
     """A leading axis that is the component's own, not the batch: ``("classes", "int32", (tq.own(10),))``.
 
     An element's components agree on their leading (batch) axis: ``q.put(x,
@@ -52,18 +61,7 @@ class own(int):
     already.  It is the bound wherever an int is expected.
     """
 
-    def __new__(cls, bound):
-        if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or bound < 1:
-            raise ValueError("own: expected a bound that is an int >= 1, got %r" % (bound,))
-        return super().__new__(cls, int(bound))
-
-    def __repr__(self):
-        return "own(%d)" % int(self)
-
-    __str__ = __repr__
-
-    def __reduce__(self):
-        return own, (int(self),)
+    least = 1
 
 
 class Component(NamedTuple):
@@ -217,13 +215,8 @@ def with_broadcast_axes(components, broadcastable, queue_name):
         raise TypeError(
             "%s: broadcastable must map component names to axes, e.g. {'x': (1,)}, got %r" % (where, broadcastable)
         )
-    by_name = {c.name: c for c in components}
+    by_name = components_by_name(components, broadcastable, "broadcastable", where)
     for name, axes in broadcastable.items():
-        if name not in by_name:
-            raise ValueError(
-                "%s: broadcastable names %r, which is no component (the components are %s)"
-                % (where, name, ", ".join(by_name))
-            )
         component = by_name[name]
         here = "%s, component %r" % (where, name)
         if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
@@ -240,6 +233,18 @@ def with_broadcast_axes(components, broadcastable, queue_name):
                 )
         by_name[name] = component._replace(broadcast_axes=tuple(sorted(set(int(a) for a in axes))))
     return [by_name[c.name] for c in components]
+
+
+def components_by_name(components, names, option, where):
+    """{name: component}, once every name an ``option`` (a mapping by component name) gives is a component's."""
+    by_name = {c.name: c for c in components}
+    for name in names:
+        if name not in by_name:
+            raise ValueError(
+                "%s: %s names %r, which is no component (the components are %s)"
+                % (where, option, name, ", ".join(by_name))
+            )
+    return by_name
 
 
 def with_pad_values(components, pad_value, queue_name):
@@ -261,13 +266,8 @@ def with_pad_values(components, pad_value, queue_name):
         if not variable:
             raise ValueError("%s: pad_value is for components with a variable (upto) axis; this queue has none" % where)
         pad_value = dict.fromkeys(variable, pad_value)
-    by_name = {c.name: c for c in components}
+    by_name = components_by_name(components, pad_value, "pad_value", where)
     for name, value in pad_value.items():
-        if name not in by_name:
-            raise ValueError(
-                "%s: pad_value names %r, which is no component (the components are %s)"
-                % (where, name, ", ".join(by_name))
-            )
         component = by_name[name]
         if not component.variable_axes:
             raise ValueError(
