@@ -3,6 +3,16 @@
 A :class:`Queue` holds a ring of batches (on the GPU when Theano runs on one);
 a :class:`Feeder` fills it in the background; ``q.dequeue()`` gives symbolic
 variables that a compiled ``theano.function`` takes the next batch into.
+
+One folder a layer, each ``__init__.py`` listing its files: ``core/`` (the
+queue, its components and schema, no graph library), ``graph/`` (the Ops:
+a shared base, Theano's and PyTensor's front ends), ``feed/`` (the Feeder
+and its sources), ``tools/`` (the command, probe, monitor, trace, stall
+warnings, demo), ``clients/`` (Keras, PyMC), ``pytensor/`` (``import
+theano_queue.pytensor as tq``).  Beside them: ``__main__.py`` (``python -m
+theano_queue``), ``_engine.pyi`` (the C engine's types) and old module paths
+user code imports: ``keras.py``, ``ops.py``, ``feeder.py``, ``workers.py``,
+``sampler.py``.
 """
 
 from .core import errors  # noqa: F401  (tq.errors.SeveralDequeuesWarning: the guides' path)

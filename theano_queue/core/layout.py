@@ -31,7 +31,7 @@ samples), unpacking a taken element (``get``) and the graph's reshape
 from collections.abc import Mapping
 
 from . import schema
-from .varlen import Padded, Variable, rows_contiguous  # noqa: F401  (Padded: imported from here too)
+from .varlen import Padded, VarlenComponent, rows_contiguous  # noqa: F401  (Padded: imported from here too)
 
 
 class Layout:
@@ -39,12 +39,12 @@ class Layout:
 
     def __init__(self, components):
         self.components = tuple(components)
-        self.variables = {}  # user index -> Variable
+        self.variables = {}  # user index -> VarlenComponent
         engine, self.spans = [], []
         for i, component in enumerate(self.components):
             start = len(engine)
             if component.variable_axes:
-                variable = self.variables[i] = Variable(component)
+                variable = self.variables[i] = VarlenComponent(component)
                 engine.extend(variable.engine)
             else:
                 engine.append(component)
@@ -170,7 +170,7 @@ class Layout:
 
     def unpack(self, arrays, lengths=False):
         """A taken element (engine arrays) as the user's arrays, then the lengths with ``lengths``."""
-        return tuple(self._users_components(arrays, Variable.unpack, lengths))
+        return tuple(self._users_components(arrays, VarlenComponent.unpack, lengths))
 
     # ---- graph side ------------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ class Padded:
         return "Padded(data of shape %s, lengths=%r)" % (np.shape(self.data), self.lengths)
 
 
-class Variable:
+class VarlenComponent:
     """One component with variable axes: its engine components, packing and unpacking."""
 
     def __init__(self, component):
@@ -394,6 +394,10 @@ class Variable:
             within = within.dimshuffle(*pattern)
             mask = within if mask is None else tensor.and_(mask, within)
         return mask
+
+
+# The old name, kept for code that imports it; renamed as it read like Theano's (and PyTensor's) graph Variable.
+Variable = VarlenComponent
 
 
 def rows_contiguous(array):

@@ -5,6 +5,9 @@ The same queue as :mod:`theano_queue` (one engine, one feeding side) whose
 under PyTensor's C linker and under Numba (PyTensor 3.0's default linker;
 2.38's, PyMC 5.28's pin, is the C linker).  Numba is optional where the
 installed PyTensor does not require it.  Nothing here imports Theano.
+
+``queue.py`` is its :class:`Queue`; its Ops are in :mod:`theano_queue.graph.pytensor`,
+PyMC's helpers in :mod:`theano_queue.clients.pymc`.
 """
 
 try:
