@@ -24,7 +24,7 @@
  * to write the file.  Needs ~600 MB of memory and 188 MB of disk for the file (removed at the
  * end unless keep=1).  Build and run from the tree:
  *
- *   gcc -std=gnu11 -O2 -Ic_code/engine bench/lines_roof.c c_code/engine/core/tq_gather.c c_code/engine/core/tq_copy.c \
+ *   gcc -std=gnu11 -O2 -Ic_code/engine/core bench/lines_roof.c c_code/engine/core/tq_gather.c c_code/engine/core/tq_copy.c \
  *       c_code/engine/core/tq_base.c -o /tmp/lines_roof -lpthread
  *   /tmp/lines_roof                       (threads=1,2,4,8,16 and the pool's default, batches=100)
  *   /tmp/lines_roof threads=1,2 batches=10 check=1 file=/tmp/lines_roof.f32 cap=0.15 rounds=4 keep=0

@@ -36,7 +36,7 @@ class Port:
     def __init__(self, name, components, layout, target, ring):
         self.name, self.components, self._layout, self._target, self._ring = name, components, layout, target, ring
         #: The one rule for every value put (theano_queue/core/schema.py): Python values become arrays by it; the
-        #: engine applies its array rule itself (its table is the engine's, c_code/engine/tq_scalar.h).
+        #: engine applies its array rule itself (its table is the engine's, c_code/engine/core/tq_scalar.h).
         self.schema = Schema(name, layout.engine)
         ring.batch = layout.engine_batch  # whose rows must agree in an element, and the names they go by
         #: The queue's run: attach, generation, close, cancel and reopen (theano_queue/core/run.py).

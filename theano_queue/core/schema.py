@@ -5,7 +5,7 @@ rule itself, for any array not already of the component's exact dtype), the
 Feeder's thread, workers, map-style, array and held datasets
 (:mod:`.feed.check`, :mod:`.feed.sources`), variable-length rows
 (:mod:`.variable`), device puts, graph enqueues (:func:`graph_value`) and pad
-values.  The rule's table lives in the engine (``c_code/engine/tq_scalar.h``:
+values.  The rule's table lives in the engine (``c_code/engine/core/tq_scalar.h``:
 which dtype casts safely into which, whether an integer keeps its value);
 this module asks it (``_engine.casts_safely``, ``_engine.values_fit``) and
 holds the one wording of every refusal (:data:`WORDING`), which the engine's

@@ -61,7 +61,7 @@ def check_capacity(capacity: Any, queue_name: str) -> int:
     return int(capacity)
 
 
-# The engine lays each component out on this boundary within a slot (c_code/engine/tq_ring.h).
+# The engine lays each component out on this boundary within a slot (c_code/engine/core/tq_ring.h).
 SLOT_ALIGN = _engine.SLOT_ALIGN
 
 

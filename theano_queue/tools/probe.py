@@ -5,7 +5,7 @@ variable ``THEANO_QUEUE_LIBCUDA`` names) is loaded with ctypes on first use, so
 this module imports anywhere; without a driver its GPU functions raise
 :class:`~theano_queue.CudaError` saying so.  The engine's GPU queues load the
 same library, named by the same variable, with a binding of their own
-(``c_code/engine/tq_cuda_driver.h``); every driver function both call is bound to the
+(``c_code/engine/cuda/tq_cuda_driver.h``); every driver function both call is bound to the
 same versioned symbol with the same number of parameters, which
 ``tests/standin/test_probe.py`` checks against the engine's list.  Nothing here imports
 Theano unless a Theano context name is given.

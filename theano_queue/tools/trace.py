@@ -9,7 +9,7 @@
 Open the file in https://ui.perfetto.dev or chrome://tracing.  The engine
 records one CLOCK_MONOTONIC timestamp per event and element (``put_begin``,
 ``reserved``, ``put_end``, ``copy_issued``, ``ready``, ``filled``,
-``get_begin``, ``dequeued``, ``consumed``: c_code/engine/tq_trace.h says what each
+``get_begin``, ``dequeued``, ``consumed``: c_code/engine/core/tq_trace.h says what each
 means); recording stops by itself after ``steps`` elements.  When no trace
 runs, the engine's hooks cost one atomic load each.
 
