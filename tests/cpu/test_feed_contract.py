@@ -366,7 +366,7 @@ NOT_A_COMPONENTS_CAST = {
 }
 
 
-RULE_FILES = (os.path.join("theano_queue", "schema.py"), os.path.join("c_code", "python", "tq_py_schema.c"))
+RULE_FILES = (os.path.join("theano_queue", "core", "schema.py"), os.path.join("c_code", "python", "tq_py_schema.c"))
 
 
 def source_lines():
