@@ -5,7 +5,7 @@ VENV        ?= .venv
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 EXT         := build/engine.stamp
-ENGINE_SRC  := $(wildcard c_code/engine/tq_*.c c_code/engine/tq_*.h c_code/python/tq_*.c c_code/python/tq_*.h \
+ENGINE_SRC  := $(wildcard c_code/engine/*/tq_*.c c_code/engine/*/tq_*.h c_code/python/tq_*.c c_code/python/tq_*.h \
                c_code/generated/*.h) c_code/sources.txt setup.py
 # The PyTensor venv (numpy 2) gets its own copy of the package, engine built
 # against its numpy, installed from a wheel: the in-place engine stays the
@@ -21,12 +21,14 @@ PM_VENV     ?= .venv-pymc
 PM_PY       := $(PM_VENV)/bin/python
 PM_STAMP    := $(PM_VENV)/.installed
 PM_PACKAGE  := $(PM_VENV)/.theano_queue
-PACKAGE_SRC := $(wildcard theano_queue/*.py theano_queue/*/*.py c_code/*/*.c c_code/*/*.h c_code/sources.txt) setup.py
+PACKAGE_SRC := $(wildcard theano_queue/*.py theano_queue/*/*.py c_code/*/*.c c_code/*/*.h c_code/*/*/*.c c_code/*/*/*.h \
+               c_code/sources.txt) setup.py
 # The venv's own Theano defaults (scripts/install-deps.sh) make THEANO_FLAGS optional.
 
 # What `make lint` checks for style (c_code/generated/ is made by scripts/gen_ptx.sh); .clang-format is clang-format 14's, Debian
 # bookworm's (scripts/install-deps.sh installs it).
-C_STYLED    := $(filter-out c_code/generated/%,$(wildcard c_code/*/*.c c_code/*/*.h c_code/*/*.cu tests/c/*.c tests/c/*.h))
+C_STYLED    := $(filter-out c_code/generated/%,$(wildcard c_code/*/*.c c_code/*/*.h c_code/*/*/*.c c_code/*/*/*.h \
+               c_code/*/*/*.cu tests/c/*.c tests/c/*.h))
 CLANG_FORMAT ?= clang-format
 
 .PHONY: test test-pytensor test-pymc lint format demo bench doc wheel deps pytensor-deps pymc-deps clean

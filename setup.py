@@ -36,7 +36,7 @@ def engine_sources(*groups):
 # The engine (plain C), its CUDA backend and its CPython face (tq_py_*.c).
 ENGINE_SOURCES = engine_sources()
 # Its headers: a changed one rebuilds the engine, as a changed source does.
-ENGINE_HEADERS = sorted(glob.glob(os.path.join("c_code", "*", "*.h")))
+ENGINE_HEADERS = sorted(glob.glob(os.path.join("c_code", "**", "*.h"), recursive=True))
 
 
 class BuildPerNumpy(build):
@@ -122,12 +122,18 @@ setup(
         Extension(
             "theano_queue._engine",
             sources=ENGINE_SOURCES,
-            include_dirs=["c_code/engine", "c_code/python", "c_code/generated", numpy.get_include()],
+            include_dirs=[
+                "c_code/engine/core",
+                "c_code/engine/cuda",
+                "c_code/python",
+                "c_code/generated",
+                numpy.get_include(),
+            ],
             depends=ENGINE_HEADERS,
             extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wno-missing-field-initializers"],
             libraries=["pthread", "dl"],
         )
     ],
-    entry_points={"console_scripts": ["theano-queue = theano_queue.cli:main"]},
+    entry_points={"console_scripts": ["theano-queue = theano_queue.tools.cli:main"]},
     cmdclass={"build": BuildPerNumpy, "build_py": BuildWithCCode},
 )

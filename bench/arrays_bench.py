@@ -21,7 +21,7 @@ import theano.tensor as T
 import theano_queue as tq
 from bench.common import MiB, best_of, mlp_train_step, queue_throughput, reading, time_steps
 from theano_queue.feed.arrays import GATHER_ENV
-from theano_queue.probe import h2d_seconds, host_copy_gbps
+from theano_queue.tools.probe import h2d_seconds, host_copy_gbps
 
 
 def cpu_mode():

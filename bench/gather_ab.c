@@ -1,4 +1,4 @@
-/* The host gather alone (c_code/engine/tq_gather.c), this tree's against another's, in one process: a
+/* The host gather alone (c_code/engine/core/tq_gather.c), this tree's against another's, in one process: a
  * shuffled batch of 500 rows of 784 float32 out of 60000, C-contiguous, a Fortran-order file mapping and
  * every other element of rows twice as wide (x[:, ::2]); the two gathers take turns, each on rows of its
  * own (neither finds the other's in the cache), into three slots in turn.  Beside them, the roof of the
@@ -6,11 +6,11 @@
  * line prefetched 16 reads ahead.  Scenario 26 (doc/benchmarks.rst); build and run from this tree:
  *
  *   OTHER=/path/to/other/tree
- *   gcc -std=gnu11 -O2 -Ic_code/engine -c $OTHER/c_code/engine/tq_gather.c -o /tmp/other_gather.o \
+ *   gcc -std=gnu11 -O2 -Ic_code/engine/core -c $OTHER/c_code/engine/core/tq_gather.c -o /tmp/other_gather.o \
  *       -Dtq_gather=other_gather -Dtq_scalar_size=other_size -Dtq_gather_converts=other_converts \
  *       -Dtq_gather_mechanism_name=other_name -Dtq_rows_span=other_span
- *   gcc -std=gnu11 -O2 -Ic_code/engine bench/gather_ab.c /tmp/other_gather.o c_code/engine/tq_gather.c \
- *       c_code/engine/tq_copy.c c_code/engine/tq_base.c -o /tmp/gather_ab -lpthread
+ *   gcc -std=gnu11 -O2 -Ic_code/engine/core bench/gather_ab.c /tmp/other_gather.o c_code/engine/core/tq_gather.c \
+ *       c_code/engine/core/tq_copy.c c_code/engine/core/tq_base.c -o /tmp/gather_ab -lpthread
  *   /tmp/gather_ab [BATCHES [THREADS [FILE]]]     (defaults 100, the pool's default, /tmp/gather_ab.f32)
  */
 #include <fcntl.h>

@@ -25,7 +25,7 @@ import theano.tensor as T
 import theano_queue as tq
 from bench.common import MiB, best_of, mlp_train_step, reading, time_steps
 from theano_queue import _engine
-from theano_queue.probe import h2d_seconds
+from theano_queue.tools.probe import h2d_seconds
 
 HIDDEN = 1024
 

@@ -19,7 +19,7 @@ import numpy as np
 
 import theano_queue as tq
 import theano_queue.keras as tqk  # before keras: its Python 3.11 aliases and Theano backend
-from theano_queue.target import theano_gpu_contexts
+from theano_queue.core.target import theano_gpu_contexts
 
 # isort: split
 import keras

@@ -10,7 +10,7 @@
  *             MAP_SHARED mapping, from anonymous memory of 4 KiB pages (MADV_NOHUGEPAGE) and from anonymous
  *             memory with MADV_HUGEPAGE (what the TLB misses cost): ms a batch and GB/s of lines (gbps_net:
  *             the pool's overhead taken off);
- *   gather    tq_gather (c_code/engine/tq_gather.c) through the pool at that thread count
+ *   gather    tq_gather (c_code/engine/core/tq_gather.c) through the pool at that thread count
  *             (tq_copy_set_threads) of the C-contiguous rows and of the Fortran mapping (its column walk
  *             split by columns among the threads): ms a batch, its ratio to the C-contiguous gather, and
  *             whether the first batch's bytes (every batch's with check=1) equal rows read by a plain
@@ -24,8 +24,8 @@
  * to write the file.  Needs ~600 MB of memory and 188 MB of disk for the file (removed at the
  * end unless keep=1).  Build and run from the tree:
  *
- *   gcc -std=gnu11 -O2 -Ic_code/engine bench/lines_roof.c c_code/engine/tq_gather.c c_code/engine/tq_copy.c \
- *       c_code/engine/tq_base.c -o /tmp/lines_roof -lpthread
+ *   gcc -std=gnu11 -O2 -Ic_code/engine/core bench/lines_roof.c c_code/engine/core/tq_gather.c c_code/engine/core/tq_copy.c \
+ *       c_code/engine/core/tq_base.c -o /tmp/lines_roof -lpthread
  *   /tmp/lines_roof                       (threads=1,2,4,8,16 and the pool's default, batches=100)
  *   /tmp/lines_roof threads=1,2 batches=10 check=1 file=/tmp/lines_roof.f32 cap=0.15 rounds=4 keep=0
  *

@@ -41,7 +41,7 @@ extensions = [
     "sphinx.ext.viewcode",
 ]
 
-# theano_queue.gpu (GpuDequeue, GpuEnqueue) needs pygpu and libgpuarray; it is
+# theano_queue.graph.theano_gpu (GpuDequeue, GpuEnqueue) needs pygpu and libgpuarray; it is
 # described by hand in api.rst and design.rst, not imported, so the pages build
 # on a machine without them.  No module documented here imports pygpu.
 autodoc_member_order = "bysource"

@@ -22,8 +22,8 @@ import numpy as np
 
 import theano_queue as tq
 import theano_queue.keras as tqk  # before keras: its Python 3.11 aliases and Theano backend
-from theano_queue.arguments import int_at_least
-from theano_queue.demo import load_digits
+from theano_queue.core.arguments import int_at_least
+from theano_queue.tools.demo import load_digits
 
 # isort: split
 import keras

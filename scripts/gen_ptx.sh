@@ -1,6 +1,6 @@
 #!/bin/sh
 # Regenerates the PTX headers of the CUDA backend's kernels: c_code/generated/X_ptx.h
-# from c_code/engine/X.cu for every X.cu there (needs nvcc, or NVRTC through
+# from c_code/engine/cuda/X.cu for every X.cu there (needs nvcc, or NVRTC through
 # scripts/nvrtc_ptx.py, and ptxas; the package itself builds with gcc alone
 # from the headers in the repo).  The PTX is made for
 # compute_75 (the oldest CUDA 13 targets) and its ISA version lowered to
@@ -10,7 +10,7 @@ set -eu
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for cu in c_code/engine/*.cu; do
+for cu in c_code/engine/cuda/*.cu; do
     name=$(basename "$cu" .cu)
     if command -v nvcc >/dev/null; then
         nvcc -ptx -arch=compute_75 -O3 -o "$tmp/k.ptx" "$cu"

@@ -78,7 +78,7 @@ collect_ignore = ["pytensor"]
 
 
 def theano_gpu_available():
-    from theano_queue.target import theano_gpu_contexts
+    from theano_queue.core.target import theano_gpu_contexts
 
     return bool(theano_gpu_contexts())
 

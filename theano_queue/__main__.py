@@ -1,7 +1,7 @@
-"""python -m theano_queue: the theano-queue command (theano_queue/cli.py)."""
+"""python -m theano_queue: the theano-queue command (theano_queue/tools/cli.py)."""
 
 import sys
 
-from .cli import main
+from .tools.cli import main
 
 sys.exit(main())

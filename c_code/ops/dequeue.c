@@ -25,6 +25,22 @@ static int tq_fit_output(PyArrayObject **out, int ndim, const npy_intp *dims, in
     return *out ? 0 : -1;
 }
 
+/* Lets `module`.name_the_call(exc) add to the pending exception which call
+ * reached the queue (PyTensor's Dequeue: "reached by pm.fit").  Best effort:
+ * whatever fails here leaves the original exception as it was. */
+static inline void tq_name_the_call(const char *module)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *namer = value ? PyImport_ImportModule(module) : NULL;
+    PyObject *named = namer ? PyObject_CallMethod(namer, "name_the_call", "O", value) : NULL;
+    Py_XDECREF(namer);
+    Py_XDECREF(named);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
 static int tq_dequeue_into(const char *who, PyObject *token, PyArrayObject ***outputs, const int *typenums,
                            int n_outputs)
 {

@@ -77,6 +77,13 @@ typedef struct {
 } RingObject;
 
 extern PyTypeObject RingType, StopType, LeaseType, DLPackOwnerType;
+/* The type of objects that only hold something and let it go when freed (Lease, DLPackOwner). */
+#define TQ_HOLDER_TYPE(name, object, dealloc, doc)                                                             \
+    {                                                                                                          \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine." name, .tp_basicsize = sizeof(object), \
+                                    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = (destructor)(dealloc),       \
+                                    .tp_doc = (doc),                                                           \
+    }
 /* How many fork()s led from the process that loaded the module to this one:
  * a Ring made under another count was made in another process.  Cheaper to
  * check on every call than getpid(), which is a system call. */
@@ -84,7 +91,7 @@ extern unsigned long fork_count;
 extern PyObject *QueueError, *QueueClosed, *QueueTimeout, *FeederError, *CudaError, *Stopped;
 
 /* ---- tq_py_errors.c ---- */
-/* Imports the exceptions from theano_queue.errors; 0, or -1 with an exception. */
+/* Imports the exceptions from theano_queue.core.errors; 0, or -1 with an exception. */
 int import_errors(void);
 /* Counts fork()s into fork_count from now on; 0, or -1. */
 int count_forks(void);
@@ -121,7 +128,7 @@ PyObject *Ring_gather_paths(RingObject *self, PyObject *args, PyObject *kwds);
 int scalar_of(PyArray_Descr *d, int any_order);
 /* Component c's value as an array the rule (tq_scalar.h) lets into it: a new reference to obj (or to the
  * array of a numpy scalar) when its dtype is c's own or casts safely to it; NULL with TypeError worded by
- * theano_queue/schema.py's WORDING otherwise (obj no array: refused).  Nothing is cast here. */
+ * theano_queue/core/schema.py's WORDING otherwise (obj no array: refused).  Nothing is cast here. */
 PyArrayObject *rule_array(RingObject *self, int c, PyObject *obj);
 /* The batch names of a new ring: every component with an axis, under its own name. */
 PyObject *default_batch(RingObject *self);

@@ -1,7 +1,7 @@
 /* tq_py_device.c: device arrays between Python and a GPU ring.  The checks of
  * a device put (dtype, shape, where the memory lives), made before a slot is
  * taken; the put and the device get; DLPack capsules; and the bridge to
- * libgpuarray's buffers, for pygpu GpuArrays.  theano_queue/device.py turns
+ * libgpuarray's buffers, for pygpu GpuArrays.  theano_queue/core/device_arrays.py turns
  * the protocols (__cuda_array_interface__, __dlpack__, pygpu) into the plain
  * descriptions these functions take. */
 #include "tq_py.h"
@@ -148,7 +148,7 @@ static int parse_source(RingObject *self, const char *who, int c, PyObject *desc
         return -1;
     }
     /* The component sees the leading axes as one (a variable-length
-     * component's packed rows, theano_queue/layout.py); the copy sees them all. */
+     * component's packed rows, theano_queue/core/layout.py); the copy sees them all. */
     int row_ndim = ndim ? ndim - lead + 1 : 0;
     as_rows[0] = 1;
     for (int d = 0; d < ndim; d++) {
@@ -354,13 +354,9 @@ static void DLPackOwner_dealloc(DLPackOwnerObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-PyTypeObject DLPackOwnerType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.DLPackOwner",
-    .tp_basicsize = sizeof(DLPackOwnerObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_dealloc = (destructor)DLPackOwner_dealloc,
-    .tp_doc = "A DLPack tensor taken from its capsule: its memory stays valid while this lives.",
-};
+PyTypeObject DLPackOwnerType = TQ_HOLDER_TYPE("DLPackOwner", DLPackOwnerObject, DLPackOwner_dealloc,
+                                              "A DLPack tensor taken from its capsule: its memory stays valid "
+                                              "while this lives.");
 
 /* numpy's typestr of a DLPack dtype, or NULL with TypeError. */
 static PyObject *dl_typestr(dl_dtype t)

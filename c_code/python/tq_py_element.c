@@ -43,7 +43,7 @@ int parse_timeout(PyObject *obj, double fallback, double *out, const char *who, 
  * CUcontext given as its handle (front ends without libgpuarray, and the
  * tests' stand-in driver). */
 /* Seconds a consumer waits before its Ring's on_stall hook is told (once per
- * wait); < 0: never.  Set by set_stall_warning (theano_queue/stall.py sets
+ * wait); < 0: never.  Set by set_stall_warning (theano_queue/tools/stall.py sets
  * its default on import), read with the GIL held. */
 static double stall_after_s = -1.0;
 
@@ -54,7 +54,7 @@ double set_stall_after(double seconds)
     return was;
 }
 
-/* Tells the Ring's on_stall hook (theano_queue/stall.py's, set by the Queue)
+/* Tells the Ring's on_stall hook (theano_queue/tools/stall.py's, set by the Queue)
  * that a consumer (or, with `producer`, a put) has waited `waited` seconds.
  * A hook that raises is reported as unraisable: a warning must not end the
  * wait. */
@@ -262,7 +262,7 @@ int check_dims(RingObject *self, int c, int ndim, const npy_intp *dims)
     char want_s[256], got_s[256];
     format_shape(want_s, sizeof want_s, want_ndim, want, 1);
     format_shape(got_s, sizeof got_s, ndim, dims, 0);
-    /* Worded as theano_queue/schema.py's shape_error words a batch's: the queue and the component, not the
+    /* Worded as theano_queue/core/schema.py's shape_error words a batch's: the queue and the component, not the
      * entry, so that a batch is refused alike by q.put, a Feeder, a graph's Enqueue and a device put. */
     if (ndim != want_ndim)
         PyErr_Format(PyExc_ValueError, "Queue '%U', component '%s': expected %d dimensions, shape %s; got %d, shape %s",
@@ -276,7 +276,7 @@ int check_dims(RingObject *self, int c, int ndim, const npy_intp *dims)
 /* A C-contiguous array of component c's dtype that fits its slot, or NULL
  * with an exception naming the component, what it expects and what came.
  * An array of the exact dtype is the fast path; any other is the rule's to
- * let in or refuse (rule_array, c_code/engine/tq_scalar.h: no Python is
+ * let in or refuse (rule_array, c_code/engine/core/tq_scalar.h: no Python is
  * asked), and is cast by the copy below where it is let in. */
 PyArrayObject *checked_component(RingObject *self, int c, PyObject *obj)
 {
@@ -429,13 +429,9 @@ static void Lease_dealloc(LeaseObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-PyTypeObject LeaseType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Lease",
-    .tp_basicsize = sizeof(LeaseObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_dealloc = (destructor)Lease_dealloc,
-    .tp_doc = "The memory of a dequeued element lent to its consumer; given back to the queue when freed.",
-};
+PyTypeObject LeaseType = TQ_HOLDER_TYPE("Lease", LeaseObject, Lease_dealloc,
+                                        "The memory of a dequeued element lent to its consumer; given back to "
+                                        "the queue when freed.");
 
 /* Lends slot's block: the Lease that gives it back, and the block's address;
  * NULL without an exception when nothing can be lent now, with one (its

@@ -1,4 +1,4 @@
-/* tq_py_errors.c: the package's exceptions (theano_queue/errors.py) as the
+/* tq_py_errors.c: the package's exceptions (theano_queue/core/errors.py) as the
  * engine's face raises them, the one function that turns an engine error into
  * one of them, and the check that a Ring is used in the process that made it.
  * Every other file of the face calls into this one; it calls none of them. */
@@ -61,7 +61,7 @@ int raise_error(const char *who, RingObject *ring, const tq_error *err)
 
 int import_errors(void)
 {
-    PyObject *errors = PyImport_ImportModule("theano_queue.errors");
+    PyObject *errors = PyImport_ImportModule("theano_queue.core.errors");
     if (!errors)
         return -1;
     QueueError = PyObject_GetAttrString(errors, "QueueError");

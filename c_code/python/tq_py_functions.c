@@ -60,7 +60,7 @@ static PyObject *copy_threads(PyObject *module, PyObject *unused)
  * :lengths[r]] and pad past it, for every row r, over the copy pool with the
  * GIL released.  packed is (n, L, ...) C-contiguous; source (n, W >= L, ...)
  * of the same dtype, contiguous within each row; pad a one-item array of the
- * dtype.  For a variable-length component (theano_queue/layout.py), which
+ * dtype.  For a variable-length component (theano_queue/core/layout.py), which
  * checked the lengths against L. */
 static PyObject *pack_rows(PyObject *module, PyObject *args)
 {
@@ -121,7 +121,7 @@ static PyObject *pack_rows(PyObject *module, PyObject *args)
 
 /* slot_bytes(components) -> the bytes of one slot of a ring of these
  * (name, dtype, shape) components: the slot layout (tq_ring.h, TQ_ALIGN) that
- * theano_queue/target.py sizes rings with. */
+ * theano_queue/core/target.py sizes rings with. */
 static PyObject *slot_bytes(PyObject *module, PyObject *components)
 {
     (void)module;
@@ -178,24 +178,27 @@ static PyObject *set_stall_warning(PyObject *module, PyObject *arg)
     return PyFloat_FromDouble(was);
 }
 
+/* A switch set from arg's truth: the previous setting, or NULL with an exception. */
+static PyObject *switched(PyObject *arg, int (*set)(int))
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(set(on));
+}
+
 /* set_gil_hand_over(on) -> the previous setting (for benchmarks that compare both). */
 static PyObject *gil_hand_over(PyObject *module, PyObject *arg)
 {
     (void)module;
-    int on = PyObject_IsTrue(arg);
-    if (on < 0)
-        return NULL;
-    return PyBool_FromLong(set_gil_hand_over(on));
+    return switched(arg, set_gil_hand_over);
 }
 
 /* set_device_lending(on) -> the previous setting (for benchmarks that compare lending with copying). */
 static PyObject *device_lending(PyObject *module, PyObject *arg)
 {
     (void)module;
-    int on = PyObject_IsTrue(arg);
-    if (on < 0)
-        return NULL;
-    return PyBool_FromLong(set_device_lending(on));
+    return switched(arg, set_device_lending);
 }
 
 /* set_held_gather_in_step(max_bytes) -> the previous bound (for benchmarks that compare the two gathers). */

@@ -7,24 +7,30 @@
 
 /* ---- the module ----------------------------------------------------------------------- */
 
-/* TRACE_EVENTS: the names of a trace's event kinds, in the order of its times. */
-static PyObject *trace_events(void)
+/* A tuple of the n names name_of(0) .. name_of(n - 1): a new reference, or NULL with an exception. */
+static PyObject *names(int n, const char *(*name_of)(int))
 {
-    PyObject *events = PyTuple_New(TQ_EV_COUNT);
-    for (int k = 0; events && k < TQ_EV_COUNT; k++) {
-        PyObject *name = PyUnicode_FromString(tq_event_name((tq_event)k));
+    PyObject *all = PyTuple_New(n);
+    for (int k = 0; all && k < n; k++) {
+        PyObject *name = PyUnicode_FromString(name_of(k));
         if (!name)
-            Py_CLEAR(events);
+            Py_CLEAR(all);
         else
-            PyTuple_SET_ITEM(events, k, name);
+            PyTuple_SET_ITEM(all, k, name);
     }
-    return events;
+    return all;
 }
+
+static const char *event_name(int k) { return tq_event_name((tq_event)k); }
+static const char *mechanism_name(int k) { return tq_gather_mechanism_name((tq_gather_mechanism)k); }
+
+/* TRACE_EVENTS: the names of a trace's event kinds, in the order of its times. */
+static PyObject *trace_events(void) { return names(TQ_EV_COUNT, event_name); }
 
 static struct PyModuleDef engine_module = {
     PyModuleDef_HEAD_INIT,
     "theano_queue._engine",
-    "The queue engine (c_code/engine/tq_ring.c) and its Python face.",
+    "The queue engine (c_code/engine/core/tq_ring.c) and its Python face.",
     -1,
     engine_functions,
     NULL,
@@ -38,16 +44,9 @@ static struct PyModuleDef engine_module = {
  * engine's, which Python reads rather than keeps a copy of.  0, or -1 with an exception. */
 static int add_gather_names(PyObject *m)
 {
-    PyObject *names = PyTuple_New(TQ_GATHER_MECHANISMS);
-    for (int k = 0; names && k < TQ_GATHER_MECHANISMS; k++) {
-        PyObject *name = PyUnicode_FromString(tq_gather_mechanism_name((tq_gather_mechanism)k));
-        if (!name)
-            Py_CLEAR(names);
-        else
-            PyTuple_SET_ITEM(names, k, name);
-    }
-    if (!names || PyModule_AddObject(m, "GATHER_MECHANISMS", names) < 0) {
-        Py_XDECREF(names);
+    PyObject *mechanisms = names(TQ_GATHER_MECHANISMS, mechanism_name);
+    if (!mechanisms || PyModule_AddObject(m, "GATHER_MECHANISMS", mechanisms) < 0) {
+        Py_XDECREF(mechanisms);
         return -1;
     }
     if (PyModule_AddStringConstant(m, "GATHER_HELD", tq_gather_mechanism_name(TQ_GATHER_DEVICE)) < 0)

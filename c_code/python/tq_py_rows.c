@@ -1,7 +1,7 @@
 /* tq_py_rows.c: an array dataset's sources as the engine's gather reads them
  * (tq_gather.h): each component's rows, with a layout where they are not
  * the slot's bytes as they stand (strided, Fortran-order, or of a dtype the
- * rule, c_code/engine/tq_scalar.h, casts safely into the component's), and
+ * rule, c_code/engine/core/tq_scalar.h, casts safely into the component's), and
  * put_rows, which gathers batches of them without the GIL. */
 #include "tq_py.h"
 

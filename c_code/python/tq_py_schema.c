@@ -1,7 +1,7 @@
-/* tq_py_schema.c: the one rule's CPython face (the rule itself: c_code/engine/tq_scalar.h).  numpy dtypes as
+/* tq_py_schema.c: the one rule's CPython face (the rule itself: c_code/engine/core/tq_scalar.h).  numpy dtypes as
  * the engine's types; what Python's schema asks (casts_safely, values_fit, has_nan, check_array); the array
  * rule of the engine's own put, which calls no Python to decide; and an element's rows, which agree on the
- * leading (batch) axis.  Every refusal is worded by theano_queue/schema.py's WORDING (read at the first
+ * leading (batch) axis.  Every refusal is worded by theano_queue/core/schema.py's WORDING (read at the first
  * refusal): one wording, whichever entry the value came through. */
 #include "tq_py.h"
 
@@ -40,7 +40,7 @@ int scalar_of(PyArray_Descr *d, int any_order)
 static int is_integer(int type) { return type >= TQ_BOOL && type <= TQ_UINT64; }
 static int is_complex(int type) { return type == TQ_COMPLEX64 || type == TQ_COMPLEX128; }
 
-/* ---- wording: theano_queue/schema.py's ------------------------------------------------ */
+/* ---- wording: theano_queue/core/schema.py's ------------------------------------------------ */
 
 /* WORDING[key] % args (args stolen), or NULL with an exception. */
 static PyObject *worded(const char *key, PyObject *args)
@@ -50,7 +50,7 @@ static PyObject *worded(const char *key, PyObject *args)
     if (!args)
         return NULL;
     if (!wording) {
-        PyObject *schema = PyImport_ImportModule("theano_queue.schema");
+        PyObject *schema = PyImport_ImportModule("theano_queue.core.schema");
         wording = schema ? PyObject_GetAttrString(schema, "WORDING") : NULL;
         Py_XDECREF(schema);
     }
@@ -58,7 +58,7 @@ static PyObject *worded(const char *key, PyObject *args)
     if (template)
         text = PyUnicode_Format(template, args);
     else if (wording)
-        PyErr_Format(PyExc_KeyError, "theano_queue.schema.WORDING has no %s", key);
+        PyErr_Format(PyExc_KeyError, "theano_queue.core.schema.WORDING has no %s", key);
     Py_DECREF(args);
     return text;
 }

@@ -1,5 +1,5 @@
-/* A stand-in for libcuda.so.1 with the driver functions theano_queue.probe
- * and the engine's CUDA backend (c_code/engine/tq_cuda*.c) call, on host memory, so
+/* A stand-in for libcuda.so.1 with the driver functions theano_queue.tools.probe
+ * and the engine's CUDA backend (c_code/engine/cuda/tq_cuda*.c) call, on host memory, so
  * that the probe, the CLI's GPU paths, the backend's device puts and its device
  * gather run (and their resource handling is checked) on a machine without a
  * GPU.  Built as libcuda.so.1 by tests/support/fake_cuda.py (and tests/standin/test_gather_fake.py)

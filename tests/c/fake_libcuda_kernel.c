@@ -1,7 +1,7 @@
 /* Part of the stand-in CUDA driver (fake_libcuda.c), included at its end so
  * that the stand-in stays one source on every build line: modules, and the
- * kernels it runs on the host (c_code/engine/tq_strided.cu's strided copy,
- * c_code/engine/tq_gather_rows.cu's gather of held rows). */
+ * kernels it runs on the host (c_code/engine/cuda/tq_strided.cu's strided copy,
+ * c_code/engine/cuda/tq_gather_rows.cu's gather of held rows). */
 
 /* ---- modules and kernels ----------------------------------------------------------------- */
 
@@ -62,7 +62,7 @@ CUresult cuModuleGetFunction(void **function, void *handle, const char *name)
     return OK;
 }
 
-/* The strided-copy kernel (c_code/engine/tq_strided.cu): its argument, as tq_cuda.c lays it out. */
+/* The strided-copy kernel (c_code/engine/cuda/tq_strided.cu): its argument, as tq_cuda.c lays it out. */
 struct strided_desc {
     long long shape[8], strides[8], n;
     int ndim, unit;
@@ -86,7 +86,7 @@ static CUresult strided_copy(void **params)
     return OK;
 }
 
-/* The gather of held rows (c_code/engine/tq_gather_rows.cu): its argument, as
+/* The gather of held rows (c_code/engine/cuda/tq_gather_rows.cu): its argument, as
  * tq_cuda_held.c lays it out; part k is gathered by row k of the grid's blocks. */
 #define GATHER_PARTS 8
 struct gather_parts {

@@ -1,4 +1,4 @@
-/* The CUDA backend's device gather (c_code/engine/tq_cuda_rows.c, attach_rows and
+/* The CUDA backend's device gather (c_code/engine/cuda/tq_cuda_rows.c, attach_rows and
  * publish_rows) against the stand-in driver (fake_libcuda.c): every element
  * read back equals the rows numpy would take, for rows of odd sizes and
  * sources that are not aligned; the device copies exactly the components it

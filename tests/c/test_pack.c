@@ -1,5 +1,5 @@
-/* The engine's packing of variable-length rows (c_code/engine/tq_pack.c) without Python: every row's used bytes, then
- * the pad value to the end of the row, for zero and non-zero pads, pads of several bytes, rows empty, partly and
+/* The engine's packing of variable-length rows (c_code/engine/core/tq_pack.c) without Python: every row's used bytes,
+ * then the pad value to the end of the row, for zero and non-zero pads, pads of several bytes, rows empty, partly and
  * wholly used, a source with a stride of its own, and batches large enough to be shared by the copy pool.  Each
  * result is checked byte by byte against a plain loop. */
 #include <stdio.h>

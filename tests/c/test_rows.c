@@ -1,4 +1,4 @@
-/* The host gather of rows with a layout (c_code/engine/tq_gather.c) without Python: strided, Fortran-order,
+/* The host gather of rows with a layout (c_code/engine/core/tq_gather.c) without Python: strided, Fortran-order,
  * reversed and 0-stride rows, and rows cast on the way (uint8, int16 -> int32, float16 -> float32, bool ->
  * float64), each gathered row checked element by element against a plain loop, for batches small enough for
  * one thread and large enough to be shared by the copy pool, of one row, and of more rows than one block of

@@ -1,8 +1,8 @@
-"""Array datasets whose rows are not the slots' bytes as they stand, gathered natively (c_code/engine/tq_gather.c's row
-layouts): sources of a dtype the schema casts safely into the component's, Fortran-order arrays and memmaps,
-strided, reversed and 0-stride views.  Each batch is exactly numpy's ``source[rows].astype(component dtype)``,
-``stats()["gather"]`` says the engine gathered every component ("host"), and a Fortran memmap is gathered
-without a copy of the whole array."""
+"""Array datasets whose rows are not the slots' bytes as they stand, gathered natively
+(c_code/engine/core/tq_gather.c's row layouts): sources of a dtype the schema casts safely into the component's,
+Fortran-order arrays and memmaps, strided, reversed and 0-stride views.  Each batch is exactly numpy's
+``source[rows].astype(component dtype)``, ``stats()["gather"]`` says the engine gathered every component
+("host"), and a Fortran memmap is gathered without a copy of the whole array."""
 
 import time
 import tracemalloc
@@ -131,7 +131,7 @@ def test_cast_and_fortran_rows_refill_the_queue_while_the_training_thread_holds_
 
 
 def test_put_rows_casts_only_what_the_rule_allows():
-    # The engine's own rule (c_code/engine/tq_scalar.h) decides, as for every other put: no one tells it.
+    # The engine's own rule (c_code/engine/core/tq_scalar.h) decides, as for every other put: no one tells it.
     q = image_queue()
     x, y = images(), np.arange(N, dtype="uint8")
     rows = np.arange(BATCH, dtype="int64")

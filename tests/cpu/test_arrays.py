@@ -1,4 +1,4 @@
-"""Array datasets: a tuple or dict of arrays fed by native gathers (Ring.put_rows, c_code/engine/tq_gather.c)."""
+"""Array datasets: a tuple or dict of arrays fed by native gathers (Ring.put_rows, c_code/engine/core/tq_gather.c)."""
 
 import os
 import pickle

@@ -6,6 +6,7 @@ import theano
 import theano.tensor as T
 
 import theano_queue as tq
+from theano_queue.graph.theano import Dequeue
 
 
 def make_queue():
@@ -70,7 +71,7 @@ def test_clone_keeps_the_dequeue_node():
     cost = (T.dot(x, w) - y).sum()
     cloned = theano.clone(cost, {w: w2})
     nodes = [v.owner for v in theano.gof.graph.ancestors([cloned]) if v.owner]
-    dequeues = [node for node in nodes if isinstance(node.op, tq.ops.Dequeue)]
+    dequeues = [node for node in nodes if isinstance(node.op, Dequeue)]
     assert dequeues and all(node is x.owner for node in dequeues)
     f = theano.function([], [cost, cloned])
     q.put(np.ones((4, 3), "float32"), np.zeros(4, "int32"))

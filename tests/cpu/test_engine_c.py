@@ -1,7 +1,8 @@
 """The engine's own C tests, without Python, built with gcc and run under ThreadSanitizer, AddressSanitizer +
 UndefinedBehaviorSanitizer, and plainly: tests/c/test_ring.c (the ring and the copy pool, with a backend that
 fails on demand, tests/c/test_backend.c), tests/c/test_pack.c (variable-length rows packed,
-c_code/engine/tq_pack.c) and tests/c/test_rows.c (strided and cast rows gathered, c_code/engine/tq_gather.c)."""
+c_code/engine/core/tq_pack.c)
+and tests/c/test_rows.c (strided and cast rows gathered, c_code/engine/core/tq_gather.c)."""
 
 import os
 import shutil
@@ -21,7 +22,8 @@ FLAGS = [
     "-g",
     "-Wall",
     "-Werror",
-    "-Ic_code/engine",
+    "-Ic_code/engine/core",
+    "-Ic_code/engine/cuda",
     "-Ic_code/python",
     "-Ic_code/generated",
     "-Itests/c",

@@ -14,7 +14,7 @@ enqueue and an array dataset, is raised at once); at the root of either is
 the same class with the same message, one wording per error, and the queue
 takes the next epoch afterwards.
 
-The rule itself lives in one place (theano_queue/schema.py):
+The rule itself lives in one place (theano_queue/core/schema.py):
 test_no_entry_casts_on_its_own replaces it with one that refuses everything,
 and every kind given a value that needs a cast is refused by it;
 test_nothing_outside_the_schema_casts_to_a_components_dtype reads the
@@ -46,7 +46,7 @@ from feed_contract import (
 from pretend import pretend_gpu
 
 import theano_queue as tq
-from theano_queue import schema
+from theano_queue.core import schema
 from theano_queue.feed import factory, held, producers
 from theano_queue.feed.arrays import ArrayProducer
 from theano_queue.feed.dispatcher import WorkerProducer
@@ -238,7 +238,7 @@ def test_every_wording_apart_says_why():
         assert kind in KINDS and CASES[case][2] is not None and reason
 
 
-#: The refusals each worded by one of the schema's templates (theano_queue/schema.py, WORDING), which the
+#: The refusals each worded by one of the schema's templates (theano_queue/core/schema.py, WORDING), which the
 #: engine's own refusals read too.
 WORDED_BY = {
     "unsafe cast": "unsafe",
@@ -345,28 +345,28 @@ CASTS = re.compile(
     r"(?:asarray|ascontiguousarray|asfortranarray|np\.array)\([^)]*\bdtype\b|"
     r"FORCECAST|PyArray_Cast|PyArray_FromAny|PyArray_FromArray|PyArray_FROM_OTF"
 )
-#: The conversions outside theano_queue/schema.py and the engine's face of the rule (c_code/python/tq_py_schema.c),
+#: The conversions outside theano_queue/core/schema.py and the engine's face of the rule (c_code/python/tq_py_schema.c),
 #: each by (file, what the line does) and why it is no component value's cast.  A line that matches CASTS and is
 #: not here fails; so does an entry left stale.
 NOT_A_COMPONENTS_CAST = {
-    ("theano_queue/variable.py", "np.asarray(self.pad_value, packed.dtype)"): "the pad value, cast by the schema "
+    ("theano_queue/core/varlen.py", "np.asarray(self.pad_value, packed.dtype)"): "the pad value, cast by the schema "
     "when the queue was made (spec.parse_pad_values), reshaped",
-    ("theano_queue/variable.py", "np.asarray(self.pad_value, self.dtype)"): "the same pad value, in the graph",
-    ("theano_queue/variable.py", "given.astype(np.int64)"): "row lengths, the engine's int64: no component's value",
-    ("theano_queue/variable.py", 'tensor.cast(lengths, "int64")'): "row lengths in the graph: the engine's int64",
-    ("theano_queue/keras.py", "K.cast(t, 'float32')"): "a message's advice to the user",
-    ("theano_queue/demo.py", '.astype("float32")'): "the demo's own data, made for its queue",
-    ("theano_queue/demo.py", '.astype("int32")'): "the demo's own labels, made for its queue",
-    ("theano_queue/pytensor/ops.py", 'np.asarray(queue._key, dtype="int64")'): "the token's registry key",
+    ("theano_queue/core/varlen.py", "np.asarray(self.pad_value, self.dtype)"): "the same pad value, in the graph",
+    ("theano_queue/core/varlen.py", "given.astype(np.int64)"): "row lengths, the engine's int64: no component's value",
+    ("theano_queue/core/varlen.py", 'tensor.cast(lengths, "int64")'): "row lengths in the graph: the engine's int64",
+    ("theano_queue/clients/keras.py", "K.cast(t, 'float32')"): "a message's advice to the user",
+    ("theano_queue/tools/demo.py", '.astype("float32")'): "the demo's own data, made for its queue",
+    ("theano_queue/tools/demo.py", '.astype("int32")'): "the demo's own labels, made for its queue",
+    ("theano_queue/graph/pytensor.py", 'np.asarray(queue._key, dtype="int64")'): "the token's registry key",
     ("theano_queue/feed/sampler.py", ".astype(np.int64"): "sample indices and lengths, the sampler's own int64",
-    ("theano_queue/probe.py", ".astype(np.uint8)"): "the probe's test pattern",
+    ("theano_queue/tools/probe.py", ".astype(np.uint8)"): "the probe's test pattern",
     ("c_code/python/tq_py_element.c", "PyArray_FromArray(arr, want, NPY_ARRAY_C_CONTIGUOUS)"): "the copy of an "
     "array the engine's rule let in (rule_array, c_code/python/tq_py_schema.c) into a C-contiguous array of the "
     "component's dtype: numpy's cast loop, doing what the rule decided",
 }
 
 
-RULE_FILES = (os.path.join("theano_queue", "schema.py"), os.path.join("c_code", "python", "tq_py_schema.c"))
+RULE_FILES = (os.path.join("theano_queue", "core", "schema.py"), os.path.join("c_code", "python", "tq_py_schema.c"))
 
 
 def source_lines():
@@ -396,7 +396,7 @@ def test_nothing_outside_the_schema_casts_to_a_components_dtype():
             used.update(known)
         else:
             unexplained.append("%s: %s" % (path, line.strip()))
-    assert not unexplained, "casts outside theano_queue/schema.py (route them through the schema):\n" + "\n".join(
+    assert not unexplained, "casts outside theano_queue/core/schema.py (route them through the schema):\n" + "\n".join(
         unexplained
     )
     assert used == set(NOT_A_COMPONENTS_CAST), "stale entries: %s" % sorted(set(NOT_A_COMPONENTS_CAST) - used)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
-from theano_queue.errors import QueueClosed
+from theano_queue.core.errors import QueueClosed
 from theano_queue.feed.sources import stream
 
 

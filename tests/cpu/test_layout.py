@@ -2,6 +2,7 @@
 folder's entry, every test folder has an entry, and every path and C file named there exists.  A file added at
 the wrong place (a C file straight in c_code/, a test straight in tests/) fails here."""
 
+import ast
 import os
 import re
 
@@ -38,8 +39,12 @@ def described(path):
 
 
 def c_folders():
+    """c_code/'s folders that hold files (engine/ holds two: core/ and cuda/), as paths under c_code/."""
+    base = os.path.join(ROOT, "c_code")
     return sorted(
-        name for name in os.listdir(os.path.join(ROOT, "c_code")) if os.path.isdir(os.path.join(ROOT, "c_code", name))
+        os.path.relpath(folder, base)
+        for folder, _, names in os.walk(base)
+        if folder != base and any(os.path.isfile(os.path.join(folder, name)) for name in names)
     )
 
 
@@ -50,9 +55,13 @@ def test_the_layout_section_is_found_and_parsed():
 
 
 def test_c_code_holds_only_its_folders_and_the_source_list():
-    loose = [name for name in os.listdir(os.path.join(ROOT, "c_code")) if name not in c_folders()]
+    loose = [
+        name
+        for name in os.listdir(os.path.join(ROOT, "c_code"))
+        if not os.path.isdir(os.path.join(ROOT, "c_code", name))
+    ]
     assert loose == ["sources.txt"], "files straight in c_code/ belong in one of its folders: %s" % loose
-    assert c_folders() == ["engine", "generated", "ops", "python"]
+    assert c_folders() == ["engine/core", "engine/cuda", "generated", "ops", "python"]
     assert described("c_code/sources.txt") is not None
 
 
@@ -103,3 +112,25 @@ def test_every_test_in_tests_gpu_is_marked_gpu():
                 if not re.search(r"^pytestmark = pytest\.mark\.gpu$", f.read(), re.M):
                     unmarked.append(name)
     assert not unmarked, "tests/gpu/ files without pytestmark = pytest.mark.gpu: %s" % unmarked
+
+
+def test_every_package_folder_names_its_files_in_its_init_docstring():
+    # feed/'s map is its own helper's (issue 42.3); the folders of issue 42.1 are checked here.
+    unnamed = []
+    for folder in (
+        "theano_queue",
+        "theano_queue/core",
+        "theano_queue/graph",
+        "theano_queue/tools",
+        "theano_queue/clients",
+        "theano_queue/pytensor",
+    ):
+        path = os.path.join(ROOT, folder)
+        with open(os.path.join(path, "__init__.py")) as f:
+            docstring = ast.get_docstring(ast.parse(f.read())) or ""
+        for name in sorted(os.listdir(path)):
+            is_module = name.endswith((".py", ".pyi")) and name != "__init__.py"
+            is_package = os.path.isfile(os.path.join(path, name, "__init__.py"))
+            if (is_module and "``%s``" % name not in docstring) or (is_package and "``%s/``" % name not in docstring):
+                unnamed.append("%s/%s" % (folder, name))
+    assert not unnamed, "not named in their folder's __init__.py docstring: %s" % unnamed

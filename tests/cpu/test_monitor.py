@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
-from theano_queue.monitor import (
+from theano_queue.tools.monitor import (
     COMPUTE_BOUND,
     INPUT_BOUND,
     LINE,

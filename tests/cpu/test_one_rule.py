@@ -1,5 +1,5 @@
 """One rule in one place (issue 42, point 4): which dtype casts safely into which, and whether integers fit, is
-the engine's (c_code/engine/tq_scalar.c); Python asks it, the engine's put decides without calling back into
+the engine's (c_code/engine/core/tq_scalar.c); Python asks it, the engine's put decides without calling back into
 Python, and the gather's thresholds and mechanism names are the engine's too."""
 
 import os
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
-from theano_queue import _engine, schema, spec
+from theano_queue import _engine
+from theano_queue.core import schema, spec
 from theano_queue.feed import arrays
 
 DTYPES = sorted(spec.THEANO_DTYPES)
@@ -102,11 +103,11 @@ def test_no_side_keeps_its_own_copy_of_the_engines_names_or_threshold():
     assert not re.search(r"[\"']batch[\"'],\s*[\"']host[\"']", python), "arrays.py keeps its own names"
     memory = read("c_code/python/tq_py_memory.c")
     assert '"batch"' not in memory and '"host"' not in memory, "tq_py_memory.c keeps its own names"
-    rows = read("c_code/engine/tq_cuda_rows.c")
+    rows = read("c_code/engine/cuda/tq_cuda_rows.c")
     assert "256 * 1024" not in rows, "tq_cuda_rows.c keeps its own threshold"
 
 
 def test_the_schema_keeps_no_table_of_its_own():
-    source = read("theano_queue/schema.py")
+    source = read("theano_queue/core/schema.py")
     assert "can_cast" not in source and "iinfo" not in source
-    assert "ring.cast" not in read("theano_queue/port.py")
+    assert "ring.cast" not in read("theano_queue/core/port.py")

@@ -15,7 +15,7 @@ from helpers import TAGGED, seconds_to_stop_on_ctrl_c, two_producers_exactly_onc
 from theano.compile.mode import Mode
 
 import theano_queue as tq
-from theano_queue.ops import SECOND_THREAD
+from theano_queue.graph.theano import SECOND_THREAD
 
 XY = [("x", "float32", (4, 3)), ("y", "int32", (4,))]
 
@@ -58,7 +58,7 @@ def test_partial_batch_changes_the_variables_length():
     assert [int(v) for v in f()] == [2, 2 * 1 + 1]
 
 
-@pytest.mark.filterwarnings("ignore::theano_queue.errors.SeveralDequeuesWarning")  # two elements a call: meant
+@pytest.mark.filterwarnings("ignore::theano_queue.core.errors.SeveralDequeuesWarning")  # two elements a call: meant
 def test_two_dequeue_nodes_take_two_elements_in_graph_order():
     q = tq.Queue(XY, capacity=4, target="cpu")
     first, _ = q.dequeue()
@@ -117,7 +117,7 @@ def test_enqueue_takes_a_mapping_and_checks_types():
     np.testing.assert_array_equal(q.get()[1], xy(3)[1])
     with pytest.raises(TypeError, match="component 'y': expected a 1-d int32 variable, got 2-d int32"):
         q.enqueue(xs, T.imatrix())
-    # The dtype by the schema's rule (theano_queue/schema.py), as for an array: refused where it does not cast
+    # The dtype by the schema's rule (theano_queue/core/schema.py), as for an array: refused where it does not cast
     # safely, cast in the graph where it does.
     with pytest.raises(TypeError, match="component 'y': expected dtype int32, got float32, which does not cast"):
         q.enqueue(xs, T.fvector())
@@ -263,7 +263,7 @@ def test_the_gpu_ops_c_code_compiles_without_a_gpu(tmp_path):
     import sysconfig
 
     pytest.importorskip("pygpu")
-    gpu = pytest.importorskip("theano_queue.gpu")
+    gpu = pytest.importorskip("theano_queue.graph.theano_gpu")
     if shutil.which("g++") is None:
         pytest.skip("needs g++")
     for op in (gpu.GpuDequeue(XY, "q", None), gpu.GpuEnqueue(XY, "q", None)):

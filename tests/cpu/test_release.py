@@ -40,7 +40,7 @@ def test_what_the_wheel_must_hold_comes_from_the_tree():
     needed = check_wheel.needed_files()
     for name in ("dequeue.c", "enqueue.c", "gpu_dequeue.c", "gpu_enqueue.c"):
         assert "theano_queue/c_code/ops/" + name in needed
-    assert "theano_queue/c_code/engine/tq_base.h" in needed and "theano_queue/c_code/sources.txt" not in needed
+    assert "theano_queue/c_code/engine/core/tq_base.h" in needed and "theano_queue/c_code/sources.txt" not in needed
     assert {"theano_queue/_engine.pyi", "theano_queue/__init__.py", "theano_queue/pytensor/__init__.py"} <= needed
 
 
@@ -48,7 +48,7 @@ def test_what_the_wheel_must_hold_comes_from_the_tree():
     "leave_out, engine, named",
     [
         (["theano_queue/c_code/ops/dequeue.c"], True, "theano_queue/c_code/ops/dequeue.c"),
-        (["theano_queue/c_code/engine/tq_base.h"], True, "theano_queue/c_code/engine/tq_base.h"),
+        (["theano_queue/c_code/engine/core/tq_base.h"], True, "theano_queue/c_code/engine/core/tq_base.h"),
         (["theano_queue/_engine.pyi"], True, "theano_queue/_engine.pyi"),
         ([], False, "the built engine"),
     ],

@@ -11,7 +11,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GENERATED = {"c_code/generated/tq_strided_ptx.h", "c_code/generated/tq_gather_rows_ptx.h"}
 # c_code/'s folders (README.rst, "Layout"); a file is named by its base name in #include and in these lists.
-C_FOLDERS = ("c_code/ops", "c_code/engine", "c_code/python", "c_code/generated")
+C_FOLDERS = ("c_code/ops", "c_code/engine/core", "c_code/engine/cuda", "c_code/python", "c_code/generated")
 
 
 def files(*folders, ends=()):
@@ -123,23 +123,43 @@ def test_each_file_calls_only_the_files_below_it(header):
 
 
 def imports_of(folder, package):
-    """{module: modules of `package` it imports, anywhere in it} for the modules of folder."""
+    """{module: modules of `package` it imports, anywhere in it} for the modules of folder and its subfolders."""
     graph = {}
-    for path in files(folder, ends=(".py",)):
-        module = package + "." + os.path.basename(path)[:-3]
-        module = module[: -len(".__init__")] if module.endswith(".__init__") else module
-        found = set()
-        for node in ast.walk(ast.parse(read(path))):
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:  # relative: from the package
-                    base = package + ("." + base if base else "")
-                found.add(base)
-                found.update(base + "." + alias.name for alias in node.names)
-        graph[module] = {name for name in found if name.startswith(package + ".") and name != module}
-    return {module: {name for name in names if name in graph} for module, names in graph.items()}
+    for root, _, names in sorted(os.walk(os.path.join(ROOT, folder))):
+        for name in sorted(names):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.relpath(os.path.join(root, name), ROOT)
+            module = package + "." + os.path.relpath(path, folder)[:-3].replace(os.sep, ".")
+            is_package = module.endswith(".__init__")
+            module = module[: -len(".__init__")] if is_package else module
+            here = module if is_package else module.rsplit(".", 1)[0]
+            found = set()
+            for node in ast.walk(ast.parse(read(path))):
+                if isinstance(node, ast.Import):
+                    found.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:  # relative: from this module's package, or the ones above it
+                        parent = ".".join(here.split(".")[: len(here.split(".")) - node.level + 1])
+                        base = parent + ("." + base if base else "")
+                    found.update(base + "." + alias.name for alias in node.names)
+                    # "from . import protocol" imports the module protocol, not its package (which is being
+                    # imported already); "from .core import Queue" runs core's __init__.
+                    found.add(base if node.module else (base, tuple(a.name for a in node.names)))
+            graph[module] = found
+    modules = set(graph)
+
+    def imported(name):
+        if isinstance(name, tuple):  # from . import a, b: the package itself only for a name that is no module
+            base, names = name
+            return base if any(base + "." + n not in modules for n in names) else None
+        return name
+
+    return {
+        module: {n for n in map(imported, names) if n in modules and n != module and n.startswith(package + ".")}
+        for module, names in graph.items()
+    }
 
 
 @pytest.mark.parametrize("folder", ["theano_queue", "bench"])

@@ -1,10 +1,11 @@
-"""The slot layout is the engine's own (c_code/engine/tq_ring.h, TQ_ALIGN): Python sizes rings with the engine's
+"""The slot layout is the engine's own (c_code/engine/core/tq_ring.h, TQ_ALIGN): Python sizes rings with the engine's
 export (_engine.SLOT_ALIGN, _engine.slot_bytes), never with a copy of the rule."""
 
 import numpy as np
 
-from theano_queue import _engine, target
-from theano_queue.spec import Component
+from theano_queue import _engine
+from theano_queue.core import target
+from theano_queue.core.spec import Component
 
 SPEC = [("x", "float32", (3, 5)), ("y", "int8", (7,)), ("z", "float64", ()), ("w", "uint8", (300, 2))]
 

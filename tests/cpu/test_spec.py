@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
+from theano_queue.core import spec
 
 
 @pytest.mark.parametrize(
@@ -27,7 +28,7 @@ def test_dtypes_theano_cannot_hold_are_refused(dtype, message):
 
 
 def test_every_theano_dtype_is_taken():
-    for dtype in tq.spec.THEANO_DTYPES:
+    for dtype in spec.THEANO_DTYPES:
         q = tq.Queue([("x", dtype, (2,))], target="cpu")
         q.put(np.ones(2, dtype))
         assert q.get()[0].dtype == np.dtype(dtype)

@@ -27,7 +27,7 @@ def stall_records(caplog):
 
 
 def test_the_default_is_thirty_seconds(stall_after):
-    from theano_queue.stall import DEFAULT_STALL_WARNING_S
+    from theano_queue.tools.stall import DEFAULT_STALL_WARNING_S
 
     assert DEFAULT_STALL_WARNING_S == 30.0
     assert stall_after(None) == 30.0  # the fixture set it; the package sets the same default at import

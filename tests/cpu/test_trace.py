@@ -10,7 +10,7 @@ import theano
 from trace_helpers import CHAIN, check_causal
 
 import theano_queue as tq
-from theano_queue.trace import EVENTS, STAGES
+from theano_queue.tools.trace import EVENTS, STAGES
 
 
 def small_queue(capacity=2, name="traced"):

@@ -9,7 +9,7 @@ import theano
 import theano.tensor as T
 
 import theano_queue as tq
-from theano_queue.gpu import GpuEnqueue
+from theano_queue.graph.theano_gpu import GpuEnqueue
 
 pytestmark = pytest.mark.gpu
 

@@ -17,8 +17,9 @@ import pytest
 from helpers import drain
 
 import theano_queue as tq
-from theano_queue import _engine, probe
+from theano_queue import _engine
 from theano_queue.sampler import Sampler
+from theano_queue.tools import probe
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""GpuDequeue lends the slot's device block to the graph (c_code/engine/tq_cuda_lend.c, gpu_dequeue.c): on the GPU,
+"""GpuDequeue lends the slot's device block to the graph (c_code/engine/cuda/tq_cuda_lend.c, gpu_dequeue.c): on the GPU,
 what the graph and a caller hold is never overwritten while the queue goes on, a batch is copied when no
 spare block is free, and everything is given back.  tests/standin/test_lend_fake.py checks the engine's ordering
 against the stand-in driver; these need a GPU (``pytest tests/gpu``) and skip elsewhere."""

@@ -12,7 +12,7 @@ import theano
 import theano.tensor as T
 
 import theano_queue as tq
-from theano_queue.ops import SECOND_THREAD
+from theano_queue.graph.theano import SECOND_THREAD
 
 pytestmark = pytest.mark.gpu
 

@@ -5,7 +5,7 @@ Run with ``THEANO_FLAGS=device=cuda0 python -m pytest -q tests/gpu/test_probe_gp
 import pytest
 from fake_cuda import NOTHING_HELD, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
 
-from theano_queue import probe
+from theano_queue.tools import probe
 
 pytestmark = pytest.mark.gpu
 
@@ -16,7 +16,7 @@ MiB = 1 << 20
 def test_real_gpu_bandwidth_and_theano_context():
     import theano  # noqa: F401  (Theano runs on the GPU: the default device is its)
 
-    from theano_queue.target import theano_gpu_contexts
+    from theano_queue.core.target import theano_gpu_contexts
 
     contexts = theano_gpu_contexts()
     name = None if None in contexts else contexts[0]

@@ -13,7 +13,7 @@ import pytest
 
 import theano_queue
 import theano_queue.pytensor as tq
-from theano_queue.pytensor import ops
+from theano_queue.graph import pytensor as ops
 
 
 def batch(i, rows=4):
@@ -136,7 +136,7 @@ def test_declared_broadcastable_axis_broadcasts():
 
 def test_bad_enqueue_variable_names_the_component():
     q = make_queue()
-    # The dtype by the schema's rule, worded as for an array (theano_queue/schema.py, graph_value).
+    # The dtype by the schema's rule, worded as for an array (theano_queue/core/schema.py, graph_value).
     with pytest.raises(TypeError, match="component 'y': expected dtype int32, got float64, which does not cast"):
         q.enqueue(pt.ones((2, 3), "float32"), pt.ones((2,)))
     with pytest.raises(TypeError, match="component 'y': expected a 1-d int32 variable, got 2-d int32"):

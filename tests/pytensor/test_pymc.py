@@ -15,7 +15,7 @@ import pytest
 pm = pytest.importorskip("pymc")
 
 import theano_queue.pytensor as tq  # noqa: E402
-from theano_queue.pytensor.ops import Dequeue  # noqa: E402
+from theano_queue.graph.pytensor import Dequeue  # noqa: E402
 
 N, D, B = 400, 3, 40  # 10 batches an epoch
 rng = np.random.default_rng(0)

@@ -105,7 +105,7 @@ def test_info_keeps_the_venvs_blas_flag():
 
 
 def test_a_blas_flag_is_set_only_where_no_theano_setting_names_one(tmp_path, monkeypatch):
-    from theano_queue import cli
+    from theano_queue.tools import cli
 
     bare, configured = tmp_path / "bare.rc", tmp_path / "configured.rc"
     bare.write_text("[global]\nfloatX = float32\n")
@@ -245,7 +245,7 @@ BAD_ARGUMENTS = [
 
 @pytest.mark.parametrize("command, argument, value", BAD_ARGUMENTS)
 def test_a_bad_argument_is_a_usage_error_naming_it(command, argument, value, capsys, monkeypatch):
-    from theano_queue import cli
+    from theano_queue.tools import cli
 
     monkeypatch.setenv("THEANO_FLAGS", ON_THE_CPU["THEANO_FLAGS"])  # the command may add to it
     with pytest.raises(SystemExit) as exited:

@@ -16,7 +16,7 @@ BODY = """
 import json
 import theano.gpuarray.type as gpu_type
 import theano_queue as tq
-from theano_queue import device as tq_device, schema
+from theano_queue.core import device_arrays as tq_device, schema
 from feed_contract import CASES, NOT_APPLICABLE, ROWS, SAMPLES, batches, check_values, message_of, padded
 
 # A variable-length put uploads its lengths into Theano's GPU context, which the stand-in cannot give: the

@@ -252,7 +252,7 @@ def test_a_failed_copy_drops_its_slot_and_the_queue_goes_on(fake, failing):
         fake,
         """
         import os
-        from theano_queue.errors import CudaError
+        from theano_queue.core.errors import CudaError
         ring, comps = gpu_ring([("x", "float32", (4, 3))])
         x = device_copy(np.arange(24, dtype=np.float32).reshape(8, 3))
         os.environ["FAKE_CUDA_FAIL"] = "%s"
@@ -310,7 +310,7 @@ def test_a_padded_device_array_fills_a_variable_length_component(fake):
     run(
         fake,
         """
-        from theano_queue.layout import Padded
+        from theano_queue.core.layout import Padded
         ring, layout = gpu_ring([("x", "int32", (4, tq_upto(10), 3)), ("y", "int16", (4,))], capacity=3,
                                 pad_value={"x": -1})
         wide = device_copy(np.arange(4 * 12 * 3, dtype=np.int32).reshape(4, 12, 3))
@@ -524,7 +524,7 @@ def test_the_pooled_events_go_with_the_ring_on_every_path(fake):
         fake,
         """
         import gc, os, threading
-        from theano_queue.errors import CudaError
+        from theano_queue.core.errors import CudaError
         events = lambda: driver.fake_cuda_events()
         assert events() == 0
         ring, comps = gpu_ring([("x", "float32", (4,)), ("y", "float32", (4,))], capacity=4)

@@ -1,5 +1,5 @@
 """Queue.put of device arrays on a GPU queue, against the stand-in driver (tests/c/fake_libcuda.c): the
-queue's own path (theano_queue/port.py, device.py) to the engine, which a device producer takes every put
+queue's own path (theano_queue/core/port.py, device.py) to the engine, which a device producer takes every put
 (issue 21: its host time is the put's cost).  tests/standin/test_device_fake.py checks the engine's part."""
 
 from fake_cuda import fake_cuda  # noqa: F401  (a fixture)
@@ -7,7 +7,7 @@ from test_device_fake import fake, run  # noqa: F401  (fake is a fixture)
 
 
 def test_a_gpu_queues_put_takes_device_arrays_in_every_element_form_and_refuses_as_before(fake):  # noqa: F811
-    # Queue.put's own path (theano_queue/port.py), not the engine's alone: the element's forms, the refusals
+    # Queue.put's own path (theano_queue/core/port.py), not the engine's alone: the element's forms, the refusals
     # and their messages, and nothing put by a refused element.
     run(
         fake,
@@ -86,7 +86,7 @@ def test_a_put_without_a_stream_polls_for_its_copy_before_it_sleeps_on_the_event
         put(ring, comps, [CAI(x, stream=5)])  # a producer's stream waits on the GPU: no host wait at all
         assert "query" not in log() and "sync" not in log()
         assert [ring.get()[0].tolist() for _ in range(3)] == [x.tolist()] * 3
-        from theano_queue.errors import CudaError
+        from theano_queue.core.errors import CudaError
         os.environ["FAKE_CUDA_FAIL"] = "cuEventQuery"
         with pytest.raises(CudaError, match="cuEventQuery"):
             put(ring, comps, [CAI(x)])

@@ -1,4 +1,4 @@
-"""A small batch of a dataset held in device memory is gathered by its consumer (c_code/engine/tq_cuda_held.c),
+"""A small batch of a dataset held in device memory is gathered by its consumer (c_code/engine/cuda/tq_cuda_held.c),
 against the stand-in driver (tests/c/fake_libcuda.c, whose "device memory" is host memory it knows): the
 producer's put makes no driver call but its wait for the slot, the consumer's lend gathers the batch on its own
 stream straight into the block it is lent, every component in one kernel that reads the row numbers where the
@@ -166,7 +166,7 @@ def test_a_failed_gather_on_the_consumers_stream_raises_naming_the_call_and_the_
         body(
             """
         import os
-        from theano_queue.errors import QueueError
+        from theano_queue.core.errors import QueueError
         put(0)
         os.environ["FAKE_CUDA_FAIL"] = "cuLaunchKernel"
         with pytest.raises(QueueError, match="cuLaunchKernel"):

@@ -1,4 +1,4 @@
-"""A GPU ring lends a slot's device block to its consumer instead of copying it (c_code/engine/tq_cuda_lend.c),
+"""A GPU ring lends a slot's device block to its consumer instead of copying it (c_code/engine/cuda/tq_cuda_lend.c),
 against the stand-in driver (tests/c/fake_libcuda.c, whose "device memory" is host memory it knows): no copy
 when a spare block is free, the block untouched while the consumer holds it, a copy when no spare is free,
 the give-back one event record on the consumer's stream, a spare that cannot be made never tried again, and

@@ -1,4 +1,4 @@
-"""theano_queue.probe: host copy bandwidth here, the GPU measurements against the
+"""theano_queue.tools.probe: host copy bandwidth here, the GPU measurements against the
 stand-in driver (tests/c/fake_libcuda.c) in a subprocess, and on a real GPU."""
 
 import os
@@ -8,8 +8,9 @@ import sys
 import pytest
 from fake_cuda import NOTHING_HELD, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
 
-from theano_queue import _engine, probe
-from theano_queue.paths import c_code_dir
+from theano_queue import _engine
+from theano_queue.core.paths import c_code_dir
+from theano_queue.tools import probe
 
 MiB = 1 << 20
 
@@ -37,7 +38,7 @@ def test_limits_per_source_kind():
 
 
 SCRIPT = """
-from theano_queue.probe import h2d_seconds, devices, self_check
+from theano_queue.tools.probe import h2d_seconds, devices, self_check
 pinned = h2d_seconds(1 << 20, 3, None)              # the signature bench/ calls
 pageable = h2d_seconds(1 << 20, 3, context_name=None, pinned=False)
 assert pinned > 0 and pageable > 0
@@ -65,8 +66,8 @@ def test_a_theano_context_name_must_be_one():
 
 
 def engine_driver_list():
-    """{field: (symbol, number of parameters)} of the engine's driver binding (c_code/engine/tq_cuda_driver.h)."""
-    with open(os.path.join(c_code_dir(), "engine", "tq_cuda_driver.h")) as f:
+    """{field: (symbol, number of parameters)} of the engine's driver binding (c_code/engine/cuda/tq_cuda_driver.h)."""
+    with open(os.path.join(c_code_dir(), "engine", "cuda", "tq_cuda_driver.h")) as f:
         text = f.read().replace("\\\n", " ")
     bound, at = {}, 0
     while True:

@@ -26,7 +26,7 @@ def make_ring(spec, capacity=2, name="q"):
 """,
     GPU: """
 from theano.gpuarray.type import get_context
-from theano_queue.target import theano_gpu_contexts
+from theano_queue.core.target import theano_gpu_contexts
 def free_device_memory():
     pass
 def make_ring(spec, capacity=2, name="q"):

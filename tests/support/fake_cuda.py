@@ -17,7 +17,7 @@ NOTHING_HELD = "0 0 0 0 0 0 0"
 
 @pytest.fixture(scope="module")
 def fake_cuda(tmp_path_factory):
-    """Environment variables that make theano_queue.probe load the stand-in."""
+    """Environment variables that make theano_queue.tools.probe load the stand-in."""
     return build_stand_in(tmp_path_factory)
 
 

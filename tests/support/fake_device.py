@@ -7,9 +7,10 @@ import os
 
 import numpy as np
 
-from theano_queue import _engine, device
-from theano_queue.layout import Layout
-from theano_queue.spec import parse_components
+from theano_queue import _engine
+from theano_queue.core import device_arrays as device
+from theano_queue.core.layout import Layout
+from theano_queue.core.spec import parse_components
 
 driver = ctypes.CDLL(os.environ["THEANO_QUEUE_LIBCUDA"])
 PRIMARY = 0x1000  # the stand-in's primary context of device 0; 0x1001 is device 1's
@@ -78,8 +79,8 @@ def gpu_queue(spec, capacity=2, name="q"):
     """A Queue whose ring is a GPU ring in the stand-in's primary context: its put, with device arrays, as a
     GPU queue's (Theano's GPU context is what the stand-in cannot give)."""
     from theano_queue import Queue
-    from theano_queue.port import Port
-    from theano_queue.target import Target
+    from theano_queue.core.port import Port
+    from theano_queue.core.target import Target
 
     q = Queue(spec, capacity=capacity, target="cpu", name=name)
     q._ring.close()

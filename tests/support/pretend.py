@@ -2,7 +2,7 @@
 gather, held datasets) run on the CPU against a ring that stays in host memory.  Everything a test pretends goes
 through Queue._pretend_target, the one seam theano_queue keeps for it."""
 
-from theano_queue.target import Target
+from theano_queue.core.target import Target
 
 
 def pretend_gpu(q):

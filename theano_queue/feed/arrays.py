@@ -29,13 +29,13 @@ from typing import List, Optional, Union
 import numpy as np
 
 from .. import _engine
-from ..errors import QueueError, Stopped
+from ..core.errors import QueueError, Stopped
 from .producers import InProcessProducer, sampled_stats
 from .state import Schedule
 
 logger = logging.getLogger("theano_queue")
 
-#: The gather's mechanisms, as the engine spells them (tq_gather_mechanism's order, c_code/engine/tq_gather.h):
+#: The gather's mechanisms, as the engine spells them (tq_gather_mechanism's order, c_code/engine/core/tq_gather.h):
 #: its copy pool, the GPU's batch copy, the engine's choice per component, and a held dataset's device gather.
 HOST, BATCH, AUTO, HELD = _engine.GATHER_MECHANISMS
 
@@ -58,7 +58,7 @@ def requested_gather(where: str) -> str:
 
 
 #: Rows this large or larger are the GPU's to copy under "auto" (the engine's TQ_GATHER_DEVICE_MIN_ROW,
-#: c_code/engine/tq_gather.h): used only to say per component who gathered.
+#: c_code/engine/core/tq_gather.h): used only to say per component who gathered.
 DEVICE_MIN_ROW_BYTES = _engine.GATHER_DEVICE_MIN_ROW
 
 

@@ -1,6 +1,6 @@
 """The one door: every value from every producer is checked here, by ``Queue.put``'s rules and messages.
 
-* dtype: the queue's schema decides (:func:`theano_queue.schema.component_value`,
+* dtype: the queue's schema decides (:func:`theano_queue.core.schema.component_value`,
   the one rule: an array of the component's dtype or of one that casts to it
   safely; Python values where the cast keeps them).
 * count: one value per component (a tuple, a dict keyed by name, or a bare
@@ -8,7 +8,7 @@
 * shape: a whole batch may be short on its leading axis (a partial batch);
   a sample has the component's shape without the batch axis.
 * rows: a batch's components agree on their leading (batch) axis
-  (:func:`theano_queue.schema.check_rows`), but for one declared with an
+  (:func:`theano_queue.core.schema.check_rows`), but for one declared with an
   axis of its own (:class:`theano_queue.own`); a sample is one row of each.
 
 :func:`batch_writer` checks a whole batch (what an iterable yields and
@@ -23,9 +23,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import schema
-from ..schema import where
-from ..spec import element_in_order
+from ..core import schema
+from ..core.schema import where
+from ..core.spec import element_in_order
 
 
 def batch_writer(layout, element: Any, queue_name: str) -> Callable[[Sequence[np.ndarray]], list]:

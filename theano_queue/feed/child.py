@@ -70,7 +70,7 @@ def _watch_owner(owner_pid):
 class StagingLayout:
     """Where the (engine's) components of a slot lie in the shared staging, and views of them.
 
-    ``queue_layout`` is the queue's :class:`~theano_queue.layout.Layout`: the
+    ``queue_layout`` is the queue's :class:`~theano_queue.core.layout.Layout`: the
     user's components, which samples and batches are written as.
     """
 

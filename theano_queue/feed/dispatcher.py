@@ -45,7 +45,7 @@ import threading
 import time
 
 from .. import _engine
-from ..errors import QueueError, Stopped
+from ..core.errors import QueueError, Stopped
 from .autoworkers import resident_bytes
 from .handout import Handout
 from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context

@@ -7,10 +7,10 @@ import warnings
 from typing import Any, Callable, Literal, Optional, Tuple, Union
 
 from .. import _engine
-from ..arguments import seconds
-from ..errors import QueueClosed
-from ..monitor import Monitor
-from ..run import Member
+from ..core.arguments import seconds
+from ..core.errors import QueueClosed
+from ..core.run import Member
+from ..tools.monitor import Monitor
 from .factory import make_producer
 from .producers import IterableProducer, SourceFailed
 from .state import NotExact
@@ -394,7 +394,7 @@ class Feeder:
 
 class _Run:
     """One Feeder's run as its thread and producers see it: the name, the count, the failure, and its place in
-    the queue's run (a :class:`~theano_queue.run.Member` once started).  Holds neither the Feeder nor the Queue."""
+    the queue's run (a :class:`~theano_queue.core.run.Member` once started).  Holds neither the Feeder nor the Queue."""
 
     def __init__(self, name: str, port, close_when_done: bool):
         self.name = name

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import schema
-from ..errors import QueueError
-from ..target import gib
+from ..core import schema
+from ..core.errors import QueueError
+from ..core.target import gib
 from .arrays import HELD, ArrayProducer
 
 

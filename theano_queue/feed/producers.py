@@ -13,8 +13,8 @@ from typing import Any, Optional, Protocol
 
 import numpy as np
 
-from ..errors import Stopped
-from ..spec import element_in_order
+from ..core.errors import Stopped
+from ..core.spec import element_in_order
 from .gil import ThreadClock
 from .rows import RowWriter, SampleError, describe_failure, sample_failed
 from .sources import stream
@@ -46,7 +46,7 @@ class Producer(Protocol):
 class InProcessProducer:
     """A :class:`Producer` (it has the protocol's methods; the protocol needs no base class) whose samples are
     made in this process (the Feeder's thread, or the engine's copy pool); worker processes have
-    :class:`~.dispatcher.WorkerProducer`.  ``port`` is the queue's :class:`~theano_queue.port.Port`, not the
+    :class:`~.dispatcher.WorkerProducer`.  ``port`` is the queue's :class:`~theano_queue.core.port.Port`, not the
     Queue."""
 
     def __init__(self, feeder, port):

@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
-from ..errors import QueueClosed
+from ..core.errors import QueueClosed
 from . import protocol as p
 from .handout import Batch, Handout
 from .rows import sample_failed

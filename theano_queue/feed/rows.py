@@ -8,7 +8,7 @@ from __future__ import annotations
 import traceback
 from typing import Any, Sequence
 
-from ..errors import FeederError
+from ..core.errors import FeederError
 from .check import write_sample
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
-from .. import schema
+from ..core import schema
 from .info import worker_info
 
 _NOT_MAP_STYLE = (list, tuple, dict, np.ndarray, str, bytes, bytearray, memoryview, range)

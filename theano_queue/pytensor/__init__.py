@@ -6,10 +6,9 @@ under PyTensor's C linker and under Numba (PyTensor 3.0's default linker;
 2.38's, PyMC 5.28's pin, is the C linker).  Numba is optional where the
 installed PyTensor does not require it.  Nothing here imports Theano.
 
-Its files: ``queue.py`` (the Queue), ``ops.py`` (Dequeue and Enqueue, both
-linkers), ``pymc.py`` (swap, check_model, StopWhenDrained, and the refusal
-of PyMC's calls outside a fit), ``blas.py`` (OpenBLAS for PyTensor's C
-linker where its own probe finds no BLAS).
+``queue.py`` is its :class:`Queue`; its Ops are in :mod:`theano_queue.graph.pytensor`,
+PyMC's helpers in :mod:`theano_queue.clients.pymc`; ``blas.py`` gives
+PyTensor's C linker OpenBLAS where its own probe finds no BLAS.
 """
 
 try:
@@ -20,45 +19,13 @@ except ImportError as exc:
         "pip install 'theano_queue[pytensor]'; with Theano 1.0.5 use theano_queue.Queue"
     ) from exc
 
-from .. import (
-    Component,
-    CudaError,
-    Feeder,
-    FeederError,
-    Monitor,
-    Padded,
-    QueueClosed,
-    QueueError,
-    QueueTimeout,
-    Trace,
-    monitor,
-    own,
-    upto,
-    worker_info,
-)
+# The same public names as theano_queue's, Queue replaced by PyTensor's, and PyMC's three.
+from .. import *  # noqa: F403
+from .. import __all__ as _shared_names
+from ..clients.pymc import StopWhenDrained, check_model, swap
 from .blas import fall_back_to_openblas
-from .pymc import StopWhenDrained, check_model, swap
-from .queue import Queue
+from .queue import Queue as Queue  # type: ignore[assignment]  # replaces the Theano one that * brought
 
 fall_back_to_openblas()
 
-__all__ = [
-    "Queue",
-    "Feeder",
-    "Component",
-    "upto",
-    "own",
-    "Padded",
-    "worker_info",
-    "monitor",
-    "Monitor",
-    "Trace",
-    "QueueError",
-    "QueueClosed",
-    "QueueTimeout",
-    "FeederError",
-    "CudaError",
-    "swap",
-    "check_model",
-    "StopWhenDrained",
-]
+__all__ = [*_shared_names, "swap", "check_model", "StopWhenDrained"]

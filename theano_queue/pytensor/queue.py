@@ -1,7 +1,7 @@
 """Queue for PyTensor: the engine's ring with PyTensor's graph front end."""
 
-from .. import queue as _queue
-from ..graph import register
+from ..core import queue as _queue
+from ..graph.base import register
 
 
 class Queue(_queue.Queue):
@@ -27,11 +27,11 @@ class Queue(_queue.Queue):
             )
         # The options (timeout, name, pad_value, ...) mean what they mean for theano_queue.Queue.
         super().__init__(components, capacity, "cpu", **options)
-        # PyTensor's tokens name the ring by this key (theano_queue.graph's registry).
+        # PyTensor's tokens name the ring by this key (theano_queue.graph.base's registry).
         self._key = register(self._ring)
 
     @staticmethod
     def _graph():
-        from .ops import PYTENSOR
+        from ..graph.pytensor import PYTENSOR
 
         return PYTENSOR
