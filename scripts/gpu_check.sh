@@ -4,9 +4,10 @@
 #
 #   bash scripts/gpu_check.sh OLD            # from the checkout's root on the GPU machine
 #
-# OLD is the checkout before: a folder (e.g. made beforehand with `git archive <commit> | tar -x -C old/`),
-# or a commit that `git archive` can read here.  Its engine and this tree's are built in place.  A step that
-# fails does not stop the next one; the exit status is the first failing step's.
+# OLD is the checkout before: a folder that travels with the tree (made beforehand, untracked, e.g.
+# `mkdir old-tree && git archive <commit> | tar -x -C old-tree`), or a commit where .git came along.  Its
+# engine and this tree's are built in place.  A step that fails does not stop the next one; the exit status
+# is the first failing step's.
 OLD=${1:?usage: bash scripts/gpu_check.sh OLD_TREE_OR_COMMIT}
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
