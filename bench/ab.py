@@ -260,6 +260,8 @@ def verdicts(compared, tolerance):
                 "yes" if all(r["verdict"] != "slower" for r in paths) else "NO",
             )
         )
+    if any(min(r["old"]["rounds"], r["new"]["rounds"]) < 3 for r in paths if "old" in r):
+        lines.append("fewer than 3 rounds a side: no verdicts (the medians are one disturbed turn away)")
     if controls:
         lines.append("controls (no queue code; the noise floor): new/old %.3f to %.3f" % (min(controls), max(controls)))
         if max(abs(c - 1) for c in controls) > tolerance:

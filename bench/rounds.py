@@ -74,17 +74,19 @@ def verdict(ratios, tolerance):
 def compare(old, new, tolerance=0.02, pairs=()):
     """The A/B row of one measure: each side's summary, new / old of the medians and of the minimums, the
     median of the rounds' own new / old (``pairs``: (old, new) measured in one round, one turn after the
-    other: the machine's slow drift cancels), and the verdict.  Values are per round, larger is slower."""
+    other: the machine's slow drift cancels), and the verdict (none under 3 rounds a side).  Values are per
+    round, larger is slower."""
     a, b = summary(old), summary(new)
     ratio = b["median"] / a["median"]
     of_mins = b["min"] / a["min"]
     paired = statistics.median(n / o for o, n in pairs) if pairs else None
     ratios = [ratio, of_mins] + ([paired] if paired is not None else [])
+    enough = min(len(old), len(new)) >= 3  # of one or two rounds, a median is one disturbed turn away
     return {
         "old": a,
         "new": b,
         "ratio": ratio,
         "ratio of mins": of_mins,
         "paired": paired,
-        "verdict": verdict(ratios, tolerance),
+        "verdict": verdict(ratios, tolerance) if enough else "",
     }

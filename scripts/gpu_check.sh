@@ -45,6 +45,6 @@ step ab "$(left 10)" $PY bench/ab.py --old "$OLD" --new . --quick --rounds 5 --b
 
 echo "== summary ($((SECONDS - BEGAN)) s; logs in $OUT)"
 printf '%s\n' "${SUMMARY[@]}"
-echo "gpu suite: $(grep -E '(passed|failed|error)' "$OUT/gpu-suite.log" | tail -n 1)"
-grep -E '^(worst queue path|controls|slower|faster|budget|note)' "$OUT/ab.log"
+echo "gpu suite: $(grep -E ' in [0-9.]+s( \(.*\))?$' "$OUT/gpu-suite.log" | tail -n 1)"
+grep -E '^(worst queue path|fewer|controls|NOISE|slower|faster|budget|stopped|note)' "$OUT/ab.log"
 exit $STATUS

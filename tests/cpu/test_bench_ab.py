@@ -49,6 +49,11 @@ def test_a_verdict_needs_the_medians_and_the_minimums_beyond_the_tolerance(old, 
     assert rounds.compare(old, new, tolerance=0.02)["verdict"] == verdict
 
 
+def test_no_verdict_is_given_on_fewer_than_three_rounds_a_side():
+    assert rounds.compare([1.0, 1.0], [2.0, 2.0])["verdict"] == ""
+    assert rounds.compare([1.0, 1.0, 1.0], [2.0, 2.0, 2.0])["verdict"] == "slower"
+
+
 def test_a_verdict_needs_the_rounds_own_ratios_to_agree_too():
     # Slower by the medians and the minimums, but round by round the new tree was as fast: the machine drifted.
     old, new = [1.0, 1.0, 1.2], [1.05, 1.05, 1.2]
@@ -206,3 +211,9 @@ def test_turn_seconds_are_the_medians_of_what_each_scenario_and_each_turn_took()
         {"new": {"seconds": 14.0, "error": "timed out", "scenarios": {}}, "old": {"seconds": 30.0, "scenarios": {}}},
     ]
     assert ab.turn_seconds(results) == {"turn": 13.0, "put": 2.0}
+
+
+def test_the_closing_lines_say_when_too_few_rounds_allow_no_verdict():
+    (row,) = ab.rows({("put", "uint8 labels"): {"old": [1.0, 1.0], "new": [2.0, 2.0], "pairs": []}}, 0.02)
+    assert row["verdict"] == ""
+    assert any(line.startswith("fewer than 3 rounds") for line in ab.verdicts([row], 0.02))
