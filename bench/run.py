@@ -11,6 +11,8 @@
     python bench/run.py --only 20 --merge    # the user's own generator (bench/generator_step.py)
     python bench/run.py --only 22 --merge    # an array dataset held in GPU memory (bench/held_bench.py)
     python bench/run.py --only 26 --merge    # cast and strided array datasets (bench/layouts_bench.py)
+    python bench/run.py --only 32 --merge    # Lasagne's MNIST MLP against its own loop (bench/lasagne_mlp.py)
+    python bench/run.py --only 31 --merge    # Keras's MLP from the queue against its own fit (bench/keras_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -29,6 +31,7 @@ if __name__ == "__main__" and not __package__:
     sys.exit(0)
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -316,6 +319,68 @@ def layouts(b):
     return layouts_bench.layouts(b)
 
 
+# ---- 32 and 33: users' scripts, each against its own loop (issue 43.6) -----------------------
+
+
+@scenario(
+    32,
+    "Lasagne's MNIST MLP (uint8 labels, batch 500, Nesterov momentum): the queue's ways against the example's own loop",
+    needs_gpu=False,
+)
+def lasagne_mnist(b):
+    from bench import lasagne_mlp
+
+    return lasagne_mlp.scenario(b)
+
+
+@scenario(33, "Keras 2.3.1's MLP: fed from the queue against its own fit", needs_gpu=False)
+def keras_mlp(b):
+    """Seconds per epoch of each way (bench/keras_bench.py), the ways in turn over rounds, against ``fit``."""
+    from bench.rounds import interleave, summary
+
+    try:
+        from bench import keras_bench
+    except ImportError as exc:
+        reason = "Keras does not import here (%s)" % exc
+        return {"skipped": reason, "headline": "skipped: " + reason}
+    rows, batch, hidden, rounds = (10000, 250, 256, 3) if b.quick else (60000, 250, 256, 5)
+    X = b.rng.random((rows, 784), dtype=np.float32)
+    Y = b.rng.integers(0, 10, rows).astype("int32")
+    ways = {"fit": keras_bench.numpy_way(X, Y, batch, hidden)}
+    ways["queue, array dataset"] = keras_bench.queue_way(X, Y, batch, hidden, False)
+    if b.on_gpu:
+        ways["queue, held"] = keras_bench.queue_way(X, Y, batch, hidden, True)
+
+    def timed(epoch):
+        began = time.perf_counter()
+        epoch()
+        return time.perf_counter() - began
+
+    for epoch in ways.values():  # compiles, and warms every path once
+        epoch()
+    times = interleave({name: functools.partial(timed, epoch) for name, epoch in ways.items()}, rounds)
+    fit = summary(times["fit"])["median"]
+    table = [
+        {
+            "way": name,
+            "s/epoch": summary(values)["median"],
+            "spread": summary(values)["spread"],
+            "fit / this": fit / summary(values)["median"],
+        }
+        for name, values in times.items()
+    ]
+    return {
+        "rows": table,
+        "data": [rows, 784],
+        "batch": batch,
+        "hidden": hidden,
+        "rounds": rounds,
+        "target": "the queue's ways at least as fast as fit (fit / this >= 1)",
+        "met": all(r["fit / this"] >= 1 for r in table),
+        "headline": "fit / this: " + ", ".join("%s %.2f" % (r["way"], r["fit / this"]) for r in table[1:]),
+    }
+
+
 SCENARIOS = [
     limit,
     transfer_bound,
@@ -340,6 +405,8 @@ SCENARIOS = [
     generator_steps,
     held_dataset,
     layouts,
+    lasagne_mnist,
+    keras_mlp,
 ]
 
 

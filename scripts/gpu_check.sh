@@ -1,0 +1,50 @@
+#!/bin/bash
+# The GPU machine's one call (issues 42.6, 43.6): build, the GPU suite, then the real paths A/B against the
+# commit before; logs and JSON under $OUT, a summary at the end.  About 9 minutes at most.
+#
+#   bash scripts/gpu_check.sh OLD            # from the checkout's root on the GPU machine
+#
+# OLD is the checkout before: a folder that travels with the tree (made beforehand, untracked, e.g.
+# `mkdir old-tree && git archive <commit> | tar -x -C old-tree`), or a commit where .git came along.  Its
+# engine and this tree's are built in place.  A step that fails does not stop the next one; the exit status
+# is the first failing step's.
+OLD=${1:?usage: bash scripts/gpu_check.sh OLD_TREE_OR_COMMIT}
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+[ -n "$PY" ] || source .gpu/enter.sh
+TOTAL=540 # seconds for everything: the machine gives a call 600
+BEGAN=$SECONDS
+STATUS=0
+SUMMARY=()
+
+step() { # step NAME LIMIT_S COMMAND...: runs it under a time limit, its output in $OUT/NAME.log
+  local name=$1 limit=$2 began=$SECONDS rc
+  shift 2
+  echo "== $name (at most ${limit} s): $*"
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  tail -n 3 "$OUT/$name.log"
+  SUMMARY+=("$(printf '%-10s exit %3d  %4d s' "$name" "$rc" $((SECONDS - began)))")
+  [ $rc -ne 0 ] && [ $STATUS -eq 0 ] && STATUS=$rc
+  return 0
+}
+
+left() { # seconds left, keeping $1 for what comes after (30 at least)
+  local n=$((TOTAL - (SECONDS - BEGAN) - $1))
+  echo $((n < 30 ? 30 : n))
+}
+
+if [ ! -d "$OLD" ]; then # a commit: its tree, from this checkout's history
+  git archive "$OLD" >/tmp/tq-old.tar && rm -rf /tmp/tq-old && mkdir -p /tmp/tq-old &&
+    tar -xf /tmp/tq-old.tar -C /tmp/tq-old && OLD=/tmp/tq-old
+fi
+step build 150 bash -c "$PY setup.py -q build_ext --inplace && cd '$OLD' && $PY setup.py -q build_ext --inplace"
+step gpu-suite "$(left 200)" $PY -m pytest -m gpu tests/ -q --timeout 120 -p no:cacheprovider -rs
+step ab "$(left 10)" $PY bench/ab.py --old "$OLD" --new . --quick --rounds 5 --budget "$(left 40)" \
+  --json "$OUT/ab.json"
+
+echo "== summary ($((SECONDS - BEGAN)) s; logs in $OUT)"
+printf '%s\n' "${SUMMARY[@]}"
+echo "gpu suite: $(grep -E ' in [0-9.]+s( \(.*\))?$' "$OUT/gpu-suite.log" | tail -n 1)"
+grep -E '^(worst queue path|fewer|controls|NOISE|slower|faster|budget|stopped|note)' "$OUT/ab.log"
+exit $STATUS
