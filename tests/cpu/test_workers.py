@@ -346,3 +346,17 @@ def test_stats_say_how_busy_the_workers_are():
     assert len(got) == 12 and stats["samples"] == 96 and stats["elements"] == 12
     assert len(stats["worker_busy"]) == 2 and 0.3 < stats["busy"] <= 1.0, stats
     assert stats["samples_per_s"] > 0 and stats["startup_s"] > 0
+
+
+class TaggedWithoutReadInto(Tagged):
+    # A subclass that switches read_into off by setting it to None (bench/pipelines.py's AugmentCopying does):
+    # None means "no read_into", as an absent attribute does, in the workers as in the Feeder's thread.
+    read_into = None
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_read_into_none_means_the_dataset_is_read_by_getitem(workers):
+    q = tq.Queue(SPEC, capacity=3, target="cpu")
+    with tq.Feeder(q, TaggedWithoutReadInto(20), workers=workers):
+        got = drain(getter(q))
+    assert_same(got, expected(20))

@@ -136,7 +136,7 @@ def worker_main(wid, count, conn, staging, layout, dataset, mode, config, owner_
         random.seed(int(seed[0]))
         np.random.seed(int(seed[1]))
         if mode == "map":
-            noting = _NotingInto if hasattr(dataset, "read_into") else _Noting
+            noting = _NotingInto if getattr(dataset, "read_into", None) is not None else _Noting
             writer = RowWriter(layout.queue_layout, noting(dataset, current, wid), config["queue"])
         else:
             timer = _Timer()

@@ -278,7 +278,7 @@ def _rows_arguments(port, dataset, source, where):
             "%s: an array dataset holds rows of one shape; component(s) %s have a variable (upto) axis: "
             "give a map-style dataset whose samples have their own lengths" % (where, names)
         )
-    if hasattr(dataset, "read_into"):
+    if getattr(dataset, "read_into", None) is not None:
         raise TypeError(
             "%s: read_into(i, row) writes into rows of fixed shape; with variable-length "
             "component(s) %s the feeder reads dataset[i] instead: remove read_into" % (where, names)
