@@ -7,6 +7,7 @@
   :mod:`.child` (what runs in them), :mod:`.protocol` (what they say over their pipes);
 * :mod:`.check`: the one door every value passes (``Queue.put``'s rules and messages);
 * :mod:`.autotune`: what the self-tuning knobs (``"auto"``) decided, and why;
+* :mod:`.tune_capacity`: ``Queue(capacity="auto")``'s rules and thread (the ring's depth, the copy threads);
 * :mod:`.sources`, :mod:`.rows`, :mod:`.state`, :mod:`.info`: reading sources, writing rows, resume state,
   :func:`worker_info`.
 
