@@ -11,6 +11,7 @@
     python bench/run.py --only 20 --merge    # the user's own generator (bench/generator_step.py)
     python bench/run.py --only 22 --merge    # an array dataset held in GPU memory (bench/held_bench.py)
     python bench/run.py --only 26 --merge    # cast and strided array datasets (bench/layouts_bench.py)
+    python bench/run.py --only 44 --merge    # auto against a sweep of fixed settings (bench/auto_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -316,6 +317,21 @@ def layouts(b):
     return layouts_bench.layouts(b)
 
 
+# ---- 44: auto against the best fixed setting (bench/auto_bench.py) -------------------
+
+
+@scenario(
+    44,
+    "Auto (capacity, copy threads, workers) against the best fixed setting of a sweep: map-style decode with "
+    "workers, an in-RAM array dataset, a generator",
+    needs_gpu=False,
+)
+def auto_against_sweep(b):
+    from bench import auto_bench
+
+    return auto_bench.auto_against_sweep(b)
+
+
 SCENARIOS = [
     limit,
     transfer_bound,
@@ -340,6 +356,7 @@ SCENARIOS = [
     generator_steps,
     held_dataset,
     layouts,
+    auto_against_sweep,
 ]
 
 
