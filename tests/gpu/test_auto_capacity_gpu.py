@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_device_memory_is_part_of_the_budget_and_changes_lose_nothing():
-    spec = [("i", "int64", (32,)), ("x", "float32", (32, 1 << 16))]
+    spec = [("i", "int64", (32,)), ("x", "float32", (32, 1 << 12))]
     probe = tq.Queue(spec, capacity=1)
     slot, free = ring_bytes(probe.components, 1), gpu_free_bytes(probe.port.target)
     del probe
@@ -26,7 +26,7 @@ def test_device_memory_is_part_of_the_budget_and_changes_lose_nothing():
     grow = Window(1.0, 50, 0.3, 0.2, 0.5)
     shrink = Window(1.0, 50, 0.0, 0.9, 16.0)
     seen = []
-    with tq.Feeder(q, (np.arange(n), np.zeros((n, 1 << 16), "float32"))):
+    with tq.Feeder(q, (np.arange(n), np.zeros((n, 1 << 12), "float32"))):
         for k in range(n // 32):
             if k % 10 == 0:
                 tuner.step(grow if k % 20 == 0 else shrink)
