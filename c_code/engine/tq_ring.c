@@ -256,8 +256,10 @@ static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, int room
     }
     if (room > 1 && ring->room_wanted > 1) {
         int wanted = ring->room_wanted < room ? ring->room_wanted : room;
-        if (wanted > ring->depth)
-            wanted = ring->depth;
+        if (ring->depth < ring->capacity) /* room is asked as a share of the slots: the same share of the depth */
+            wanted = (int)((int64_t)wanted * ring->depth / ring->capacity);
+        if (wanted < 1)
+            wanted = 1;
         if (!has_room(ring, wanted) || (uint64_t)ring->depth - held < (uint64_t)wanted)
             return TQ_TIMEOUT;
     }

@@ -215,3 +215,30 @@ def test_a_shallow_ring_writes_only_its_first_slots():
             for _ in range(6):
                 q.get()
     assert {e["slot"] for e in trace.elements} == set(range(6))
+
+
+def test_a_gather_waiting_for_room_asks_its_share_of_the_depth_not_of_the_slots():
+    """An array Feeder waits, once the ring is full, for half of the slots to be free (ArrayProducer.refill_room):
+    on an auto ring of depth 4 out of 16 slots that is 2 elements taken, not 4 (which would leave the model an
+    empty ring at every refill)."""
+    from timing import scaled
+
+    q = tq.Queue([("x", "float32", (1, 4))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    q._auto.stop()
+    q.port.ring.depth = 4
+    rows = np.arange(24, dtype="float32").reshape(6, 4)
+    put = []
+    writer = threading.Thread(
+        target=lambda: put.append(q.port.ring.put_rows([rows], np.arange(6, dtype="int64"), 1, 0, 6, None, 8)),
+        daemon=True,
+    )
+    writer.start()
+    for _ in range(int(scaled(100))):
+        if q.size() == 4:
+            break
+        time.sleep(0.1)
+    assert q.size() == 4
+    q.get(), q.get()  # two of the four: half of the depth, as 8 is half of the slots
+    writer.join(scaled(10))
+    assert put == [6] and q.size() == 4
+    assert [float(q.get()[0][0][0]) for _ in range(4)] == [8.0, 12.0, 16.0, 20.0]
