@@ -13,6 +13,7 @@
     python bench/run.py --only 26 --merge    # cast and strided array datasets (bench/layouts_bench.py)
     python bench/run.py --only 32 --merge    # Lasagne's MNIST MLP against its own loop (bench/lasagne_mlp.py)
     python bench/run.py --only 31 --merge    # Keras's MLP from the queue against its own fit (bench/keras_bench.py)
+    python bench/run.py --only 44 --merge    # auto against a sweep of fixed settings (bench/auto_bench.py)
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -381,6 +382,21 @@ def keras_mlp(b):
     }
 
 
+# ---- 44: auto against the best fixed setting (bench/auto_bench.py) -------------------
+
+
+@scenario(
+    44,
+    "Auto (capacity, copy threads, workers) against the best fixed setting of a sweep: map-style decode with "
+    "workers, an in-RAM array dataset, a generator",
+    needs_gpu=False,
+)
+def auto_against_sweep(b):
+    from bench import auto_bench
+
+    return auto_bench.auto_against_sweep(b)
+
+
 SCENARIOS = [
     limit,
     transfer_bound,
@@ -407,6 +423,7 @@ SCENARIOS = [
     layouts,
     lasagne_mnist,
     keras_mlp,
+    auto_against_sweep,
 ]
 
 

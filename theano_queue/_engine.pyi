@@ -21,6 +21,7 @@ Timeout = Optional[float]
 
 class Ring:
     capacity: int
+    depth: int
     closed: bool
     copy_stream: Optional[int]
     timeout: Optional[float]

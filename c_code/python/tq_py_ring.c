@@ -346,11 +346,12 @@ static PyObject *Ring_stats(RingObject *self, PyObject *unused)
         return NULL;
     tq_ring_stats(self->ring, &s);
     /* fill_integral: element-seconds up to clock_s, the time.monotonic() of the snapshot. */
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued,
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:i,s:i,s:i,s:s,s:s,s:d,s:d}", "enqueued", s.enqueued,
                          "dequeued", s.dequeued, "dropped", s.dropped, "lent", s.lent, "bytes_in", s.bytes_in,
                          "bytes_out", s.bytes_out, "producer_wait_s", s.producer_wait_s, "consumer_wait_s",
-                         s.consumer_wait_s, "size", s.size, "capacity", s.capacity, "state", state_names[s.state],
-                         "backend", s.backend, "fill_integral", s.fill_integral, "clock_s", s.clock_s);
+                         s.consumer_wait_s, "size", s.size, "capacity", s.capacity, "slots",
+                         tq_ring_capacity(self->ring), "state", state_names[s.state], "backend", s.backend,
+                         "fill_integral", s.fill_integral, "clock_s", s.clock_s);
 }
 
 /* gil_wait() -> (seconds, count): producers' waits for the GIL after their puts' copies, all told. */
@@ -377,6 +378,33 @@ static PyObject *Ring_get_capacity(RingObject *self, void *unused)
 {
     (void)unused;
     return ring_usable(self, "Queue.capacity") ? NULL : PyLong_FromLong(tq_ring_capacity(self->ring));
+}
+
+static PyObject *Ring_get_depth(RingObject *self, void *unused)
+{
+    (void)unused;
+    return ring_usable(self, "Queue.capacity") ? NULL : PyLong_FromLong(tq_ring_depth(self->ring));
+}
+
+static int Ring_set_depth(RingObject *self, PyObject *value, void *unused)
+{
+    (void)unused;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "Ring.depth cannot be deleted");
+        return -1;
+    }
+    long depth = PyLong_AsLong(value);
+    if (depth == -1 && PyErr_Occurred())
+        return -1;
+    if (ring_usable(self, "Queue.capacity"))
+        return -1;
+    if (depth < 1 || depth > tq_ring_capacity(self->ring)) {
+        PyErr_Format(PyExc_ValueError, "Ring.depth: expected 1 to %d (the slots), got %ld",
+                     tq_ring_capacity(self->ring), depth);
+        return -1;
+    }
+    tq_ring_set_depth(self->ring, (int)depth);
+    return 0;
 }
 
 static PyObject *Ring_get_timeout(RingObject *self, void *unused)
@@ -561,6 +589,10 @@ static PyGetSetDef Ring_getset[] = {
      NULL},
     {"closed", (getter)Ring_get_closed, NULL, "True once closed or failed.", NULL},
     {"capacity", (getter)Ring_get_capacity, NULL, "Number of slots.", NULL},
+    {"depth", (getter)Ring_get_depth, (setter)Ring_set_depth,
+     "The most elements written or ready at once, 1 to capacity (capacity unless set): Queue(capacity=\"auto\") "
+     "tunes it.",
+     NULL},
     {"copy_stream", (getter)Ring_get_copy_stream, NULL,
      "The CUstream device puts copy on (an int), None for a host ring.", NULL},
     {"timeout", (getter)Ring_get_timeout, (setter)Ring_set_timeout,

@@ -82,7 +82,7 @@ def test_input_bound_feeder_progress_line_and_verdict():
     m = feeder._monitor
     f = m.figures()
     assert f.model_waited >= 0.7 and f.producers_waited <= 0.1 and f.mean_fill < 0.5
-    assert "input-bound" in m.last_verdict and "add workers or use read_into" in m.last_verdict
+    assert "input-bound by the source" in m.last_verdict and "worker processes" in m.last_verdict
     assert out.getvalue().rstrip().endswith(m.last_verdict)
 
 

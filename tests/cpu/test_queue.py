@@ -378,6 +378,7 @@ def test_stats_count_waits():
         "consumer_wait_s",
         "size",
         "capacity",
+        "slots",
         "state",
         "backend",
         "fill_integral",

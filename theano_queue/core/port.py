@@ -41,6 +41,17 @@ class Port:
         ring.batch = layout.engine_batch  # whose rows must agree in an element, and the names they go by
         #: The queue's run: attach, generation, close, cancel and reopen (theano_queue/core/run.py).
         self.run = QueueRun(name, ring)
+        #: What the self-tuning of this queue and its Feeders decided (theano_queue/feed/autotune.py's AutoLog),
+        #: made by the first knob set to "auto" (:meth:`auto_log`); None while nothing is tuned.
+        self.auto = None
+
+    def auto_log(self):
+        """The queue's AutoLog, made on first use: every tuner of the queue and its Feeders records there."""
+        if self.auto is None:
+            from ..feed.autotune import AutoLog
+
+            self.auto = AutoLog()
+        return self.auto
 
     on_gpu = property(lambda self: self._target.on_gpu)
     # What producers and the graph front ends read of the queue; the put path below uses the attributes.

@@ -67,10 +67,21 @@ class Queue:
         :class:`~theano_queue.upto` (variable length, e.g. ``(64,
         tq.upto(512))``): each element is padded to its own longest row
         there, and carries each row's length.
-    capacity : int
+    capacity : int or "auto"
         Elements the queue holds at most (1 to 4096); producers wait when it
         is full.  The ring must fit in host memory (and, on a GPU, in free
-        device memory): a queue that cannot is refused here.
+        device memory): a queue that cannot is refused here.  ``"auto"``, as
+        tf.data's ``prefetch(AUTOTUNE)``: the queue allocates as many slots
+        as ``memory_budget`` holds (2 to 16; on a GPU, at most a quarter of
+        the free device memory) and a thread of its own sets how many are
+        used, growing while producers outrun the model in bursts and
+        shrinking while the ring is always full; the copy pool's threads
+        follow an array dataset's gather time.  No element is moved or
+        reordered by a change; ``feeder.stats()["auto"]`` and the monitor's
+        line say what was decided and why (theano_queue/feed/tune_capacity.py).
+    memory_budget : int or None
+        With ``capacity="auto"``: the bytes the ring's slots may take (by
+        default an eighth of the machine's memory, at most 1 GiB).
     target : str or None
         ``None``, ``"cpu"`` or a Theano GPU context name: where the ring's
         slots live.  ``None`` means the GPU Theano runs on, else host memory;
@@ -95,19 +106,40 @@ class Queue:
     """
 
     def __init__(
-        self, components, capacity=2, target=None, timeout=None, name=None, pad_value=None, broadcastable=None
+        self,
+        components,
+        capacity=2,
+        target=None,
+        timeout=None,
+        name=None,
+        pad_value=None,
+        broadcastable=None,
+        *,
+        memory_budget=None,
     ):
         self.name = check_queue_name(name) if name is not None else default_queue_name()
         self.components = parse_components(components, self.name, pad_value, broadcastable)
         # The engine holds variable-length components as fixed ones (theano_queue/core/layout.py).
         self._layout = Layout(self.components)
-        capacity = _target.check_capacity(capacity, self.name)
+        auto = isinstance(capacity, str) and capacity == "auto"
         where = _target.resolve(target, self.name)
+        if auto:
+            capacity = _target.auto_slots(where, self._layout.engine, memory_budget, self.name)
+        elif memory_budget is not None:
+            raise ValueError('Queue %r: memory_budget is for capacity="auto", got capacity=%r' % (self.name, capacity))
+        capacity = _target.check_capacity(capacity, self.name)
         self._ring = _target.make_ring(where, self.name, self._layout.engine, capacity, timeout)
         _stall.watch(self, self._ring)  # a dequeue that waits long says so (theano_queue/tools/stall.py)
         self._tokens = itertools.count()
         # What producers hold: the ring, the put/writer core and the run, not the Queue (theano_queue/core/port.py).
         self._port = Port(self.name, self.components, self._layout, where, self._ring)
+        # Queue(capacity="auto"): the thread that tunes the ring's depth (theano_queue/feed/tune_capacity.py).
+        self._auto = None
+        if auto:
+            from ..feed.tune_capacity import AUTO_START_DEPTH, AutoCapacity
+
+            self._ring.depth = min(AUTO_START_DEPTH, capacity)
+            self._auto = AutoCapacity(self._port, capacity).start()
 
     @property
     def port(self):
@@ -136,6 +168,9 @@ class Queue:
         # The last user reference is gone, but a thread may still be blocked in
         # a function that dequeues from the ring (it holds the ring, not the
         # Queue): closing wakes it with QueueClosed instead of leaving it there.
+        auto = getattr(self, "_auto", None)
+        if auto is not None:
+            auto.stop()
         ring = getattr(self, "_ring", None)
         if ring is not None:
             try:
@@ -403,7 +438,10 @@ class Queue:
         return self._target.label
 
     on_gpu = property(lambda self: self._target.on_gpu, doc="True when the slots live on a GPU.")
-    capacity = property(lambda self: self._ring.capacity, doc="The number of slots: elements the queue holds at most.")
+    capacity = property(
+        lambda self: self._ring.depth,
+        doc='Elements the queue holds at most: its slots, or with capacity="auto" the depth the tuner set now.',
+    )
 
     @property
     def timeout(self):
@@ -426,7 +464,8 @@ class Queue:
         copy, see :ref:`cpu-hand-off`), ``bytes_in`` and ``bytes_out``, ``producer_wait_s`` (time producers
         waited for a free slot), ``consumer_wait_s`` (time consumers waited for
         data: the number that says the model waited for its input), ``size``,
-        ``capacity``, ``state`` and ``backend``; ``fill_integral``, the
+        ``capacity`` (elements it holds at most now: the depth a
+        ``capacity="auto"`` queue's tuner set), ``slots`` (allocated), ``state`` and ``backend``; ``fill_integral``, the
         integral of ``size`` over time in element-seconds, up to ``clock_s``,
         the ``time.monotonic()`` time of the snapshot: the mean fill between
         two snapshots ``a`` and ``b`` is ``(b["fill_integral"] -

@@ -56,7 +56,8 @@ def check_capacity(capacity: Any, queue_name: str) -> int:
         or not (1 <= capacity <= _engine.MAX_CAPACITY)
     ):
         raise ValueError(
-            "Queue %r: capacity must be an int from 1 to %d, got %r" % (queue_name, _engine.MAX_CAPACITY, capacity)
+            'Queue %r: capacity must be an int from 1 to %d or "auto", got %r'
+            % (queue_name, _engine.MAX_CAPACITY, capacity)
         )
     return int(capacity)
 
@@ -68,6 +69,17 @@ SLOT_ALIGN = _engine.SLOT_ALIGN
 def ring_bytes(components: Sequence[Component], capacity: int) -> int:
     """Bytes of memory the ring's slots take: capacity x one slot, laid out by the engine itself."""
     return capacity * _engine.slot_bytes([(c.name, c.dtype, c.shape) for c in components])
+
+
+def auto_slots(target: Target, components: Sequence[Component], budget: Any, name: str) -> int:
+    """The slots of a ``capacity="auto"`` ring: what ``budget`` bytes (None: the default) hold, the GPU's free
+    memory part of the budget on a GPU target (theano_queue/feed/tune_capacity.py)."""
+    from ..feed.tune_capacity import auto_slots as fit
+
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1):
+        raise ValueError("Queue %r: memory_budget must be a number of bytes >= 1, got %r" % (name, budget))
+    device_free = gpu_free_bytes(target) if target.on_gpu else None
+    return fit(ring_bytes(components, 1), host_memory_bytes(), None if budget is None else int(budget), device_free)[0]
 
 
 def host_memory_bytes() -> int:

@@ -13,6 +13,7 @@
 * :mod:`.autotune`: what the self-tuning knobs (``"auto"``) decided, and why; :mod:`.autoworkers`: the
   ``workers="auto"`` rule and its tuner;
 * :mod:`.sampler`: which samples go into which batch, epoch after epoch (``theano_queue.sampler`` is its old path);
+* :mod:`.tune_capacity`: ``Queue(capacity="auto")``'s rules and thread (the ring's depth, the copy threads);
 * :mod:`.sources`, :mod:`.rows`, :mod:`.state`, :mod:`.info`: reading sources, writing rows, resume state,
   :func:`worker_info`.
 

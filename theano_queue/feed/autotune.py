@@ -11,6 +11,7 @@ says it the same way.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -44,6 +45,11 @@ class AutoLog:
         self._lock = threading.Lock()
         self._current: dict[str, int] = {}
         self._changes: list[Change] = []
+
+    @property
+    def started(self) -> float:
+        """The clock's reading when the log began (``time.monotonic()`` seconds unless a clock was given)."""
+        return self._start
 
     def now(self) -> float:
         """Seconds since the log began (the Feeder's start), on the log's clock."""
@@ -82,3 +88,33 @@ class AutoLog:
                 "last_change": str(last) if last else None,
                 "history": [(c.t, c.knob, c.old, c.new, c.reason) for c in self._changes],
             }
+
+    def save(self, path: str) -> None:
+        """Write :meth:`as_dict` to ``path`` as JSON: what ``theano-queue trace PATH`` shows."""
+        with open(path, "w") as f:
+            json.dump(self.as_dict(), f)
+
+    def summary(self) -> str:
+        """The monitor's words: ``"auto: 4 workers, capacity 6; +2 workers: model waited 40 %"``."""
+        return summary_of(self.as_dict())
+
+
+def summary_of(as_dict: dict) -> str:
+    """:meth:`AutoLog.summary` from its :meth:`~AutoLog.as_dict` (what ``feeder.stats()["auto"]`` holds)."""
+    knobs = sorted((k, v) for k, v in as_dict.items() if k not in ("last_change", "history"))
+    words = ", ".join(_knob_words(knob, value) for knob, value in knobs) or "nothing tuned yet"
+    last = as_dict.get("last_change")
+    return "auto: %s%s" % (words, "; %s" % last if last else "")
+
+
+def _knob_words(knob: str, value: int) -> str:
+    """'4 workers', 'capacity 6', '2 threads': a count before its plural noun, a setting before its value."""
+    return "%s %d" % (knob, value) if knob == "capacity" else "%d %s" % (value, knob)
+
+
+def initial_values(as_dict: dict) -> dict:
+    """Every knob's value before its first change, from :meth:`AutoLog.as_dict`'s current values and history."""
+    values = {k: v for k, v in as_dict.items() if k not in ("last_change", "history")}
+    for _t, knob, old, _new, _reason in reversed(as_dict.get("history", [])):
+        values[knob] = old
+    return values

@@ -153,7 +153,7 @@ def make_producer(
     _flag(drop_last, "drop_last", "leave out each epoch's last, partial batch", where)
     _flag(ordered, "ordered", "the workers' batches in the sampler's order", where)
     auto = isinstance(workers, str) and workers == "auto"
-    tuner = _worker_tuner(max_workers, memory_budget, where) if auto else None
+    tuner = _worker_tuner(port.auto_log(), max_workers, memory_budget, where) if auto else None
     if not auto:
         if max_workers is not None or memory_budget is not None:
             raise ValueError(
@@ -204,9 +204,9 @@ def make_producer(
     return WorkerProducer(feeder, port, dataset, workers, "map", sampler=sampler, cursor=cursor, tuner=tuner, **pool)
 
 
-def _worker_tuner(max_workers: Any, memory_budget: Any, where: str) -> WorkerTuner:
-    """The tuner of ``workers="auto"``: max_workers (>= 1) and memory_budget (bytes; half the available memory
-    when not given) checked."""
+def _worker_tuner(log: AutoLog, max_workers: Any, memory_budget: Any, where: str) -> WorkerTuner:
+    """The tuner of ``workers="auto"``, recording in ``log`` (the queue's, where every tuner of it records):
+    max_workers (>= 1) and memory_budget (bytes; half the available memory when not given) checked."""
     if max_workers is not None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, (int, np.integer)) or max_workers < 1:
             raise ValueError("%s: max_workers must be an int >= 1 or None, got %r" % (where, max_workers))
@@ -216,7 +216,7 @@ def _worker_tuner(max_workers: Any, memory_budget: Any, where: str) -> WorkerTun
         memory_budget = available // 2 if available else None
     elif isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, np.integer)) or memory_budget < 1:
         raise ValueError("%s: memory_budget must be a number of bytes >= 1 or None, got %r" % (where, memory_budget))
-    return WorkerTuner(AutoLog(), max_workers, None if memory_budget is None else int(memory_budget))
+    return WorkerTuner(log, max_workers, None if memory_budget is None else int(memory_budget))
 
 
 def _fill_arguments(shuffle, shard, drop_last, epochs, state, bucket_by, bucket_window, where):

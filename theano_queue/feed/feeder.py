@@ -359,6 +359,13 @@ class Feeder:
         or more; the host gathers the rest), or ``"device"`` for a dataset
         held in device memory (``device=True``).
 
+        ``auto``, where a knob is set to ``"auto"`` (``workers="auto"``, the
+        queue's ``capacity="auto"``): the current value of each tuned knob
+        (``workers``, ``capacity``, ``threads``), ``last_change`` (the last
+        decision and its reason, "+2 workers: model waited 40 %, workers
+        busy 97 %") and ``history``, every change as ``(t, knob, old, new,
+        reason)``; ``theano-queue trace`` shows it over time.
+
         Without workers, what the Feeder's own thread spent:
         ``thread_cpu_s`` (its processor time, seconds), ``gil_wait_s`` and
         ``gil_waits`` (how long, and how often, the queue's producers waited
@@ -370,7 +377,10 @@ class Feeder:
         ``consumer_wait_s`` grows means the GIL is the limit: an array
         dataset (gathered without the GIL) or ``workers=N`` gets past it.
         """
-        return self._producer.stats()
+        stats = self._producer.stats()
+        if self._run.port.auto is not None:
+            stats["auto"] = self._run.port.auto.as_dict()
+        return stats
 
     @property
     def batches_per_epoch(self) -> Optional[int]:

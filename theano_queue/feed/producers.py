@@ -82,7 +82,8 @@ class InProcessProducer:
         elapsed = self.elapsed()
         busy = float(self.busy / elapsed) if elapsed else 0.0
         return dict(
-            {"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy]}, **self.clock.stats()
+            {"workers": 0, "elements": self.feeder.produced, "busy": busy, "worker_busy": [busy], "busy_s": self.busy},
+            **self.clock.stats(),
         )
 
 

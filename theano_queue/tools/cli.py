@@ -1,6 +1,6 @@
 """The ``theano-queue`` command (also ``python -m theano_queue``).
 
-Commands: ``info``, ``probe``, ``demo``, ``bench``; ``theano-queue COMMAND
+Commands: ``info``, ``probe``, ``demo``, ``bench``, ``trace``; ``theano-queue COMMAND
 --help`` says more.  Each exits 0 when it did its job, 1 with a message on
 stderr when it cannot run here (no CUDA driver, no GPU, not a checkout), and
 2 on a usage error.
@@ -22,6 +22,7 @@ COMMANDS = {
     "probe": "measure host-to-device (pinned and pageable) and host copy bandwidth, and the limit per source kind",
     "demo": "train a classifier on scikit-learn's digits, fed through a queue (the README's loop)",
     "bench": "run the benchmark suite, bench/run.py (in a checkout of theano_queue)",
+    "trace": "show what the auto knobs (workers, capacity, threads) decided over time, from a saved JSON file",
 }
 
 MiB = 1 << 20
@@ -351,9 +352,39 @@ def _not_a_checkout():
     )
 
 
+# ---- trace ------------------------------------------------------------------------------
+
+
+def cmd_trace(argv):
+    parser = argparse.ArgumentParser(
+        prog="theano-queue trace",
+        description="Prints the auto knobs over time: a table of every change with its reason, then a step plot "
+        "per knob.  FILE is a Queue.trace() JSON file of a queue with a knob set to auto, feeder.stats() or "
+        'feeder.stats()["auto"] saved with json.dump, or AutoLog.save()\'s file.',
+    )
+    parser.add_argument("file", metavar="FILE")
+    parser.add_argument("--width", type=int_at_least(10), default=40, help="columns of each plot (default 40)")
+    args = parser.parse_args(argv)
+    from .trace import auto_of, auto_timeline, format_timeline
+
+    try:
+        with open(args.file) as f:
+            document = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise CannotRun("cannot read %s as JSON: %s" % (args.file, exc)) from None
+    auto = auto_of(document)
+    if auto is None:
+        raise CannotRun(
+            '%s holds no auto history: expected a Queue.trace() file of a queue with a knob set to "auto", or '
+            'feeder.stats() / feeder.stats()["auto"] saved as JSON' % args.file
+        )
+    print(format_timeline(auto_timeline(auto), args.width))
+    return 0
+
+
 # ---- main -------------------------------------------------------------------------------
 
-HANDLERS = {"info": cmd_info, "probe": cmd_probe, "demo": cmd_demo, "bench": cmd_bench}
+HANDLERS = {"info": cmd_info, "probe": cmd_probe, "demo": cmd_demo, "bench": cmd_bench, "trace": cmd_trace}
 
 
 def main(argv=None):

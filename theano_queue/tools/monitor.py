@@ -28,12 +28,20 @@ import time
 from tqdm import tqdm
 from tqdm.utils import disp_trim
 
+from ..feed.autotune import summary_of
+
 #: When the model waited at least this share of the time, the input is the bottleneck.
 INPUT_BOUND = 0.05
 #: When the model waited less than this share of the time, the input is not a limit.
 COMPUTE_BOUND = 0.01
 #: When an input-bound feeder's thread waited for the GIL more than this share of the time, Python is the limit.
 GIL_BOUND = 0.5
+#: Producers (workers, the Feeder's thread, the gather) busy at least this share of the time run flat out.
+PRODUCERS_BUSY = 0.8
+#: A rate at least this share of the bus's limit (``bus_gbps``) is at the limit.
+BUS_BOUND = 0.8
+#: Producers that waited for a free slot at least this share of the time found the ring full.
+RING_FULL = 0.5
 #: Spans shorter than this many seconds get no verdict, since one late wake-up of a thread (a few
 #: ms on a loaded machine) would swing the share the model waited across the thresholds.
 SHORTEST_JUDGED = 0.1
@@ -68,8 +76,8 @@ class MonitorLine(tqdm):
 Figures = collections.namedtuple(
     "Figures",
     "seconds elements elements_per_s gbps mean_fill capacity model_waited producers_waited workers_busy "
-    "feeder_gil_wait",
-    defaults=(None,),
+    "feeder_gil_wait workers gather bus_gbps",
+    defaults=(None, None, False, None),
 )
 Figures.__doc__ = """What a monitor measured over a span of time (all shares are of that time).
 
@@ -82,7 +90,12 @@ the share producers waited for a free slot (``producer_wait_s``; summed over
 producers, so several can exceed 1; the line's "ring full"); ``workers_busy``
 the share of the time the feeder's workers were busy, or None when the feeder
 does not say; ``feeder_gil_wait`` the share of the time the feeder's thread
-waited to take the GIL back (``gil_wait_s``), or None when it does not say.
+waited to take the GIL back (``gil_wait_s``), or None when it does not say;
+``workers`` the feeder's worker processes (0: its own thread produces; None
+when no feeder says); ``gather`` True when the producer is an array
+dataset's gather (the engine's copy pool does the work, and ``workers_busy``
+is the share of the time it gathered); ``bus_gbps`` the bus's limit in GB/s
+for this kind of source (``theano-queue probe``), None when not known.
 """
 
 
@@ -121,6 +134,10 @@ class Monitor:
         Print the one-line verdict when the monitor closes.
     desc : str
         The line's label; the queue's name by default.
+    bus_gbps : float or None
+        The limit of the bus for this kind of source in GB/s, as
+        ``theano-queue probe`` prints it: with it, the verdict says when the
+        bus is the bottleneck.
     """
 
     def __init__(
@@ -134,6 +151,7 @@ class Monitor:
         verdict=True,
         desc=None,
         disable=False,
+        bus_gbps=None,
     ):
         if interval <= 0:
             raise ValueError("Monitor(%s): interval must be > 0, got %r" % (queue.name, interval))
@@ -146,6 +164,7 @@ class Monitor:
         self.print_verdict = verdict
         self.desc = desc if desc is not None else queue.name
         self.disable = disable
+        self.bus_gbps = bus_gbps
         #: The verdict printed when the monitor closed (None before).
         self.last_verdict = None
         #: Samples taken, and the seconds they took in all (the monitor's whole cost to the process).
@@ -185,6 +204,9 @@ class Monitor:
         if "fill_integral" not in stats:
             self._sampled_fill.append(stats.get("size", 0))
         stats["feeder"] = self._feeder_stats()
+        auto = (stats["feeder"] or {}).get("auto") or _queue_auto(self.queue)
+        if auto is not None:
+            stats["auto"] = auto
         return stats
 
     def _feeder_stats(self):
@@ -215,6 +237,9 @@ class Monitor:
             producers_waited=(b["producer_wait_s"] - a["producer_wait_s"]) / seconds,
             workers_busy=_workers_busy(a["feeder"], b["feeder"], seconds),
             feeder_gil_wait=_feeder_gil_wait(a["feeder"], b["feeder"], seconds),
+            workers=_workers(b["feeder"]),
+            gather=bool(b["feeder"] and b["feeder"].get("gather")),
+            bus_gbps=self.bus_gbps,
         )
 
     def figures(self):
@@ -266,7 +291,10 @@ class Monitor:
                 self._recent.popleft()
             recent = self._figures(self._recent[0], now)
             self._recent.append(now)
-            self._bar.set_postfix_str(_postfix(recent), refresh=False)
+            line = _postfix(recent)
+            if "auto" in now:  # what the tuners decided, last: a narrow terminal cuts it before the figures
+                line += ", " + summary_of(now["auto"])
+            self._bar.set_postfix_str(line, refresh=False)
             self._bar.n = now["dequeued"] - self._first["dequeued"]
             self._bar.refresh()
             self.samples += 1
@@ -323,6 +351,20 @@ def _workers_busy(a, b, seconds):
         return None
 
 
+def _queue_auto(queue):
+    """The queue's own AutoLog as a dict (``Queue(capacity="auto")``), or None (a stand-in without a port too)."""
+    log = getattr(getattr(queue, "port", None), "auto", None)
+    return log.as_dict() if log is not None else None
+
+
+def _workers(stats):
+    """The feeder's worker processes (0: its own thread produces), or None when no feeder says."""
+    try:
+        return int(stats["workers"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _feeder_gil_wait(a, b, seconds):
     """The share of the span the feeder's thread waited for the GIL (its stats' ``gil_wait_s``), or None."""
     try:
@@ -351,34 +393,129 @@ def bytes_per_second(rate):
     return "%.0f B/s" % rate
 
 
-def verdict(figures):
-    """One line: input-bound, compute-bound or in between, from :class:`~theano_queue.tools.monitor.Figures`.
+Diagnosis = collections.namedtuple("Diagnosis", "bottleneck advice")
+Diagnosis.__doc__ = """What limits training, and what to do: :func:`diagnose`'s answer.
 
-    >>> from theano_queue.tools.monitor import Figures, verdict
-    >>> verdict(Figures(seconds=10.0, elements=500, elements_per_s=50.0, gbps=1.2, mean_fill=0.1, capacity=3,
-    ...                 model_waited=0.31, producers_waited=0.0, workers_busy=None))
-    'input-bound: the model waited 31% of the time; add workers or use read_into'
+``bottleneck`` is one of :data:`BOTTLENECKS`, or None where there is nothing
+to judge (no element, a span too short) or the input barely keeps up;
+``advice`` the verdict's line.
+"""
+
+#: The stages a verdict can name: worker processes, the source in the Feeder's thread (or what idle producers
+#: wait on), the GIL, an array dataset's gather, the bus (host to device, or host memory), the ring's slots,
+#: the model itself, and an input of unknown kind (no feeder said how busy it is).
+BOTTLENECKS = ("workers", "source", "gil", "gather", "bus", "capacity", "model", "input")
+
+
+def diagnose(figures):
+    """The bottleneck and the advice, from :class:`~theano_queue.tools.monitor.Figures` alone (no clock, no queue).
+
+    The model's wait says *whether* the input limits training; what limits
+    the input comes from the other measures, in this order: the GIL (the
+    Feeder's thread waited for it), the bus (the rate at its limit), the
+    producers (busy: workers, the gather or the source in the Feeder's
+    thread, by what produces), then the ring (idle producers that found
+    every slot held).  A full ring alone says nothing: producers that run
+    flat out hold every slot too, and a larger capacity does not help them.
     """
     waited = figures.model_waited
     if figures.elements == 0:
-        return "no element was taken: nothing to judge"
+        return Diagnosis(None, "no element was taken: nothing to judge")
     if figures.seconds < SHORTEST_JUDGED:
-        return "too short to judge: %d element(s) in %.0f ms, the model waited %.1f ms (a verdict needs %g s)" % (
-            figures.elements,
-            1e3 * figures.seconds,
-            1e3 * waited * figures.seconds,
-            SHORTEST_JUDGED,
+        return Diagnosis(
+            None,
+            "too short to judge: %d element(s) in %.0f ms, the model waited %.1f ms (a verdict needs %g s)"
+            % (figures.elements, 1e3 * figures.seconds, 1e3 * waited * figures.seconds, SHORTEST_JUDGED),
         )
-    if waited >= INPUT_BOUND and figures.feeder_gil_wait is not None and figures.feeder_gil_wait > GIL_BOUND:
-        return (
-            "input-bound by the GIL: the model waited %.0f%% of the time and the feeder's thread waited %.0f%% of it "
-            "for the GIL; use an array dataset, Feeder(q, (x, y)), or Feeder(..., workers=N)"
-            % (100 * waited, 100 * figures.feeder_gil_wait)
-        )
-    if waited >= INPUT_BOUND:
-        return "input-bound: the model waited %.0f%% of the time; add workers or use read_into" % (100 * waited)
     if waited < COMPUTE_BOUND:
-        return "compute-bound: input is never waited for (the model waited %.1f%% of the time)" % (100 * waited)
-    return "balanced: the model waited %.1f%% of the time; input barely keeps up (a larger capacity absorbs jitter)" % (
-        100 * waited
+        return Diagnosis(
+            "model",
+            "compute-bound: input is never waited for (the model waited %.1f%% of the time)" % (100 * waited),
+        )
+    busy = figures.workers_busy
+    flat_out = busy is not None and busy >= PRODUCERS_BUSY
+    if waited < INPUT_BOUND:
+        head = "balanced: the model waited %.1f%% of the time; input barely keeps up" % (100 * waited)
+        if flat_out:
+            return Diagnosis(None, head + " (%s: %s)" % (_who_is_busy(figures), _remedy(figures)))
+        return Diagnosis(None, head + " (a larger capacity absorbs jitter)")
+    return _input_bound(figures, waited, busy, flat_out)
+
+
+def _input_bound(figures, waited, busy, flat_out):
+    """:func:`diagnose` where the model waited at least :data:`INPUT_BOUND` of the time."""
+    head = "the model waited %.0f%% of the time" % (100 * waited)
+    if figures.feeder_gil_wait is not None and figures.feeder_gil_wait > GIL_BOUND:
+        return Diagnosis(
+            "gil",
+            "input-bound by the GIL: %s and the feeder's thread waited %.0f%% of it for the GIL; use an array "
+            "dataset, Feeder(q, (x, y)), or Feeder(..., workers=N)" % (head, 100 * figures.feeder_gil_wait),
+        )
+    if figures.bus_gbps and figures.gbps >= BUS_BOUND * figures.bus_gbps:
+        return Diagnosis(
+            "bus",
+            "input-bound by the bus: %s at %.3g GB/s, %.0f%% of the %.3g GB/s limit; send fewer bytes per sample "
+            "(uint8, converted on the device) or register the host memory (Queue.register_host)"
+            % (head, figures.gbps, 100 * figures.gbps / figures.bus_gbps, figures.bus_gbps),
+        )
+    if busy is None:
+        return Diagnosis("input", "input-bound: %s; add workers or use read_into" % head)
+    if flat_out:
+        stage = "gather" if figures.gather else "workers" if figures.workers else "source"
+        return Diagnosis(
+            stage, "input-bound by the %s: %s and %s; %s" % (stage, head, _who_is_busy(figures), _remedy(figures))
+        )
+    if figures.producers_waited >= RING_FULL:
+        return Diagnosis(
+            "capacity",
+            "input-bound by the slots: %s while the producers, busy %.0f%%, waited %.0f%% for a free slot (every "
+            "slot held: being written or lent to the graph); a larger capacity helps"
+            % (head, 100 * busy, 100 * figures.producers_waited),
+        )
+    return Diagnosis(
+        "source",
+        "input-bound by the source: %s while the producers were busy only %.0f%%: what they wait on (reading the "
+        "source, the Feeder's thread handing out work) is the limit; a faster source helps, more workers do not"
+        % (head, 100 * busy),
     )
+
+
+def _who_is_busy(figures):
+    """'the 2 workers were busy 95%', 'the gather was busy 97%', "the Feeder's thread was busy 99%"."""
+    share = 100 * figures.workers_busy
+    if figures.gather:
+        return "the copy pool gathered rows %.0f%% of the time" % share
+    if figures.workers:
+        return "the %d worker(s) were busy %.0f%%" % (figures.workers, share)
+    return "the Feeder's thread was busy %.0f%% making elements" % share
+
+
+def _remedy(figures):
+    """What gives the busy producers more room, by who they are."""
+    if figures.gather:
+        return (
+            'give the copy pool more threads (theano_queue._engine.set_copy_threads, or Queue(capacity="auto")); '
+            "a larger capacity will not help"
+        )
+    if figures.workers:
+        return 'add workers (workers=%d or more, or workers="auto"); a larger capacity will not help' % (
+            figures.workers + 1
+        )
+    return (
+        "move the work to worker processes (a map-style dataset with workers=N) or write in place with "
+        "read_into; a larger capacity will not help"
+    )
+
+
+def verdict(figures):
+    """One line: what limits training and what to do, from :class:`~theano_queue.tools.monitor.Figures`.
+
+    The line of :func:`diagnose`:
+
+    >>> from theano_queue.tools.monitor import Figures, verdict
+    >>> verdict(Figures(seconds=10.0, elements=500, elements_per_s=50.0, gbps=0.01, mean_fill=0.1, capacity=3,
+    ...                 model_waited=0.89, producers_waited=0.87, workers_busy=0.95, workers=2))
+    'input-bound by the workers: the model waited 89% of the time and the 2 worker(s) were busy 95%; add workers \
+(workers=3 or more, or workers="auto"); a larger capacity will not help'
+    """
+    return diagnose(figures).advice

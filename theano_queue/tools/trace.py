@@ -30,19 +30,29 @@ The file is a JSON object:
       dequeued), ``read`` (dequeued to consumed).  Stages of different
       elements that overlap go on numbered rows of the same stage;
     * metadata events (``"ph": "M"``) naming the process and the rows.
+    * where a knob of the queue is set to ``"auto"`` (``Queue(capacity="auto")``,
+      ``Feeder(workers="auto")``), one *counter* event (``"ph": "C"``) per
+      tuned knob at the log's start and at each of its changes: Perfetto
+      draws each knob's value over time.
 ``displayTimeUnit``
     ``"ms"``.
 ``otherData``
     ``queue``, ``target``, ``steps``, ``clock`` (``"CLOCK_MONOTONIC"``),
     ``events`` (the event names, in causal order where they are causally
     ordered) and ``elements``: one ``{"element", "slot", "ns": {event: ns}}``
-    per recorded element.
+    per recorded element; ``auto``, the queue's AutoLog as ``feeder.stats()["auto"]``
+    holds it, where a knob is tuned.
+
+``theano-queue trace FILE`` prints the tuned knobs over time from such a file,
+from a file of ``feeder.stats()`` or ``feeder.stats()["auto"]`` saved as JSON,
+or from :meth:`AutoLog.save <theano_queue.feed.autotune.AutoLog.save>`'s.
 """
 
 import json
 from typing import Any, Dict, List, Optional
 
 from .. import _engine
+from ..feed.autotune import initial_values
 
 #: Event names in the engine's order.  For every element put_begin <= reserved
 #: <= put_end <= copy_issued <= ready <= dequeued <= consumed, copy_issued <=
@@ -174,6 +184,9 @@ class Trace:
                         "args": {"element": e["element"], "slot": e["slot"]},
                     }
                 )
+        auto = self.queue.port.auto
+        if auto is not None:
+            events += auto_counters(auto.as_dict(), auto.started)
         return {
             "traceEvents": events,
             "displayTimeUnit": "ms",
@@ -184,6 +197,7 @@ class Trace:
                 "clock": "CLOCK_MONOTONIC",
                 "events": list(EVENTS),
                 "elements": self.elements,
+                **({"auto": auto.as_dict()} if auto is not None else {}),
             },
         }
 
@@ -191,3 +205,57 @@ class Trace:
         """Write :meth:`chrome` to ``path``."""
         with open(path, "w") as f:
             json.dump(self.chrome(), f)
+
+
+# ---- the tuned knobs over time (theano-queue trace) ---------------------------------------------
+
+
+def auto_timeline(auto: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Every state of the tuned knobs, from an AutoLog's ``as_dict()``: ``{"t", "values", "change"}`` rows, the
+    first at 0 with the starting values (``change`` None), then one a change."""
+    values = initial_values(auto)
+    rows = [{"t": 0.0, "values": dict(values), "change": None}]
+    for t, knob, old, new, reason in auto.get("history", []):
+        values[knob] = new
+        rows.append({"t": float(t), "values": dict(values), "change": "%+d %s: %s" % (new - old, knob, reason)})
+    return rows
+
+
+def auto_counters(auto: Dict[str, Any], started_s: float) -> List[Dict[str, Any]]:
+    """Chrome counter events of the tuned knobs, at monotonic time ``started_s`` + each row's ``t``."""
+    return [
+        {"name": "auto " + knob, "ph": "C", "ts": (started_s + row["t"]) * 1e6, "pid": 1, "args": {knob: value}}
+        for row in auto_timeline(auto)
+        for knob, value in row["values"].items()
+    ]
+
+
+def auto_of(document: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The AutoLog dict in a file's JSON: a chrome trace's ``otherData.auto``, ``feeder.stats()``'s ``auto``, or
+    the dict itself (it has a ``history``); None when there is none."""
+    if not isinstance(document, dict):
+        return None
+    for found in (document.get("otherData", {}).get("auto"), document.get("auto"), document):
+        if isinstance(found, dict) and isinstance(found.get("history"), list):
+            return found
+    return None
+
+
+def format_timeline(rows: List[Dict[str, Any]], width: int = 40) -> str:
+    """The knobs over time as text: a table of every state, then one step plot per knob (``width`` columns)."""
+    knobs = sorted({k for row in rows for k in row["values"]})
+    lines = ["%8s  %s  change" % ("t (s)", "  ".join("%8s" % k for k in knobs))]
+    for row in rows:
+        cells = "  ".join("%8s" % row["values"].get(k, "") for k in knobs)
+        lines.append("%8.2f  %s  %s" % (row["t"], cells, row["change"] or "start"))
+    end = max(row["t"] for row in rows) or 1.0
+    for knob in knobs:
+        series = [(row["t"], row["values"][knob]) for row in rows if knob in row["values"]]
+        top = max(v for _t, v in series) or 1
+        plot = []
+        for column in range(width):
+            at = end * column / max(width - 1, 1)
+            value = [v for t, v in series if t <= at][-1]
+            plot.append(" _.-=*#"[min(6, round(6 * value / top))])
+        lines.append("%-8s |%s| 0..%.1f s, max %d" % (knob, "".join(plot), end, top))
+    return "\n".join(lines)

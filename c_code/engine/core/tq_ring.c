@@ -138,6 +138,7 @@ tq_ring *tq_ring_create(const tq_component *components, int n_components, int ca
     if (!ring)
         goto nomem;
     ring->capacity = capacity;
+    ring->depth = ring->span = capacity;
     ring->n_components = n_components;
     ring->components = calloc((size_t)n_components, sizeof *ring->components);
     ring->offsets = calloc((size_t)n_components, sizeof *ring->offsets);
@@ -185,7 +186,10 @@ void tq_ring_destroy(tq_ring *ring)
 
 /* ---- helpers under the lock ------------------------------------------------ */
 
-static int slot_of(const tq_ring *ring, uint64_t counter) { return (int)(counter % (uint64_t)ring->capacity); }
+static int slot_of(const tq_ring *ring, uint64_t counter)
+{
+    return (int)((counter - ring->base) % (uint64_t)ring->span);
+}
 
 /* Dropped slots at the head belong to nobody: hand them back to producers. */
 static void reclaim_dropped_head(tq_ring *ring)
@@ -240,14 +244,26 @@ static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, int room
     if (ring->state == TQ_STATE_CLOSED)
         return tq_set_error(err, TQ_CLOSED, "closed");
     reclaim_dropped_head(ring);
+    if (ring->span != ring->depth && ring->head == ring->tail) {
+        ring->base = ring->tail; /* empty: the slots in use follow the depth from here on */
+        ring->span = ring->depth;
+    }
     int s = slot_of(ring, ring->tail);
-    if (ring->slot_state[s] != SLOT_FREE) {
+    uint64_t held = ring->tail - ring->head;
+    if (ring->slot_state[s] != SLOT_FREE || held >= (uint64_t)ring->depth) {
         if (room > ring->room_wanted)
             ring->room_wanted = room;
         return TQ_TIMEOUT;
     }
-    if (room > 1 && ring->room_wanted > 1 && !has_room(ring, ring->room_wanted < room ? ring->room_wanted : room))
-        return TQ_TIMEOUT;
+    if (room > 1 && ring->room_wanted > 1) {
+        int wanted = ring->room_wanted < room ? ring->room_wanted : room;
+        if (ring->depth < ring->capacity) /* room is asked as a share of the slots: the same share of the depth */
+            wanted = (int)((int64_t)wanted * ring->depth / ring->capacity);
+        if (wanted < 1)
+            wanted = 1;
+        if (!has_room(ring, wanted) || (uint64_t)ring->depth - held < (uint64_t)wanted)
+            return TQ_TIMEOUT;
+    }
     ring->room_wanted = 0;
     ring->slot_state[s] = SLOT_WRITING;
     ring->tail++;
@@ -613,6 +629,28 @@ void tq_ring_stats(tq_ring *ring, tq_stats *out)
 }
 
 int tq_ring_capacity(const tq_ring *ring) { return ring->capacity; }
+
+int tq_ring_depth(tq_ring *ring)
+{
+    pthread_mutex_lock(&ring->lock);
+    int depth = ring->depth;
+    pthread_mutex_unlock(&ring->lock);
+    return depth;
+}
+
+int tq_ring_set_depth(tq_ring *ring, int depth)
+{
+    if (depth < 1)
+        depth = 1;
+    if (depth > ring->capacity)
+        depth = ring->capacity;
+    pthread_mutex_lock(&ring->lock);
+    ring->depth = depth;
+    ring->stats.capacity = depth;
+    pthread_cond_broadcast(&ring->space); /* a producer held by the old limit may go on */
+    pthread_mutex_unlock(&ring->lock);
+    return depth;
+}
 int tq_ring_on_device(const tq_ring *ring) { return ring->backend->on_device; }
 
 /* ---- timeline ----------------------------------------------------------------- */

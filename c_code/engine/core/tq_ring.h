@@ -214,6 +214,12 @@ tq_code tq_ring_swap_staging(tq_ring *ring, int a, int b, tq_error *err);
 tq_state tq_ring_state(tq_ring *ring);
 int tq_ring_size(tq_ring *ring);
 int tq_ring_capacity(const tq_ring *ring);
+/* The usable depth: the most elements written or ready at once (1 to the
+ * capacity, which it is at creation).  Lowering it takes no element back:
+ * producers wait until the consumers bring the ring under it.  Returns the
+ * depth set (clamped).  stats.capacity reports the depth. */
+int tq_ring_depth(tq_ring *ring);
+int tq_ring_set_depth(tq_ring *ring, int depth);
 int tq_ring_on_device(const tq_ring *ring);
 void tq_ring_stats(tq_ring *ring, tq_stats *out);
 

@@ -27,6 +27,17 @@ struct tq_ring {
     pthread_cond_t data;  /* a slot may have become READY, the state changed, or a wake */
 
     int capacity, n_components;
+    /* The most elements written or ready at once (tail - head), 1 to
+     * capacity: Queue(capacity="auto") allocates its budget's slots and
+     * tunes this limit, so a ring never reallocates under its producers. */
+    int depth;
+    /* The slots in use: counter c lives in slot (c - base) % span.  span
+     * follows depth each time the ring is empty (head == tail, nothing
+     * written or ready), so that a shallow ring touches only its first
+     * slots (pages never written stay out of memory) and no element in the
+     * ring changes slot. */
+    uint64_t base;
+    int span;
     tq_component *components;
     size_t *offsets; /* byte offset of each component in a slot */
     size_t slot_bytes;

@@ -1,0 +1,244 @@
+"""Queue(capacity="auto") (issue 44.2): the rules with made-up windows, the budget, and a queue whose depth changes
+under a running producer and consumer without losing or reordering an element."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import theano_queue as tq
+from theano_queue.feed.tune_capacity import (
+    AUTO_MOST_SLOTS,
+    AutoCapacity,
+    CapacityRule,
+    ThreadsRule,
+    Window,
+    auto_slots,
+)
+
+MiB = 1 << 20
+
+
+def window(waited, full, fill=0.5, elements=50, gather=None, busy=None):
+    return Window(
+        seconds=1.0,
+        elements=elements,
+        model_waited=waited,
+        ring_full=full,
+        mean_fill=fill,
+        gather_busy=gather,
+        producers_busy=busy,
+    )
+
+
+def test_bursts_grow_the_ring_while_it_helps():
+    rule = CapacityRule(slots=16)
+    assert rule.decide(2, window(0.30, 0.20))[0] == 4  # model waited and producers found it full: a burst
+    assert rule.decide(4, window(0.10, 0.10))[0] == 8  # it helped (30% -> 10%): kept, and again
+    assert rule.decide(8, window(0.01, 0.02)) is None  # model barely waits, ring seldom full: stay
+    assert rule.decide(8, window(0.30, 0.0)) is None  # waits without bursts: producers are simply slow
+
+
+def test_a_growth_that_does_not_cut_the_wait_is_undone_and_not_tried_again():
+    """The trial's case: busy workers hold every slot, the ring reads full and the model waits 89%; capacity 2, 4
+    and 8 all left it waiting.  The rule tries once, sees no gain, and goes back for good."""
+    rule = CapacityRule(slots=16)
+    new, reason = rule.decide(2, window(0.89, 0.87))
+    assert new == 4 and "ring full 87%" in reason
+    new, reason = rule.decide(4, window(0.90, 0.87))
+    assert new == 2 and reason.startswith("no gain: model waited 90% at 4")
+    assert rule.decide(2, window(0.89, 0.87)) is None
+    assert rule.decide(2, window(0.89, 0.87)) is None
+
+
+def test_producers_busy_all_the_time_are_not_given_slots():
+    """Busy workers hold every slot: the ring reads full while the model waits, and more slots do not help."""
+    rule = CapacityRule(slots=16)
+    assert rule.decide(2, window(0.89, 0.87, busy=0.95)) is None
+    assert rule.decide(2, window(0.89, 0.87, busy=0.5))[0] == 4
+
+
+def test_an_always_full_ring_shrinks_until_the_model_waits():
+    rule = CapacityRule(slots=16)
+    new, reason = rule.decide(8, window(0.0, 0.9, fill=7.9))
+    assert new == 7 and reason.startswith("ring always full (fill 7.9/8)")
+    assert rule.decide(7, window(0.0, 0.9, fill=6.8))[0] == 6
+    assert rule.decide(6, window(0.2, 0.1, fill=1.0)) == (7, "model waited 20% at 6")  # undone: floored at 7
+    assert rule.decide(7, window(0.0, 0.9, fill=6.9)) is None
+
+
+def test_idle_windows_decide_nothing_and_bounds_hold():
+    rule = CapacityRule(slots=4)
+    assert rule.decide(2, window(0.5, 0.5, elements=0)) is None
+    assert rule.decide(4, window(0.5, 0.5)) is None  # at the slots: no higher
+    assert CapacityRule(slots=8).decide(2, window(0.0, 1.0, fill=2.0)) is None  # at the fewest: no lower
+
+
+def test_threads_follow_the_gather_against_the_step():
+    rule = ThreadsRule(most=4)
+    assert rule.decide(1, window(0.4, 0.0, gather=0.95)) == (2, "gather took 95% of the step, model waited 40%")
+    assert rule.decide(2, window(0.2, 0.0, gather=0.5)) is None  # 0.95 -> 0.5 ms an element: kept
+    new, reason = rule.decide(2, window(0.0, 0.0, gather=0.3))
+    assert new == 1 and "gather took 30%" in reason
+    assert rule.decide(1, window(0.4, 0.0)) is None  # no gather measured: not the threads' business
+
+
+def test_threads_that_do_not_speed_the_gather_are_given_back():
+    rule = ThreadsRule(most=8)
+    assert rule.decide(2, window(0.4, 0.0, gather=0.95))[0] == 3
+    new, reason = rule.decide(3, window(0.4, 0.0, gather=0.95))
+    assert new == 2 and reason.startswith("no gain")
+    assert rule.decide(2, window(0.4, 0.0, gather=0.95)) is None  # capped at 2
+
+
+def test_the_budget_sets_the_slots():
+    assert auto_slots(10 * MiB, host_bytes=64 << 30, budget=50 * MiB) == (5, 50 * MiB)
+    assert auto_slots(1 * MiB, host_bytes=64 << 30)[0] == AUTO_MOST_SLOTS
+    assert auto_slots(100 * MiB, host_bytes=64 << 30, budget=MiB)[0] == 2  # two at least
+    # a GPU queue: a quarter of the free device memory caps the budget
+    assert auto_slots(10 * MiB, host_bytes=64 << 30, budget=1 << 30, device_free=200 * MiB) == (5, 50 * MiB)
+
+
+def test_an_auto_queue_starts_small_within_its_budget_and_says_so():
+    q = tq.Queue([("x", "float32", (16, 1024))], capacity="auto", memory_budget=8 * 64 * 1024, target="cpu")
+    assert q.capacity == 2 and q.stats()["capacity"] == 2 and q.stats()["slots"] == 8
+    assert q.port.auto.as_dict()["capacity"] == 2
+    with pytest.raises(ValueError, match='memory_budget is for capacity="auto"'):
+        tq.Queue([("x", "float32", (4,))], capacity=3, memory_budget=100, target="cpu")
+    with pytest.raises(ValueError, match="an int from 1 to .* or \"auto\", got 'big'"):
+        tq.Queue([("x", "float32", (4,))], capacity="big", target="cpu")
+    fixed = tq.Queue([("x", "float32", (4,))], capacity=3, target="cpu")
+    assert fixed.port.auto is None and fixed.stats()["slots"] == fixed.capacity == 3  # nothing tuned, nothing paid
+
+
+def test_the_depth_changes_under_a_running_feeder_and_nothing_is_lost_or_reordered():
+    n = 400
+    q = tq.Queue([("i", "int64", (1,))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    tuner = q._auto
+    tuner.stop()  # driven by hand below, with made-up windows, while the elements flow
+    taken = []
+
+    def consume():
+        while True:
+            try:
+                taken.append(int(q.get()[0][0]))
+            except tq.QueueClosed:
+                return
+            time.sleep(0.0005)  # slower than the gather: the ring fills, and each change finds it in use
+
+    feeder = tq.Feeder(q, (np.arange(n),))
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    moves = [window(0.3, 0.2), window(0.1, 0.1), window(0.0, 0.9, fill=8.0), window(0.0, 0.9, fill=7.0)] * 5
+    with feeder:
+        for w in moves:
+            tuner.step(w)
+            time.sleep(0.005)
+        consumer.join(30)
+    assert taken == list(range(n))
+    history = q.port.auto.as_dict()["history"]
+    assert {h[1] for h in history} == {"capacity"} and len(history) >= 3
+    assert {h[3] for h in history} >= {4, 8}
+
+
+def test_the_tuner_thread_runs_on_its_own_and_ends_with_the_queue():
+    q = tq.Queue([("x", "float32", (4,))], capacity="auto", target="cpu")
+    tuner = q._auto
+    tuner.interval = 0.01
+    for _ in range(20):
+        q.put(np.zeros(4, "float32"), timeout=5) if q.size() < q.capacity else q.get()
+    del q
+    tuner._thread.join(5)
+    assert not tuner._thread.is_alive()
+
+
+def test_auto_capacity_snapshot_is_none_once_the_port_is_gone():
+    q = tq.Queue([("x", "float32", (4,))], capacity=2, target="cpu")
+    tuner = AutoCapacity(q.port, slots=2)
+    assert tuner.snapshot()["gather_busy_s"] is None
+    del q
+    import gc
+
+    gc.collect()
+    assert tuner.snapshot() is None
+
+
+def test_a_bursty_producer_grows_the_ring_by_itself_and_every_element_arrives_in_order():
+    """The tuner's own thread, on real measures: a producer that puts eight at once then pauses outruns a steady
+    model in bursts; the ring grows, and the elements arrive once each, in order."""
+    q = tq.Queue([("i", "int64", (1,))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    q._auto.interval = 0.1
+    taken, produced = [], [0]
+
+    def consume():
+        while True:
+            try:
+                taken.append(int(q.get()[0][0]))
+            except tq.QueueClosed:
+                return
+            time.sleep(0.004)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    for _burst in range(150):  # ends early once the ring grew: no clock decides the test
+        for _ in range(8):
+            q.put(np.array([produced[0]]))
+            produced[0] += 1
+        time.sleep(0.05)
+        if q.capacity > 2 and _burst >= 10:
+            break
+    q.close()
+    consumer.join(30)
+    assert taken == list(range(produced[0]))
+    history = q.port.auto.as_dict()["history"]
+    assert any(new > old for _t, _k, old, new, _r in history), history
+
+
+def test_a_shallow_ring_writes_only_its_first_slots():
+    """The slots past the depth stay untouched (their pages out of memory) once the ring has been empty; a
+    deeper ring then uses more of them."""
+    q = tq.Queue([("x", "float32", (4,))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    q._auto.stop()
+    assert q.capacity == 2 and q.stats()["slots"] == 16
+    with q.trace(steps=20) as trace:
+        for k in range(20):
+            q.put(np.full(4, k, "float32"))
+            if k % 2:
+                q.get(), q.get()
+    assert {e["slot"] for e in trace.elements} == {0, 1}
+    q.port.ring.depth = 6
+    with q.trace(steps=30) as trace:
+        for k in range(5):
+            for _ in range(6):
+                q.put(np.zeros(4, "float32"))
+            for _ in range(6):
+                q.get()
+    assert {e["slot"] for e in trace.elements} == set(range(6))
+
+
+def test_a_gather_waiting_for_room_asks_its_share_of_the_depth_not_of_the_slots():
+    """An array Feeder waits, once the ring is full, for half of the slots to be free (ArrayProducer.refill_room):
+    on an auto ring of depth 4 out of 16 slots that is 2 elements taken, not 4 (which would leave the model an
+    empty ring at every refill)."""
+    from timing import scaled
+
+    q = tq.Queue([("x", "float32", (1, 4))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    q._auto.stop()
+    q.port.ring.depth = 4
+    rows = np.arange(24, dtype="float32").reshape(6, 4)
+    put = []
+    writer = threading.Thread(
+        target=lambda: put.append(q.port.ring.put_rows([rows], np.arange(6, dtype="int64"), 1, 0, 6, None, 8)),
+        daemon=True,
+    )
+    writer.start()
+    for _ in range(int(scaled(100))):
+        if q.size() == 4:
+            break
+        time.sleep(0.1)
+    assert q.size() == 4
+    q.get(), q.get()  # two of the four: half of the depth, as 8 is half of the slots
+    writer.join(scaled(10))
+    assert put == [6] and q.size() == 4
+    assert [float(q.get()[0][0][0]) for _ in range(4)] == [8.0, 12.0, 16.0, 20.0]
