@@ -21,7 +21,11 @@ import theano.tensor as T
 import theano_queue as tq
 from bench.common import MiB, best_of, mlp_train_step, queue_throughput, reading, time_steps
 from theano_queue.feed.arrays import GATHER_ENV
-from theano_queue.tools.probe import h2d_seconds, host_copy_gbps
+
+try:
+    from theano_queue.tools.probe import h2d_seconds, host_copy_gbps
+except ImportError:  # a tree from before the layers (issue 42), as bench/ab.py's old tree can be
+    from theano_queue.probe import h2d_seconds, host_copy_gbps
 
 
 def cpu_mode():

@@ -25,7 +25,11 @@ import theano.tensor as T
 import theano_queue as tq
 from bench.common import MiB, best_of, mlp_train_step, reading, time_steps
 from theano_queue import _engine
-from theano_queue.tools.probe import h2d_seconds
+
+try:
+    from theano_queue.tools.probe import h2d_seconds
+except ImportError:  # a tree from before the layers (issue 42), as bench/ab.py's old tree can be
+    from theano_queue.probe import h2d_seconds
 
 HIDDEN = 1024
 

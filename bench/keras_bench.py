@@ -19,7 +19,11 @@ import numpy as np
 
 import theano_queue as tq
 import theano_queue.keras as tqk  # before keras: its Python 3.11 aliases and Theano backend
-from theano_queue.core.target import theano_gpu_contexts
+
+try:
+    from theano_queue.core.target import theano_gpu_contexts
+except ImportError:  # a tree from before the layers (issue 42), as bench/ab.py's old tree can be
+    from theano_queue.target import theano_gpu_contexts
 
 # isort: split
 import keras

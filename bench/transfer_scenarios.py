@@ -16,7 +16,11 @@ import theano_queue as tq
 from bench.common import MiB, best_of, cycle, layer, mlp_train_step, queue_throughput, reading, slices, time_steps
 from bench.scenario import scenario
 from theano_queue import _engine
-from theano_queue.tools.probe import h2d_seconds
+
+try:
+    from theano_queue.tools.probe import h2d_seconds
+except ImportError:  # a tree from before the layers (issue 42), as bench/ab.py's old tree can be
+    from theano_queue.probe import h2d_seconds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

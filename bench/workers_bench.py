@@ -27,7 +27,11 @@ import theano.tensor as T
 import theano_queue as tq  # noqa: E402
 from bench.common import reading  # noqa: E402
 from bench.pipelines import PIPELINES  # noqa: E402
-from theano_queue.tools.probe import h2d_seconds  # noqa: E402
+
+try:
+    from theano_queue.tools.probe import h2d_seconds  # noqa: E402
+except ImportError:  # a tree from before the layers (issue 42), as bench/ab.py's old tree can be
+    from theano_queue.probe import h2d_seconds  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: the peer runs as bench.*
 
