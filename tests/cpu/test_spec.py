@@ -44,8 +44,8 @@ def test_sizes_no_memory_holds_are_refused():
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
-        (dict(capacity=2**31), ValueError, "capacity must be an int from 1 to 4096, got 2147483648"),
-        (dict(capacity=0), ValueError, "capacity must be an int from 1 to 4096, got 0"),
+        (dict(capacity=2**31), ValueError, 'capacity must be an int from 1 to 4096 or "auto", got 2147483648'),
+        (dict(capacity=0), ValueError, 'capacity must be an int from 1 to 4096 or "auto", got 0'),
         (dict(capacity=2.0), ValueError, "capacity must be an int"),
         (dict(name=123), TypeError, "name must be a str, got 123"),
     ],

@@ -13,7 +13,7 @@ import pytest
 
 import theano_queue
 import theano_queue.pytensor as tq
-from theano_queue.graph.base import pytensor as ops
+from theano_queue.graph import pytensor as ops
 
 
 def batch(i, rows=4):

@@ -67,7 +67,7 @@ class Queue:
         :class:`~theano_queue.upto` (variable length, e.g. ``(64,
         tq.upto(512))``): each element is padded to its own longest row
         there, and carries each row's length.
-    capacity : int or "auto"
+    capacity : int or ``"auto"``
         Elements the queue holds at most (1 to 4096); producers wait when it
         is full.  The ring must fit in host memory (and, on a GPU, in free
         device memory): a queue that cannot is refused here.  ``"auto"``, as

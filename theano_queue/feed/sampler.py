@@ -10,11 +10,11 @@ An epoch's order is never held whole unless it must be: in index order a
 batch's indices are arithmetic (O(batch) memory); a shuffled epoch of one
 rank over a dataset that fits is numpy's permutation (8 bytes a row);
 otherwise (a shard of a large dataset, or a dataset of more rows than
-:data:`ARRAY_ORDER_MAX_ROWS`) a :class:`KeyedPermutation`, computed a block
+``ARRAY_ORDER_MAX_ROWS``) a :class:`KeyedPermutation`, computed a block
 at a time from the seed and the epoch.
 
 It lives in the feed package (which imports it) and imports only
-:mod:`.state` from it, which imports nothing of it: no circle.
+``feed/state.py`` from it, which imports nothing of it: no circle.
 """
 
 import numpy as np
@@ -98,7 +98,7 @@ class KeyedPermutation:
     """A bijection of ``range(n)`` drawn from ``key`` (a sequence of ints): position ``i`` of the order is
     ``self(i)``, computed for any block of positions without the rest.
 
-    A Feistel network of :data:`ROUNDS` rounds over the ``2**bits >= n``
+    A Feistel network of ``ROUNDS`` rounds over the ``2**bits >= n``
     values of an even number of bits (a bijection of that range whatever its
     round function: here the top bits of a keyed multiply), with cycle-walking: a value ``>= n`` is encrypted again
     until it falls below ``n``, which keeps the bijection on ``range(n)``
@@ -169,7 +169,7 @@ class Sampler:
       epoch and the window.  Every sample of the epoch still comes exactly
       once; a partial batch stays last.  Each index's length is asked once.
 
-    :attr:`permutation` says how a shuffled epoch is drawn: ``"numpy"``
+    ``permutation`` says how a shuffled epoch is drawn: ``"numpy"``
     (``Generator.permutation``, held whole) or ``"keyed"`` (a
     :class:`KeyedPermutation` keyed by ``[seed, epoch]``, computed per
     block); a saved state records it, and a resumed one keeps it.
@@ -302,7 +302,7 @@ class Sampler:
 
     def indices(self, epoch, start, stop):
         """This rank's dataset indices ``[start, stop)`` of ``epoch`` (int64): O(stop - start) memory unless the
-        epoch is held (:attr:`holds_epochs`)."""
+        epoch is held (``holds_epochs``)."""
         if self.holds_epochs:
             return self.epoch_indices(epoch)[start:stop]
         return self.computed(epoch, start, stop)

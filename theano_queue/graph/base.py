@@ -5,10 +5,10 @@ what makes the library's dequeue and enqueue nodes, and the tensor functions
 the variable-length layout reshapes and masks with.  Theano's front end is
 ``theano_queue.graph.theano.THEANO``, PyTensor's ``theano_queue.graph.pytensor.PYTENSOR``;
 each is a thin layer over this module: the Ops' shared methods and cache
-version (:class:`QueueOpBase`), the Dequeues' thread guard
-(:class:`OneThreadAtATime`, C in ``c_code/ops/thread_guard.c``), the order of
-one queue's nodes (:func:`queue_orderings`, :class:`AttachesQueueOrder`) and
-the token lookup's one message (:func:`ring_or_error`).  This module imports
+version (``QueueOpBase``), the Dequeues' thread guard
+(``OneThreadAtATime``, C in ``c_code/ops/thread_guard.c``), the order of
+one queue's nodes (``queue_orderings``, ``AttachesQueueOrder``) and
+the token lookup's one message (``ring_or_error``).  This module imports
 no graph library: the core (the ring, the feeding side, monitor, trace) runs
 under either.
 """

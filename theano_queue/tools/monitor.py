@@ -401,7 +401,7 @@ to judge (no element, a span too short) or the input barely keeps up;
 ``advice`` the verdict's line.
 """
 
-#: The stages a verdict can name: worker processes, the source in the Feeder's thread (or what idle producers
+#: The stages a verdict can name.  Worker processes, the source in the Feeder's thread (or what idle producers
 #: wait on), the GIL, an array dataset's gather, the bus (host to device, or host memory), the ring's slots,
 #: the model itself, and an input of unknown kind (no feeder said how busy it is).
 BOTTLENECKS = ("workers", "source", "gil", "gather", "bus", "capacity", "model", "input")

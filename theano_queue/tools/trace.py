@@ -45,7 +45,7 @@ The file is a JSON object:
 
 ``theano-queue trace FILE`` prints the tuned knobs over time from such a file,
 from a file of ``feeder.stats()`` or ``feeder.stats()["auto"]`` saved as JSON,
-or from :meth:`AutoLog.save <theano_queue.feed.autotune.AutoLog.save>`'s.
+or from ``AutoLog.save``'s.
 """
 
 import json
