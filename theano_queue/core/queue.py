@@ -75,7 +75,8 @@ class Queue:
         as ``memory_budget`` holds (2 to 16; on a GPU, at most a quarter of
         the free device memory) and a thread of its own sets how many are
         used, growing while producers outrun the model in bursts and
-        shrinking while the ring is always full; the copy pool's threads
+        shrinking while the ring is always full, never below a slot per
+        worker process and two more; the copy pool's threads
         follow an array dataset's gather time.  No element is moved or
         reordered by a change; ``feeder.stats()["auto"]`` and the monitor's
         line say what was decided and why (theano_queue/feed/tune_capacity.py).

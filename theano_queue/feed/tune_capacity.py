@@ -22,7 +22,9 @@ Two rules decide, each a small pure class fed with one window of measures
   workers hold every slot too; more of them, not more slots, is their
   fix).  Shrink by one while the ring is always full and the model never
   waits; a shrink after which the model waits is undone and the depth
-  floored there.
+  floored there.  Worker processes get at least one slot each being written, one
+  lent to the model and one ready (workers + 2): below that they wait for
+  each other, not for the model.
 * :class:`ThreadsRule`: the copy pool's threads follow an array dataset's
   gather time against the step.  A gather that takes the whole step while
   the model waits gets one more thread (up to the cores), kept only if the
@@ -87,7 +89,8 @@ class Window:
     waiting for a free slot; ``mean_fill``: elements ready on average;
     ``gather_busy``: an array dataset's Feeder gathering rows (None without one);
     ``producers_busy``: the attached Feeders' ``stats()["busy"]`` (their
-    workers' or thread's share since they started), the most of them, or None.
+    workers' or thread's share since they started), the most of them, or None;
+    ``workers``: the attached Feeders' worker processes now, or None without any.
     """
 
     seconds: float
@@ -97,6 +100,7 @@ class Window:
     mean_fill: float
     gather_busy: Optional[float] = None
     producers_busy: Optional[float] = None
+    workers: Optional[int] = None
 
     @classmethod
     def between(cls, a: dict, b: dict) -> "Window":
@@ -113,6 +117,7 @@ class Window:
             mean_fill=(b["fill_integral"] - a["fill_integral"]) / seconds,
             gather_busy=gather,
             producers_busy=b.get("producers_busy"),
+            workers=b.get("workers"),
         )
 
 
@@ -139,6 +144,9 @@ class CapacityRule:
             undone = self.judge(trial, depth, w)
             if undone is not None:
                 return undone
+        need = self.slots_for_workers(w)
+        if depth < need:
+            return need, "%d workers write an element each, one is lent, one waits ready: depth %d" % (w.workers, need)
         flat_out = w.producers_busy is not None and w.producers_busy >= PRODUCERS_BUSY
         if w.model_waited >= INPUT_BOUND and w.ring_full >= BURST and depth < self.highest and not flat_out:
             self.trial = ("grow", depth, w.model_waited)
@@ -147,7 +155,7 @@ class CapacityRule:
                 pct(w.model_waited),
                 pct(w.ring_full),
             )
-        if w.model_waited < COMPUTE_BOUND and w.mean_fill >= depth - 0.5 and depth > self.lowest:
+        if w.model_waited < COMPUTE_BOUND and w.mean_fill >= depth - 0.5 and depth > max(self.lowest, need):
             self.trial = ("shrink", depth, w.model_waited)
             return depth - 1, "ring always full (fill %.1f/%d), model waited %s" % (
                 w.mean_fill,
@@ -155,6 +163,11 @@ class CapacityRule:
                 pct(w.model_waited),
             )
         return None
+
+    def slots_for_workers(self, w: Window) -> int:
+        """The depth below which workers wait for each other, not for the model: one slot each being written,
+        one lent to the model, one ready (as DataLoader keeps batches ahead per worker); within the slots."""
+        return min(self.highest, w.workers + 2) if w.workers else 0
 
     def judge(self, trial, depth: int, w: Window) -> Decision:
         """The window after a change: undo it where it did not help, and remember the bound."""
@@ -260,6 +273,8 @@ class AutoCapacity:
         stats["gather_busy_s"] = sum(s.get("busy_s", 0.0) for s in gathers) if gathers else None
         busy = [s["busy"] for s in feeders if isinstance(s.get("busy"), float)]
         stats["producers_busy"] = max(busy) if busy else None
+        workers = [s["workers"] for s in feeders if isinstance(s.get("workers"), int) and s["workers"] > 0]
+        stats["workers"] = sum(workers) if workers else None
         return stats
 
     def step(self, w: Window) -> None:
