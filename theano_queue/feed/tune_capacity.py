@@ -146,7 +146,10 @@ class CapacityRule:
                 return undone
         need = self.slots_for_workers(w)
         if depth < need:
-            return need, "%d workers write an element each, one is lent, one waits ready: depth %d" % (w.workers, need)
+            return need, "%d workers write an element each, one is lent, one waits ready: depth %d" % (
+                w.workers or 0,
+                need,
+            )
         flat_out = w.producers_busy is not None and w.producers_busy >= PRODUCERS_BUSY
         if w.model_waited >= INPUT_BOUND and w.ring_full >= BURST and depth < self.highest and not flat_out:
             self.trial = ("grow", depth, w.model_waited)
