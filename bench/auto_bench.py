@@ -6,9 +6,9 @@ Each workload is a training loop (a fixed model step of busy CPU work after
 every dequeue) fed one way:
 
 * ``decode``: a map-style dataset whose samples cost CPU work, with worker
-  processes; the sweep is workers 1..cores x capacity 2..16.
+  processes; the sweep is workers ``counts(cores)`` (1-4, then sparser, up to cores) x capacity 2..16.
 * ``arrays``: a shuffled in-RAM array dataset (the engine's gather); the
-  sweep is the copy pool's threads 1..cores x capacity 2..16.
+  sweep is the copy pool's threads ``counts(cores)`` x capacity 2..16.
 * ``generator``: a Python generator of whole batches in the Feeder's
   thread; the sweep is capacity 2..16.
 
@@ -147,21 +147,24 @@ def feeder_workers_auto_accepted(q, dataset) -> bool:
     return True
 
 
+def counts(cores):
+    """The worker (or copy thread) counts a sweep tries: every count up to 4, then every other, then every
+    fourth, and ``cores`` itself, so that a 16-core sweep takes minutes and still brackets the best count."""
+    ladder = [1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64]
+    return sorted({c for c in ladder if c <= cores} | {cores})
+
+
 def setting_runs(workload, cores, quick):
     """(label, make) per setting of ``workload``: make() -> (queue, feeder, note)."""
     ms_decode, ms_gen = 1.0, 4.0
     n = 1 << 20
     if workload == "decode":
         fixed = [
-            ("workers=%d capacity=%d" % (w, c), dict(workers=w, capacity=c))
-            for w in range(1, cores + 1)
-            for c in CAPACITIES
+            ("workers=%d capacity=%d" % (w, c), dict(workers=w, capacity=c)) for w in counts(cores) for c in CAPACITIES
         ]
     elif workload == "arrays":
         fixed = [
-            ("threads=%d capacity=%d" % (t, c), dict(threads=t, capacity=c))
-            for t in range(1, cores + 1)
-            for c in CAPACITIES
+            ("threads=%d capacity=%d" % (t, c), dict(threads=t, capacity=c)) for t in counts(cores) for c in CAPACITIES
         ]
     else:
         fixed = [("capacity=%d" % c, dict(capacity=c)) for c in CAPACITIES]

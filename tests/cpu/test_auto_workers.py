@@ -17,19 +17,28 @@ from theano_queue.sampler import Sampler
 ROWS = 8
 
 
-def test_the_rule_adds_workers_while_the_model_waits_and_they_are_busy():
+def test_the_rule_adds_the_workers_that_would_feed_the_model_at_most_doubling():
     rule = WorkerRule()
-    assert rule.decide(0.40, 0.97, 2, 8) == (3, "model waited 40 %, workers busy 97 %")
-    assert rule.decide(0.40, 0.97, 6, 8) == (8, "model waited 40 %, workers busy 97 %")  # half as many again
-    assert rule.decide(0.40, 0.97, 1, 8)[0] == 2
+    # fed 1 - w of what it asks: count / (1 - w) workers would feed it
+    assert rule.decide(0.40, 0.97, 3, 16) == (5, "model waited 40 %, workers busy 97 %")
+    assert rule.decide(0.06, 0.97, 8, 16)[0] == 9  # a little short: one more
+    assert rule.decide(0.75, 0.97, 2, 16)[0] == 4  # far short: at most twice as many in one period
+    assert rule.decide(0.90, 0.97, 1, 16)[0] == 2
+    assert rule.decide(0.40, 0.97, 6, 8)[0] == 8  # the limit
     count, reason = rule.decide(0.40, 0.97, 8, 8, " (the cores)")
     assert count == 8 and "at the limit of 8 worker(s) (the cores)" in reason
+
+
+def test_a_run_starts_with_two_workers_unless_the_limit_is_lower():
+    assert WorkerTuner(AutoLog(), cores=16).start_count() == 2
+    assert WorkerTuner(AutoLog(), cores=1).start_count() == 1
+    assert WorkerTuner(AutoLog(), max_workers=1, cores=16).start_count() == 1
 
 
 def test_the_rule_keeps_the_count_unless_both_measures_say_so():
     rule = WorkerRule()
     assert rule.decide(0.40, 0.50, 3, 8)[0] == 3  # the model waits, but not for the workers
-    assert rule.decide(0.05, 0.97, 3, 8)[0] == 3  # busy workers that keep the model fed
+    assert rule.decide(0.04, 0.97, 3, 8)[0] == 3  # busy workers that keep the model fed
     assert rule.decide(0.00, 0.30, 3, 8) == (2, "model waited 0 %, workers busy 30 %")  # idle: one fewer
     assert rule.decide(0.00, 0.30, 1, 8)[0] == 1  # never below one
 
@@ -52,22 +61,22 @@ class FakeClock:
 def test_the_tuner_decides_once_a_period_from_the_counters_and_records_why():
     clock = FakeClock()
     log = AutoLog(clock)
-    tuner = WorkerTuner(log, max_workers=4, cores=16)
-    assert tuner.start_count() == 1 and log.current("workers") == 1
+    tuner = WorkerTuner(log, max_workers=6, cores=16)
+    assert tuner.start_count() == 2 and log.current("workers") == 2
     rss = lambda: 100 << 20  # noqa: E731
-    assert tuner.tick(0.0, 0.0, 0.0, 1, True, rss) is None  # starting: the baseline, nothing measured yet
-    assert tuner.tick(0.5, 0.2, 0.4, 1, False, rss) is None  # not a period yet
+    assert tuner.tick(0.0, 0.0, 0.0, 2, True, rss) is None  # starting: the baseline, nothing measured yet
+    assert tuner.tick(0.5, 0.2, 0.9, 2, False, rss) is None  # not a period yet
     clock.t = 101.0
-    assert tuner.tick(1.0, 0.5, 0.97, 1, False, rss) == 2  # in 1 s: waited 0.5 s, busy 0.97 s
-    assert log.current("workers") == 2
-    assert log.as_dict()["last_change"] == "+1 workers: model waited 50 %, workers busy 97 %"
-    assert tuner.tick(2.0, 1.5, 2.97, 2, True, rss) is None  # the new worker starts: the period begins again
-    assert tuner.tick(3.0, 2.5, 4.97, 2, False, rss) == 3
-    assert tuner.tick(4.0, 3.5, 7.97, 3, False, rss) == 4
-    assert tuner.tick(5.0, 4.5, 11.97, 4, False, rss) is None  # at max_workers
-    assert tuner.tick(6.0, 4.5, 12.5, 4, False, rss) == 3  # the model is fed, the workers idle
-    assert [c.new for c in log.changes] == [2, 3, 4, 3]
-    assert log.changes[-1].reason == "model waited 0 %, workers busy 13 %"
+    assert tuner.tick(1.0, 0.5, 1.94, 2, False, rss) == 4  # in 1 s: waited 0.5 s, busy 1.94 s of 2 workers
+    assert log.current("workers") == 4
+    assert log.as_dict()["last_change"] == "+2 workers: model waited 50 %, workers busy 97 %"
+    assert tuner.tick(2.0, 1.5, 3.94, 4, True, rss) is None  # the new workers start: the period begins again
+    assert tuner.tick(3.0, 1.7, 7.84, 4, False, rss) == 5  # waited 20 %: 4 / 0.8
+    assert tuner.tick(4.0, 2.0, 12.7, 5, False, rss) == 6  # waited 30 %: 5 / 0.7 > 6, max_workers
+    assert tuner.tick(5.0, 2.5, 18.5, 6, False, rss) is None  # at max_workers
+    assert tuner.tick(6.0, 2.5, 19.0, 6, False, rss) == 5  # the model is fed, the workers idle
+    assert [c.new for c in log.changes] == [4, 5, 6, 5]
+    assert log.changes[-1].reason == "model waited 0 %, workers busy 8 %"
 
 
 def test_the_memory_budget_bounds_the_tuner_by_a_workers_resident_memory():
@@ -91,6 +100,7 @@ def same(got, want):
 
 def test_workers_grow_while_the_model_waits_and_every_batch_comes_once_and_resumes_exactly(monkeypatch):
     monkeypatch.setattr(autoworkers, "PERIOD_S", 0.3)
+    monkeypatch.setattr(autoworkers, "START_WORKERS", 1)  # room to grow on a two-core machine
     n = 1200  # 150 batches of samples that take 10 ms each: 12 s for one worker
     want = expected_batches(n, shuffle=True, seed=4)
     q = tq.Queue(SPEC, capacity=3, target="cpu", timeout=60)

@@ -6,9 +6,11 @@ input (the queue's ``consumer_wait_s``) and the share the workers were busy
 on samples, and :class:`WorkerRule` (pure: measures in, count and reason
 out) decides:
 
-* the model waits and the workers are busy: more workers (half as many
-  again, at least one), up to the limit: the cores, ``max_workers`` and
-  ``memory_budget`` over one worker's resident memory;
+* the model waits and the workers are busy: as many workers as would keep
+  it fed were they the only bottleneck (a model that waits a share ``w`` of
+  the time is fed ``1 - w`` of what it asks, so ``count / (1 - w)``), at
+  least one more and at most twice as many, up to the limit: the cores,
+  ``max_workers`` and ``memory_budget`` over one worker's resident memory;
 * the model does not wait and the workers idle: one worker fewer (it
   finishes what it holds, then stops);
 * otherwise: as it is.
@@ -22,17 +24,19 @@ the Feeder's :class:`~.autotune.AutoLog` (knob ``"workers"``), shown by
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Optional, Tuple
 
 from .autotune import AutoLog
 
-#: Workers a ``workers="auto"`` run starts with.
-START_WORKERS = 1
+#: Workers a ``workers="auto"`` run starts with (fewer where the limit is lower): two, because a decode that
+#: needs workers at all rarely keeps up with one, and each added worker costs a period and a start-up.
+START_WORKERS = 2
 #: Seconds between two decisions.
 PERIOD_S = 1.0
 #: More workers while the model waits at least this share of the time and the workers are busy this share.
-MODEL_WAITS = 0.10
+MODEL_WAITS = 0.05
 WORKERS_BUSY = 0.80
 #: One worker fewer while the model waits less than this share and the workers are busy less than this one.
 MODEL_FED = 0.02
@@ -41,6 +45,14 @@ WORKERS_IDLE = 0.50
 
 def words(model_wait: float, busy: float) -> str:
     return "model waited %.0f %%, workers busy %.0f %%" % (100 * model_wait, 100 * busy)
+
+
+def wanted(count: int, model_wait: float) -> int:
+    """The workers that would feed a model that waits ``model_wait`` of the time with ``count``: ``count / (1 -
+    model_wait)``, at least one more (the wait may be the start of a burst) and at most twice as many (the
+    workers may not be the only bottleneck: the next period measures again)."""
+    share_fed = max(1.0 - model_wait, 1e-9)
+    return max(count + 1, min(2 * count, math.ceil(count / share_fed - 1e-9)))
 
 
 class WorkerRule:
@@ -55,7 +67,7 @@ class WorkerRule:
         if model_wait >= MODEL_WAITS and busy >= WORKERS_BUSY:
             if count >= limit:
                 return count, "%s; at the limit of %d worker(s)%s" % (said, limit, why_limit)
-            return min(limit, count + max(1, count // 2)), said
+            return min(limit, wanted(count, model_wait)), said
         if model_wait < MODEL_FED and busy < WORKERS_IDLE and count > self.least:
             return count - 1, said
         return count, said
