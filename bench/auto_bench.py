@@ -1,6 +1,8 @@
 """Issue 44's targets: ``auto`` against the best fixed setting a sweep finds, on three workloads.
 
     python bench/run.py --only 44 --out /tmp/auto.json --no-report
+    python bench/auto_bench.py --workloads decode --seconds 5 --rounds 1 --json decode.json   # one part, sized
+    python bench/auto_bench.py --workloads generator --settings capacity=2 --rounds 5        # auto against one
 
 Each workload is a training loop (a fixed model step of busy CPU work after
 every dequeue) fed one way:
@@ -25,6 +27,18 @@ rounds.
 
 from __future__ import annotations
 
+if __name__ == "__main__" and not __package__:
+    # `python bench/auto_bench.py` runs this module as `python -m bench.auto_bench` does, from the checkout's root.
+    import os
+    import runpy
+    import sys
+
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runpy.run_module("bench.auto_bench", run_name="__main__", alter_sys=True)
+    sys.exit(0)
+
+import argparse
+import json
 import os
 import statistics
 import threading
@@ -196,10 +210,14 @@ def setting_runs(workload, cores, quick):
     return fixed, ("auto", auto), make
 
 
-def workload_rows(workload, seconds, auto_seconds, rounds, step_ms, quick):
-    """(the workload's row, the sweep's median samples/s by setting)."""
+def workload_rows(workload, seconds, auto_seconds, rounds, step_ms, quick, settings=None):
+    """(the workload's row, the sweep's median samples/s by setting); ``settings``: only these fixed labels."""
     cores = os.cpu_count() or 1
     fixed, (auto_label, auto_setting), make = setting_runs(workload, cores, quick)
+    if settings:
+        fixed = [(label, setting) for label, setting in fixed if label in settings]
+        if not fixed:
+            raise SystemExit("auto_bench: none of the settings %r is in the %s sweep" % (settings, workload))
     default_threads = _engine.copy_threads()
     runs = {label: [] for label, _ in fixed + [(auto_label, auto_setting)]}
     notes = {}
@@ -244,12 +262,16 @@ def workload_rows(workload, seconds, auto_seconds, rounds, step_ms, quick):
     }, {label: round(median[label], 1) for label, _ in fixed}
 
 
-def auto_against_sweep(b, workloads=("decode", "arrays", "generator")):
+WORKLOADS = ("decode", "arrays", "generator")
+
+
+def auto_against_sweep(b, workloads=WORKLOADS, seconds=None, auto_seconds=None, rounds=None, settings=None):
     """Scenario 44's body: one row per workload."""
-    seconds, auto_seconds, rounds = (3.0, 6.0, 1) if b.quick else (6.0, 12.0, 2)
+    sized = (3.0, 6.0, 1) if b.quick else (6.0, 12.0, 2)
+    seconds, auto_seconds, rounds = [given or default for given, default in zip((seconds, auto_seconds, rounds), sized)]
     rows, sweeps = [], {}
     for w in workloads:
-        row, sweeps[w] = workload_rows(w, seconds, auto_seconds, rounds, step_ms=2.0, quick=b.quick)
+        row, sweeps[w] = workload_rows(w, seconds, auto_seconds, rounds, step_ms=2.0, quick=b.quick, settings=settings)
         rows.append(row)
     met = all(
         r["auto / best samples/s"] >= 0.95
@@ -274,3 +296,33 @@ def auto_against_sweep(b, workloads=("decode", "arrays", "generator")):
             for r in rows
         ),
     }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Scenario 44 in parts: auto against a sweep, sized for one call.")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of: " + ", ".join(WORKLOADS))
+    parser.add_argument("--seconds", type=float, help="each fixed setting's run (default 6)")
+    parser.add_argument("--auto-seconds", type=float, help="auto's run (default 12)")
+    parser.add_argument("--rounds", type=int, help="rounds, the settings taking turns in each (default 2)")
+    parser.add_argument("--settings", help="comma-separated fixed labels to run, e.g. 'workers=2 capacity=4'")
+    parser.add_argument("--quick", action="store_true", help="a smoke test: a third of the sweep, short runs")
+    parser.add_argument("--json", help="write the result here too")
+    args = parser.parse_args(argv)
+
+    class Bench:
+        quick = args.quick
+
+    settings = args.settings.split(",") if args.settings else None
+    result = auto_against_sweep(
+        Bench, args.workloads.split(","), args.seconds, args.auto_seconds, args.rounds, settings=settings
+    )
+    result["cores"] = os.cpu_count()
+    text = json.dumps(result, indent=1, default=str)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
