@@ -75,9 +75,9 @@ class WorkerRun:
     epochs: Optional[int] = 1
     seed: int = 0
     ordered: bool = True
-    start_method: Optional[str] = None
+    start_method: Any = None  # a name, a multiprocessing context, or None (spawn)
     timeout: Optional[float] = None
-    startup_timeout: Optional[float] = STARTUP_TIMEOUT_S
+    startup_timeout: float = STARTUP_TIMEOUT_S
     tuner: Optional[WorkerTuner] = None
 
 
@@ -85,7 +85,7 @@ class WorkerProducer:
     """Feeds a queue from ``workers`` processes as ``plan`` (a :class:`WorkerRun`) says; the Feeder's thread runs
     :meth:`run`."""
 
-    def __init__(self, feeder, port, dataset, workers: int, plan: WorkerRun):
+    def __init__(self, feeder, port, dataset, workers, plan):
         self.feeder, self.port, self.ring = feeder, port, port.ring
         # workers="auto" (map-style only): the tuner decides the count, starting from its own.
         tuner, mode = plan.tuner, plan.mode
