@@ -77,6 +77,12 @@ typedef struct {
 } RingObject;
 
 extern PyTypeObject RingType, StopType, LeaseType, DLPackOwnerType;
+/* A method table's entry for a method that takes keywords: CPython calls it as a PyCFunctionWithKeywords, and
+ * the cast through void (*)(void) tells the compiler that the change of the function's type is meant. */
+#define TQ_KW_METHOD(name, fn, doc)                                                \
+    {                                                                              \
+        name, (PyCFunction)(void (*)(void))(fn), METH_VARARGS | METH_KEYWORDS, doc \
+    }
 /* The type of objects that only hold something and let it go when freed (Lease, DLPackOwner). */
 #define TQ_HOLDER_TYPE(name, object, dealloc, doc)                                                             \
     {                                                                                                          \

@@ -129,6 +129,17 @@ PyObject *Ring_gather_on_host(RingObject *self, PyObject *unused)
 
 /* ---- shared staging, for worker processes ----------------------------------------------- */
 
+/* The block that holds every slot's staging, into *shm: 0, or -1 with an exception naming who. */
+static int staging_of(RingObject *self, const char *who, tq_shm *shm)
+{
+    tq_error err;
+    if (ring_usable(self, who))
+        return -1;
+    if (tq_ring_staging(self->ring, shm, &err) != TQ_OK)
+        return raise_error(who, self, &err);
+    return 0;
+}
+
 /* staging_fd() -> a new descriptor (close-on-exec, the caller's to close) of
  * the block that holds every slot's staging. */
 PyObject *Ring_staging_fd(RingObject *self, PyObject *unused)
@@ -137,9 +148,9 @@ PyObject *Ring_staging_fd(RingObject *self, PyObject *unused)
     tq_shm shm;
     tq_error err;
     int fd;
-    if (ring_usable(self, "Ring.staging_fd"))
+    if (staging_of(self, "Ring.staging_fd", &shm))
         return NULL;
-    if (tq_ring_staging(self->ring, &shm, &err) != TQ_OK || tq_shm_dup_fd(&shm, &fd, &err) != TQ_OK)
+    if (tq_shm_dup_fd(&shm, &fd, &err) != TQ_OK)
         return raise_error("Ring.staging_fd", self, &err), NULL;
     return PyLong_FromLong(fd);
 }
@@ -176,12 +187,7 @@ PyObject *Ring_get_staging_bytes(RingObject *self, void *unused)
 {
     (void)unused;
     tq_shm shm;
-    tq_error err;
-    if (ring_usable(self, "Ring.staging_bytes"))
-        return NULL;
-    if (tq_ring_staging(self->ring, &shm, &err) != TQ_OK)
-        return raise_error("Ring.staging_bytes", self, &err), NULL;
-    return PyLong_FromSize_t(shm.bytes);
+    return staging_of(self, "Ring.staging_bytes", &shm) ? NULL : PyLong_FromSize_t(shm.bytes);
 }
 
 PyObject *Ring_get_component_offsets(RingObject *self, void *unused)

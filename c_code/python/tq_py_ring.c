@@ -155,16 +155,28 @@ static PyObject *Ring_put(RingObject *self, PyObject *args, PyObject *kwds)
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 
+/* The arguments of put_given and put_device, (<value_name>, timeout=None, stop=None), checked as Queue.put's:
+ * the value, the wait in seconds (the ring's timeout by default) and the Stop's flag.  0, or -1 with an
+ * exception. */
+static int put_arguments(RingObject *self, PyObject *args, PyObject *kwds, const char *value_name, PyObject **value,
+                         double *t, const int **flag)
+{
+    char *kwlist[] = {(char *)value_name, "timeout", "stop", NULL};
+    PyObject *timeout = Py_None, *stop = Py_None;
+    if (ring_usable(self, "Queue.put") ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, value, &timeout, &stop) ||
+        parse_timeout(timeout, self->timeout, t, "Queue.put", self->name) || stop_flag(self, "Queue.put", stop, flag))
+        return -1;
+    return 0;
+}
+
 /* put_given(box, timeout=None, stop=None) -> size: see put_given. */
 static PyObject *Ring_put_given(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"box", "timeout", "stop", NULL};
-    PyObject *box, *timeout = Py_None, *stop = Py_None;
+    PyObject *box;
     const int *flag;
     double t;
-    if (ring_usable(self, "Queue.put") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &box, &timeout, &stop) ||
-        parse_timeout(timeout, self->timeout, &t, "Queue.put", self->name) || stop_flag(self, "Queue.put", stop, &flag))
+    if (put_arguments(self, args, kwds, "box", &box, &t, &flag))
         return NULL;
     Py_ssize_t size = put_given(self, box, t, flag);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
@@ -185,20 +197,18 @@ static PyObject *Ring_flush_given(RingObject *self, PyObject *args, PyObject *kw
 /* put_device(sources, timeout=None, stop=None) -> size: see put_device_element. */
 static PyObject *Ring_put_device(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"sources", "timeout", "stop", NULL};
-    PyObject *sources, *timeout = Py_None, *stop = Py_None;
+    PyObject *sources;
     const int *flag;
     double t;
-    if (ring_usable(self, "Queue.put") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "O|OO", kwlist, &sources, &timeout, &stop) ||
-        parse_timeout(timeout, self->timeout, &t, "Queue.put", self->name) || stop_flag(self, "Queue.put", stop, &flag))
+    if (put_arguments(self, args, kwds, "sources", &sources, &t, &flag))
         return NULL;
     Py_ssize_t size = put_device_element(self, "Queue.put", sources, t, flag);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 
-/* take_device(dsts, stream, timeout=None) -> rows per component. */
-static PyObject *Ring_take_device(RingObject *self, PyObject *args, PyObject *kwds)
+/* take_device (copies) and lend_device (lends where a spare is free; lease not NULL): the same arguments,
+ * (dsts, stream, timeout=None). */
+static PyObject *next_device_element(RingObject *self, PyObject *args, PyObject *kwds, PyObject **lease)
 {
     static char *kwlist[] = {"dsts", "stream", "timeout", NULL};
     PyObject *dsts, *stream, *timeout = Py_None;
@@ -210,24 +220,21 @@ static PyObject *Ring_take_device(RingObject *self, PyObject *args, PyObject *kw
     void *s = PyLong_AsVoidPtr(stream);
     if (!s && PyErr_Occurred())
         return NULL;
-    return take_device_element(self, "Queue.get", dsts, s, t, NULL);
+    return take_device_element(self, "Queue.get", dsts, s, t, lease);
+}
+
+/* take_device(dsts, stream, timeout=None) -> rows per component. */
+static PyObject *Ring_take_device(RingObject *self, PyObject *args, PyObject *kwds)
+{
+    return next_device_element(self, args, kwds, NULL);
 }
 
 /* lend_device(dsts, stream, timeout=None) -> (rows, lease or None, addresses):
  * take_device, but the element's block is lent where a spare is free. */
 static PyObject *Ring_lend_device(RingObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"dsts", "stream", "timeout", NULL};
-    PyObject *dsts, *stream, *timeout = Py_None, *lease = NULL;
-    double t;
-    if (ring_usable(self, "Queue.get") ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &dsts, &stream, &timeout) ||
-        parse_timeout(timeout, self->timeout, &t, "Queue.get", self->name))
-        return NULL;
-    void *s = PyLong_AsVoidPtr(stream);
-    if (!s && PyErr_Occurred())
-        return NULL;
-    return take_device_element(self, "Queue.get", dsts, s, t, &lease);
+    PyObject *lease = NULL;
+    return next_device_element(self, args, kwds, &lease);
 }
 
 static PyObject *Ring_get_copy_stream(RingObject *self, void *unused)
@@ -475,39 +482,44 @@ static PyObject *Ring_trace_stop(RingObject *self, PyObject *unused)
 /* ---- the type ------------------------------------------------------------------------ */
 
 static PyMethodDef Ring_methods[] = {
-    {"put", (PyCFunction)(void (*)(void))Ring_put, METH_VARARGS | METH_KEYWORDS,
-     "put(arrays, timeout=None, stop=None, op=None) -> size: validate and put one element, waiting for a free slot\n"
-     "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set; op: the Op that puts it, named\n"
-     "by its refusals."},
-    {"put_given", (PyCFunction)(void (*)(void))Ring_put_given, METH_VARARGS | METH_KEYWORDS,
-     "put_given(box, timeout=None, stop=None) -> size: put box's one element (a list of one) and empty box;\n"
-     "when nothing else holds the element and its arrays, the ring's putter thread copies them after this\n"
-     "returns, and the caller keeps the GIL (flush_given waits for those copies)."},
-    {"flush_given", (PyCFunction)(void (*)(void))Ring_flush_given, METH_VARARGS | METH_KEYWORDS,
-     "flush_given(timeout=None): wait until every element given to put_given is in the ring; raises the\n"
-     "first failure among them."},
-    {"put_device", (PyCFunction)(void (*)(void))Ring_put_device, METH_VARARGS | METH_KEYWORDS,
-     "put_device(sources, timeout=None, stop=None) -> size: put one element of device arrays, each\n"
-     "(ptr, shape, strides or None, dtype, stream or None), copied device to device on the copy stream."},
-    {"take_device", (PyCFunction)(void (*)(void))Ring_take_device, METH_VARARGS | METH_KEYWORDS,
-     "take_device(dsts, stream, timeout=None) -> rows: copy the next element into device addresses on a stream."},
-    {"lend_device", (PyCFunction)(void (*)(void))Ring_lend_device, METH_VARARGS | METH_KEYWORDS,
-     "lend_device(dsts, stream, timeout=None) -> (rows, lease, addresses): the next element's device block,\n"
-     "lent until lease is freed (stream waits for it); with no spare free, copied to dsts (lease None)."},
-    {"get", (PyCFunction)(void (*)(void))Ring_get, METH_VARARGS | METH_KEYWORDS,
-     "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."},
-    {"put_rows", (PyCFunction)(void (*)(void))Ring_put_rows, METH_VARARGS | METH_KEYWORDS,
-     "put_rows(sources, indices, batch, first, count, stop=None, room=1) -> batches put: an array "
-     "dataset's batches first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively "
-     "without the GIL, rows of any strides, cast where the rule lets a source's dtype in; room: once the ring is "
-     "full, wait until that many slots are free before the next batch."},
-    {"gather_paths", (PyCFunction)(void (*)(void))Ring_gather_paths, METH_VARARGS | METH_KEYWORDS,
-     "gather_paths(sources) -> per component 'rows' (copied as they are), 'elements' (walked, or "
-     "cast, element by element) or None (put_rows cannot read them)."},
-    {"take", (PyCFunction)(void (*)(void))Ring_take, METH_VARARGS | METH_KEYWORDS,
-     "take(timeout=None) -> tuple of arrays: like get, but lent from the slot where the ring can (a host ring)."},
-    {"close", (PyCFunction)(void (*)(void))Ring_close, METH_VARARGS | METH_KEYWORDS,
-     "close(cancel_pending=False): no more puts; consumers drain what is left (or nothing)."},
+    TQ_KW_METHOD(
+        "put", Ring_put,
+        "put(arrays, timeout=None, stop=None, op=None) -> size: validate and put one element, waiting for a free slot\n"
+        "(timeout None: the ring's; math.inf: no limit) until stop (a Stop) is set; op: the Op that puts it, named\n"
+        "by its refusals."),
+    TQ_KW_METHOD(
+        "put_given", Ring_put_given,
+        "put_given(box, timeout=None, stop=None) -> size: put box's one element (a list of one) and empty box;\n"
+        "when nothing else holds the element and its arrays, the ring's putter thread copies them after this\n"
+        "returns, and the caller keeps the GIL (flush_given waits for those copies)."),
+    TQ_KW_METHOD("flush_given", Ring_flush_given,
+                 "flush_given(timeout=None): wait until every element given to put_given is in the ring; raises the\n"
+                 "first failure among them."),
+    TQ_KW_METHOD("put_device", Ring_put_device,
+                 "put_device(sources, timeout=None, stop=None) -> size: put one element of device arrays, each\n"
+                 "(ptr, shape, strides or None, dtype, stream or None), copied device to device on the copy stream."),
+    TQ_KW_METHOD(
+        "take_device", Ring_take_device,
+        "take_device(dsts, stream, timeout=None) -> rows: copy the next element into device addresses on a stream."),
+    TQ_KW_METHOD(
+        "lend_device", Ring_lend_device,
+        "lend_device(dsts, stream, timeout=None) -> (rows, lease, addresses): the next element's device block,\n"
+        "lent until lease is freed (stream waits for it); with no spare free, copied to dsts (lease None)."),
+    TQ_KW_METHOD("get", Ring_get, "get(timeout=None) -> tuple of arrays: take the next element, waiting for one."),
+    TQ_KW_METHOD(
+        "put_rows", Ring_put_rows,
+        "put_rows(sources, indices, batch, first, count, stop=None, room=1) -> batches put: an array "
+        "dataset's batches first.., each the rows indices[b*batch:(b+1)*batch] of every source, gathered natively "
+        "without the GIL, rows of any strides, cast where the rule lets a source's dtype in; room: once the ring is "
+        "full, wait until that many slots are free before the next batch."),
+    TQ_KW_METHOD("gather_paths", Ring_gather_paths,
+                 "gather_paths(sources) -> per component 'rows' (copied as they are), 'elements' (walked, or "
+                 "cast, element by element) or None (put_rows cannot read them)."),
+    TQ_KW_METHOD(
+        "take", Ring_take,
+        "take(timeout=None) -> tuple of arrays: like get, but lent from the slot where the ring can (a host ring)."),
+    TQ_KW_METHOD("close", Ring_close,
+                 "close(cancel_pending=False): no more puts; consumers drain what is left (or nothing)."),
     {"fail", (PyCFunction)Ring_fail, METH_O, "fail(exc): consumers get FeederError (cause: exc) once drained."},
     {"reopen", (PyCFunction)Ring_reopen, METH_NOARGS, "reopen(): open a closed, drained ring again."},
     {"resume", (PyCFunction)Ring_resume, METH_NOARGS,
@@ -520,17 +532,18 @@ static PyMethodDef Ring_methods[] = {
     {"hand_overs", (PyCFunction)Ring_hand_overs, METH_NOARGS,
      "hand_overs() -> (taken, in vain): consumers' hand-overs of the GIL to a producer, and those in which it "
      "did not run."},
-    {"reserve", (PyCFunction)(void (*)(void))Ring_reserve, METH_VARARGS | METH_KEYWORDS,
-     "reserve(timeout=None, stop=None) -> (slot, views): writable views over a free slot's staging."},
+    TQ_KW_METHOD("reserve", Ring_reserve,
+                 "reserve(timeout=None, stop=None) -> (slot, views): writable views over a free slot's staging."),
     {"commit", (PyCFunction)Ring_commit, METH_VARARGS, "commit(slot, rows) -> size: publish a reserved slot."},
     {"abort", (PyCFunction)Ring_abort, METH_VARARGS, "abort(slot): give a reserved slot up."},
     {"register_host", (PyCFunction)Ring_register_host, METH_O,
      "register_host(array): page-lock it; puts of its slices then skip the staging copy."},
     {"unregister_host", (PyCFunction)Ring_unregister_host, METH_O, "unregister_host(array): undo register_host."},
-    {"gather_on_device", (PyCFunction)(void (*)(void))Ring_gather_on_device, METH_VARARGS | METH_KEYWORDS,
-     "gather_on_device(sources, mechanism='auto') -> 'batch', 'device' or 'host': a device ring gathers "
-     "put_rows' rows from these arrays itself (page-locked and mapped here; 'device': copied into device memory "
-     "here, gathered there by a kernel); raises why it cannot."},
+    TQ_KW_METHOD(
+        "gather_on_device", Ring_gather_on_device,
+        "gather_on_device(sources, mechanism='auto') -> 'batch', 'device' or 'host': a device ring gathers "
+        "put_rows' rows from these arrays itself (page-locked and mapped here; 'device': copied into device memory "
+        "here, gathered there by a kernel); raises why it cannot."),
     {"gather_on_host", (PyCFunction)Ring_gather_on_host, METH_NOARGS,
      "gather_on_host(): undo gather_on_device, once the gathers in flight are done."},
     {"trace_start", (PyCFunction)Ring_trace_start, METH_O,

@@ -43,10 +43,12 @@ import selectors
 import signal
 import threading
 import time
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
 from .. import _engine
 from ..core.errors import QueueError, Stopped
-from .autoworkers import resident_bytes
+from .autoworkers import WorkerTuner, resident_bytes
 from .handout import Handout
 from .pool import STOP_WAIT_S, Pool, dataset_payload, start_method_context
 from .results import Results
@@ -55,53 +57,58 @@ from .state import Progress, Schedule, Streams
 from .watch import ItemWatch
 
 
-class WorkerProducer:
-    """Feeds a queue from ``workers`` processes; the Feeder's thread runs :meth:`run`.
+@dataclass(frozen=True)
+class WorkerRun:
+    """What a :class:`WorkerProducer`'s run is, beyond its dataset and its workers; the Feeder's factory makes it.
 
     ``mode`` is "map" (a map-style dataset; ``sampler`` and ``cursor`` say
-    which batches) or "iter" (an iterable run in every worker; ``skips`` says
-    how many elements of each worker's stream were consumed before a resume).
+    which batches; ``tuner``, for ``workers="auto"``, decides the count) or
+    "iter" (an iterable run in every worker; ``skips`` says how many elements
+    of each worker's stream were consumed before a resume).  The others are
+    the Feeder's arguments of the same names, checked.
     """
 
-    def __init__(
-        self,
-        feeder,
-        port,
-        dataset,
-        workers,
-        mode,
-        *,
-        sampler=None,
-        cursor=None,
-        skips=None,
-        epochs=1,
-        seed=0,
-        ordered=True,
-        start_method=None,
-        timeout=None,
-        startup_timeout=STARTUP_TIMEOUT_S,
-        tuner=None,
-    ):
+    mode: str
+    sampler: Any = None
+    cursor: Any = None
+    skips: Optional[Sequence[int]] = None
+    epochs: Optional[int] = 1
+    seed: int = 0
+    ordered: bool = True
+    start_method: Any = None  # a name, a multiprocessing context, or None (spawn)
+    timeout: Optional[float] = None
+    startup_timeout: float = STARTUP_TIMEOUT_S
+    tuner: Optional[WorkerTuner] = None
+
+
+class WorkerProducer:
+    """Feeds a queue from ``workers`` processes as ``plan`` (a :class:`WorkerRun`) says; the Feeder's thread runs
+    :meth:`run`."""
+
+    def __init__(self, feeder, port, dataset, workers, plan):
         self.feeder, self.port, self.ring = feeder, port, port.ring
         # workers="auto" (map-style only): the tuner decides the count, starting from its own.
+        tuner, mode = plan.tuner, plan.mode
         self.tuner = tuner
         if tuner is not None:
             workers = tuner.start_count()
         self.n, self.mode = workers, mode
-        self.skips = list(skips) if skips is not None else [0] * workers
-        self.context = start_method_context(start_method)
+        self.skips = list(plan.skips) if plan.skips is not None else [0] * workers
+        self.context = start_method_context(plan.start_method)
         payload = dataset_payload(dataset, self.context, feeder.name)
         most = tuner.limit(0)[0] if tuner is not None else workers
         self.pool = Pool(workers, self.context, payload, feeder.name, most)
-        self.config = {"seed": seed, "epochs": epochs, "skip": self.skips, "queue": port.name}
+        self.config = {"seed": plan.seed, "epochs": plan.epochs, "skip": self.skips, "queue": port.name}
         self.progress = Progress(port.ring)
         self.schedule = (
-            Schedule(sampler, cursor, self.progress) if mode == "map" else Streams(self.skips, self.progress)
+            Schedule(plan.sampler, plan.cursor, self.progress) if mode == "map" else Streams(self.skips, self.progress)
         )
         varying = port.layout.varying
-        self.handout = Handout(self.ring, mode, self.schedule, varying, workers, ordered)
-        self.watch = ItemWatch(feeder.name, timeout, mode, sampler, self.pool.current, self.context.get_start_method())
-        self.startup = StartupWatch(feeder.name, timeout, startup_timeout, self.watch.phase_of)
+        self.handout = Handout(self.ring, mode, self.schedule, varying, workers, plan.ordered)
+        self.watch = ItemWatch(
+            feeder.name, plan.timeout, mode, plan.sampler, self.pool.current, self.context.get_start_method()
+        )
+        self.startup = StartupWatch(feeder.name, plan.timeout, plan.startup_timeout, self.watch.phase_of)
         self.results = Results(
             feeder,
             self.ring,
@@ -110,7 +117,7 @@ class WorkerProducer:
             mode,
             len(port.layout.engine),  # the engine's components: what the slots hold
             varying,
-            ordered,
+            plan.ordered,
             self.watch.describe,
             self.watch.phase_of,
         )

@@ -10,7 +10,7 @@ import numpy as np
 from .arrays import ArrayProducer
 from .autotune import AutoLog
 from .autoworkers import WorkerTuner, available_bytes
-from .dispatcher import WorkerProducer
+from .dispatcher import WorkerProducer, WorkerRun
 from .held import HeldArrayProducer
 from .producers import FillProducer, InlineMapProducer, IterableProducer, Producer
 from .sampler import Sampler, shard_pair
@@ -190,7 +190,8 @@ def make_producer(
         )
         if runner == "thread":
             return IterableProducer(feeder, port, dataset, epochs, skips[0])
-        return WorkerProducer(feeder, port, dataset, workers, "iter", skips=skips, epochs=epochs, **pool)
+        plan = WorkerRun("iter", skips=skips, epochs=epochs, **pool)
+        return WorkerProducer(feeder, port, dataset, workers, plan)
     _rows_arguments(port, dataset, source, where)
     sampler, cursor = _sampler(
         port, dataset, arrays, shuffle, seed, shard, drop_last, epochs, state, bucket_by, bucket_window, where
@@ -201,7 +202,8 @@ def make_producer(
         return ArrayProducer(feeder, port, arrays, sampler, cursor)
     if runner == "thread":
         return InlineMapProducer(feeder, port, dataset, sampler, cursor)
-    return WorkerProducer(feeder, port, dataset, workers, "map", sampler=sampler, cursor=cursor, tuner=tuner, **pool)
+    plan = WorkerRun("map", sampler=sampler, cursor=cursor, tuner=tuner, **pool)
+    return WorkerProducer(feeder, port, dataset, workers, plan)
 
 
 def _worker_tuner(log: AutoLog, max_workers: Any, memory_budget: Any, where: str) -> WorkerTuner:
