@@ -61,6 +61,8 @@ def main(argv=None):
     parser.add_argument("--features", type=int, default=10)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--capacity", type=int, default=4, help="the Feeder's queue's slots")
+    parser.add_argument("--blas", choices=["both", "default"], default="both", help="also with one BLAS thread")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
@@ -72,7 +74,7 @@ def main(argv=None):
     minibatch_step = step_function(pymc_advi.logistic_model(xm, ym, d, n), mode)
 
     components = [("x", "float64", (b, d)), ("y", "int32", (b,))]
-    fed = tq.Queue(components, capacity=4, timeout=60)
+    fed = tq.Queue(components, capacity=args.capacity, timeout=60)
     fed_step = step_function(pymc_advi.logistic_model(*fed.dequeue(), d, n), mode)
     filled = tq.Queue(components, capacity=args.steps, timeout=60)
     filled_step = step_function(pymc_advi.logistic_model(*filled.dequeue(), d, n), mode)
@@ -101,7 +103,9 @@ def main(argv=None):
 
     blas = openblas()
     default_threads = blas.openblas_get_num_threads() if blas else None
-    settings = [("default", default_threads)] + ([("1", 1)] if blas and default_threads != 1 else [])
+    settings = [("default", default_threads)]
+    if blas and default_threads != 1 and args.blas == "both":
+        settings.append(("1", 1))
     variants = {"pm.Minibatch": run_minibatch, "queue, Feeder": run_fed, "queue, pre-filled": run_filled}
     for run in variants.values():  # warm-up: first calls, page faults
         run()

@@ -255,3 +255,63 @@ def test_a_gather_waiting_for_room_asks_its_share_of_the_depth_not_of_the_slots(
     writer.join(scaled(10))
     assert put == [6] and q.size() == 4
     assert [float(q.get()[0][0][0]) for _ in range(4)] == [8.0, 12.0, 16.0, 20.0]
+
+
+def test_a_deeper_limit_takes_effect_while_the_ring_is_never_empty():
+    """A producer that always holds a slot (worker processes reserve ahead) never leaves the ring empty: the
+    depth the tuner sets must still be the number of elements the ring holds, not the one it had at the start."""
+    q = tq.Queue([("i", "int64", (1,))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    q._auto.stop()
+    ring = q.port.ring
+    held = ring.reserve(5.0)[0]  # a slot being written, as a worker's: the ring is not empty from here on
+    q.put(np.array([0]))
+    ring.depth = 6
+    for k in range(1, 5):  # four more: six in the ring with the one being written and the first
+        q.put(np.array([k]), timeout=2)
+    with pytest.raises(tq.QueueTimeout):
+        q.put(np.array([99]), timeout=0.05)
+    ring.abort(held)  # the written slot given up: the others come in order
+    assert [int(q.get(timeout=2)[0][0]) for _ in range(5)] == list(range(5))
+
+
+def test_a_deeper_limit_on_a_ring_whose_elements_wrap_takes_effect_once_one_is_taken():
+    q = tq.Queue([("i", "int64", (1,))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    q._auto.stop()
+    q.put(np.array([0])), q.put(np.array([1]))
+    assert int(q.get()[0][0]) == 0
+    q.put(np.array([2]))  # the two elements wrap around the two slots in use
+    q.port.ring.depth = 4
+    assert int(q.get()[0][0]) == 1
+    for k in (3, 4, 5):
+        q.put(np.array([k]), timeout=2)
+    with pytest.raises(tq.QueueTimeout):
+        q.put(np.array([99]), timeout=0.05)
+    assert [int(q.get(timeout=2)[0][0]) for _ in range(4)] == [2, 3, 4, 5]
+
+
+def test_depth_changes_while_the_ring_is_in_use_keep_every_element_in_order_under_the_depth():
+    """Depths up and down between puts and gets, the ring never drained on purpose: FIFO order, and no put
+    leaves more in the ring than the depth at its time."""
+    rng = np.random.default_rng(0)
+    q = tq.Queue([("i", "int64", (1,))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    q._auto.stop()
+    ring, slots = q.port.ring, q.stats()["slots"]
+    put = got = 0
+    for _ in range(3000):
+        move = rng.integers(0, 10)
+        if move == 0:
+            ring.depth = int(rng.integers(1, slots + 1))
+        elif move < 6:
+            try:
+                q.put(np.array([put]), timeout=0)
+                put += 1
+                assert put - got <= ring.depth
+            except tq.QueueTimeout:
+                pass
+        elif put > got:
+            assert int(q.get(timeout=2)[0][0]) == got
+            got += 1
+    assert put > 1000
+    while got < put:
+        assert int(q.get(timeout=2)[0][0]) == got
+        got += 1

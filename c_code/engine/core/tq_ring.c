@@ -225,6 +225,27 @@ void tq_ring_drop_slot(tq_ring *ring, int slot, int lost)
 
 /* ---- waiting for a slot -------------------------------------------------------- */
 
+/* Under the lock: the slots in use follow the depth (span = depth) where no element changes slot.  Empty,
+ * from the first slot on.  Otherwise where the elements in the ring, head to tail, lie in slots o .. o + held - 1
+ * without wrapping past either span: counting from head - o keeps each in its slot.  A ring that is never
+ * empty (worker processes hold a slot reserved at all times) still gets there within one turn of its slots. */
+static void follow_depth(tq_ring *ring)
+{
+    if (ring->span == ring->depth)
+        return;
+    if (ring->head == ring->tail) {
+        ring->base = ring->tail;
+        ring->span = ring->depth;
+        return;
+    }
+    uint64_t first = (uint64_t)slot_of(ring, ring->head), held = ring->tail - ring->head;
+    int narrower = ring->span < ring->depth ? ring->span : ring->depth;
+    if (first + held <= (uint64_t)narrower) {
+        ring->base = ring->head - first;
+        ring->span = ring->depth;
+    }
+}
+
 /* Under the lock: whether the next `room` slots at the tail are all FREE. */
 static int has_room(const tq_ring *ring, int room)
 {
@@ -244,10 +265,7 @@ static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, int room
     if (ring->state == TQ_STATE_CLOSED)
         return tq_set_error(err, TQ_CLOSED, "closed");
     reclaim_dropped_head(ring);
-    if (ring->span != ring->depth && ring->head == ring->tail) {
-        ring->base = ring->tail; /* empty: the slots in use follow the depth from here on */
-        ring->span = ring->depth;
-    }
+    follow_depth(ring);
     int s = slot_of(ring, ring->tail);
     uint64_t held = ring->tail - ring->head;
     if (ring->slot_state[s] != SLOT_FREE || held >= (uint64_t)ring->depth) {

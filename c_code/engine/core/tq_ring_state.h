@@ -32,10 +32,10 @@ struct tq_ring {
      * tunes this limit, so a ring never reallocates under its producers. */
     int depth;
     /* The slots in use: counter c lives in slot (c - base) % span.  span
-     * follows depth each time the ring is empty (head == tail, nothing
-     * written or ready), so that a shallow ring touches only its first
-     * slots (pages never written stay out of memory) and no element in the
-     * ring changes slot. */
+     * follows depth whenever no element in the ring would change slot (it is
+     * empty, or its elements lie unwrapped below both spans: follow_depth in
+     * tq_ring.c), so that a shallow ring touches only its first slots (pages
+     * never written stay out of memory). */
     uint64_t base;
     int span;
     tq_component *components;
