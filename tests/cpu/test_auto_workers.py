@@ -164,3 +164,24 @@ def test_max_workers_without_auto_is_refused():
     q = tq.Queue(SPEC, capacity=2, target="cpu")
     with pytest.raises(ValueError, match="bound workers='auto'"):
         tq.Feeder(q, Tagged(16), workers=2, max_workers=4)
+
+
+def test_on_sixteen_cores_the_tuner_reaches_the_count_that_feeds_the_model_without_overshooting():
+    """A plant with a fake clock: the model asks 8000 samples/s, a worker makes 930 (8.6 workers' worth).  Each
+    period the tuner sees what that count would give; it must settle at 9 within a few periods, never above."""
+    demand, per_worker = 8000.0, 930.0
+    tuner = WorkerTuner(AutoLog(), cores=16)
+    count = tuner.start_count()
+    waited = busy = 0.0
+    tuner.tick(0.0, waited, busy, count, False, lambda: 50 << 20)
+    counts = [count]
+    for period in range(1, 11):
+        rate = min(demand, count * per_worker)
+        waited += 1.0 - rate / demand  # the share of the second the model waited for input
+        busy += rate / per_worker  # worker-seconds spent on samples
+        new = tuner.tick(float(period), waited, busy, count, False, lambda: 50 << 20)
+        if new is not None:
+            count = new
+        counts.append(count)
+    assert counts[:5] == [2, 4, 8, 9, 9], counts
+    assert set(counts[4:]) == {9}
