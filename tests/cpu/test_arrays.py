@@ -301,6 +301,55 @@ def test_stop_ends_a_feeder_blocked_on_a_full_queue():
     assert time.monotonic() - started < 2 and not feeder.running
 
 
+def test_stop_ends_a_feeder_waiting_for_half_the_queue_to_be_free():
+    """A Feeder of small batches waits for room (half the slots) and looks again at the consumer's pace rather
+    than being woken by each take: close still ends it at once."""
+    x, i = dataset()
+    q = queue(capacity=8)
+    assert ArrayProducer.refill_room(8, 1) == 4
+    feeder = tq.Feeder(q, (x, i), epochs=None).start()
+    for _ in range(20):  # a pace, then the queue full again
+        q.get(timeout=5)
+    time.sleep(0.2)
+    started = time.monotonic()
+    feeder.close()
+    assert time.monotonic() - started < 2 and not feeder.running
+
+
+def test_a_feeder_waiting_for_room_sleeps_while_its_consumer_pauses():
+    """Looking again for room costs the Feeder's core a little, and next to nothing while the model pauses (an
+    evaluation, a checkpoint): it backs off to a few hundred looks a second, not the fast pace it last saw."""
+    x, i = dataset(4096)
+    q = queue(capacity=8)
+    with tq.Feeder(q, (x, i), epochs=None, close_when_done=False):
+        for _ in range(200):  # a fast consumer: the pace is microseconds
+            q.get(timeout=5)
+        time.sleep(0.2)  # the queue full again, the Feeder waiting for room
+        cpu = time.process_time()
+        time.sleep(1.0)
+        paused_cpu = time.process_time() - cpu
+        q.close(cancel_pending=True)
+    assert paused_cpu < 0.2, "the waiting Feeder used %.2f s of CPU in a 1 s pause" % paused_cpu
+
+
+def test_a_consumer_in_bursts_and_pauses_gets_every_batch_once_in_order():
+    """Takes in bursts (faster than the Feeder's look-again) and pauses (longer than it): the consumer wakes the
+    Feeder when it is about to run dry, and no batch is lost, doubled or reordered."""
+    x, i = dataset(2048)
+    q = queue(capacity=4)
+    got = []
+    with tq.Feeder(q, (x, i), shuffle=True, seed=3, epochs=2):
+        for k in range(10**6):
+            try:
+                got.append(q.get(timeout=10))
+            except tq.QueueClosed:
+                break
+            if k % 7 == 6:
+                time.sleep(0.003)
+    plain = Sampler(2048, BATCH, shuffle=True, seed=3, epochs=2)
+    assert rows_of(got) == [int(r) for e in range(2) for r in plain.order(e)]
+
+
 def test_a_compiled_function_reads_the_batches_while_other_threads_run():
     """No Python per batch: the feeder's thread holds the GIL only between runs of batches."""
     x, i = dataset(4096, 64)

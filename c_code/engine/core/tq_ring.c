@@ -246,6 +246,51 @@ static void follow_depth(tq_ring *ring)
     }
 }
 
+/* Under the lock, at each take: the consumer's pace (an average over the last few takes or so). */
+static void note_take(tq_ring *ring, double now)
+{
+    if (ring->last_take > 0) {
+        double interval = now - ring->last_take;
+        ring->take_interval = ring->take_interval > 0 ? 0.875 * ring->take_interval + 0.125 * interval : interval;
+    }
+    ring->last_take = now;
+}
+
+/* Under the lock: how many free slots a producer asking for `room` waits for on this ring: room is asked as
+ * a share of the slots, so an auto ring's depth gets the same share. */
+static int room_of_depth(const tq_ring *ring, int room)
+{
+    if (ring->depth < ring->capacity)
+        room = (int)((int64_t)room * ring->depth / ring->capacity);
+    return room < 1 ? 1 : room;
+}
+
+/* A producer waiting for room on a host ring looks again by itself while the consumer takes elements faster
+ * than one every ROOM_POLL_PACE_S, instead of being woken by the consumer's release: each wake-up cost the
+ * consumer's thread 15 to 20 us of its CPU on a virtual machine, a quarter of a 60 us PyMC step
+ * (doc/bench/notes.rst).  Slower consumers are woken as before: there a wake-up is a small share of the step,
+ * and looks that land inside a long step took cores from its BLAS threads (a Keras step of 1.5 ms ran 1.08x
+ * slower).  It looks again after half the consumer's pace, or half the time since its last take when that is
+ * longer (a consumer that paused for an evaluation is not looked at at its old pace), within
+ * [ROOM_POLL_MIN_S, ROOM_POLL_MAX_S]; the consumer still wakes it when it is about to run dry (release_get),
+ * so a look that comes late costs a wait, never a stall. */
+#define ROOM_POLL_PACE_S 400e-6
+#define ROOM_POLL_MIN_S 50e-6
+#define ROOM_POLL_MAX_S 2e-3
+static double room_poll_s(const tq_ring *ring, double now)
+{
+    double idle = now - ring->last_take;
+    double poll = (ring->take_interval > idle ? ring->take_interval : idle) / 2;
+    return poll < ROOM_POLL_MIN_S ? ROOM_POLL_MIN_S : poll > ROOM_POLL_MAX_S ? ROOM_POLL_MAX_S : poll;
+}
+
+/* Whether a producer waiting for `room` looks again by itself (room_poll_s) rather than being woken by the
+ * consumer's release: on host rings whose consumer keeps a fast pace. */
+static int polls_for_room(const tq_ring *ring, int room)
+{
+    return room > 1 && !ring->backend->on_device && ring->take_interval > 0 && ring->take_interval < ROOM_POLL_PACE_S;
+}
+
 /* Under the lock: whether the next `room` slots at the tail are all FREE. */
 static int has_room(const tq_ring *ring, int room)
 {
@@ -274,11 +319,7 @@ static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, int room
         return TQ_TIMEOUT;
     }
     if (room > 1 && ring->room_wanted > 1) {
-        int wanted = ring->room_wanted < room ? ring->room_wanted : room;
-        if (ring->depth < ring->capacity) /* room is asked as a share of the slots: the same share of the depth */
-            wanted = (int)((int64_t)wanted * ring->depth / ring->capacity);
-        if (wanted < 1)
-            wanted = 1;
+        int wanted = room_of_depth(ring, ring->room_wanted < room ? ring->room_wanted : room);
         if (!has_room(ring, wanted) || (uint64_t)ring->depth - held < (uint64_t)wanted)
             return TQ_TIMEOUT;
     }
@@ -302,6 +343,7 @@ static tq_code try_reserve_get(tq_ring *ring, int *slot, int64_t asked, tq_error
         ring->slot_state[s] = SLOT_READING;
         ring->head++;
         tq_ring_fill_changes(ring);
+        note_take(ring, ring->fill_since);
         ring->n_ready--;
         *slot = s;
         TRACE_HOOK(ring, tq_trace_dequeued, s, asked);
@@ -341,9 +383,18 @@ static tq_code reserve(tq_ring *ring, int producer, int room, double deadline, c
         if (!started)
             started = tq_now();
         int plain = producer && room <= 1;
+        double until = deadline;
+        if (producer && polls_for_room(ring, room)) {
+            double now = tq_now();
+            double again = now + room_poll_s(ring, now);
+            if (deadline < 0 || deadline > again)
+                until = again;
+        }
         ring->plain_waiters += plain;
-        int waited = tq_ring_wait_until(cond, &ring->lock, deadline);
+        int waited = tq_ring_wait_until(cond, &ring->lock, until);
         ring->plain_waiters -= plain;
+        if (waited == ETIMEDOUT && until != deadline)
+            continue; /* time to look again, not the caller's deadline */
         if (waited == ETIMEDOUT) {
             code = tq_set_error(err, TQ_TIMEOUT, producer ? "no free slot" : "no element");
             break;
@@ -432,8 +483,15 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     ring->stats.bytes_out += tq_ring_element_bytes(ring, &ring->rows[(size_t)slot * ring->n_components]);
     TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_CONSUMED);
     /* A producer asleep for more room than this is left asleep: waking it
-     * would only put it back to sleep, on a core the consumer's step needs. */
-    int wake = ring->plain_waiters > 0 || ring->room_wanted <= 1 || has_room(ring, ring->room_wanted);
+     * would only put it back to sleep, on a core the consumer's step needs.
+     * On a host ring it looks again by itself (room_poll_s), and is woken
+     * here only when the consumer is about to run dry. */
+    int room_waiter_due = 0;
+    if (ring->room_wanted > 1)
+        room_waiter_due = polls_for_room(ring, ring->room_wanted)
+                              ? ring->n_ready <= 1 && has_room(ring, room_of_depth(ring, ring->room_wanted))
+                              : has_room(ring, ring->room_wanted);
+    int wake = ring->plain_waiters > 0 || ring->room_wanted <= 1 || room_waiter_due;
     pthread_mutex_unlock(&ring->lock);
     /* After the unlock: the producer it wakes (a feeder waiting for room)
      * does not find the lock still held by the consumer's thread. */

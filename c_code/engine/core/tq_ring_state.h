@@ -53,6 +53,11 @@ struct tq_ring {
      * asked for room (tq_ring_reserve_put_room) waits for (0: none does);
      * plain_waiters, how many others wait for any free slot. */
     int room_wanted, plain_waiters;
+    /* The consumer's pace: when it last took an element and the mean time
+     * between two takes (0 until two were taken).  A producer waiting for
+     * room on a host ring looks again at that pace instead of being woken
+     * by every take (room_poll_s in tq_ring.c). */
+    double last_take, take_interval;
 
     tq_state state;
     int cancelled;         /* close(cancel=1): writes still in flight are dropped */
