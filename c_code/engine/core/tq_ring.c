@@ -186,17 +186,12 @@ void tq_ring_destroy(tq_ring *ring)
 
 /* ---- helpers under the lock ------------------------------------------------ */
 
-static int slot_of(const tq_ring *ring, uint64_t counter)
-{
-    return (int)((counter - ring->base) % (uint64_t)ring->span);
-}
-
 /* Dropped slots at the head belong to nobody: hand them back to producers. */
 static void reclaim_dropped_head(tq_ring *ring)
 {
     int reclaimed = 0;
-    while (ring->head < ring->tail && ring->slot_state[slot_of(ring, ring->head)] == SLOT_DROPPED) {
-        ring->slot_state[slot_of(ring, ring->head)] = SLOT_FREE;
+    while (ring->head < ring->tail && ring->slot_state[tq_slot_of(ring, ring->head)] == SLOT_DROPPED) {
+        ring->slot_state[tq_slot_of(ring, ring->head)] = SLOT_FREE;
         ring->head++;
         reclaimed = 1;
     }
@@ -225,81 +220,6 @@ void tq_ring_drop_slot(tq_ring *ring, int slot, int lost)
 
 /* ---- waiting for a slot -------------------------------------------------------- */
 
-/* Under the lock: the slots in use follow the depth (span = depth) where no element changes slot.  Empty,
- * from the first slot on.  Otherwise where the elements in the ring, head to tail, lie in slots o .. o + held - 1
- * without wrapping past either span: counting from head - o keeps each in its slot.  A ring that is never
- * empty (worker processes hold a slot reserved at all times) still gets there within one turn of its slots. */
-static void follow_depth(tq_ring *ring)
-{
-    if (ring->span == ring->depth)
-        return;
-    if (ring->head == ring->tail) {
-        ring->base = ring->tail;
-        ring->span = ring->depth;
-        return;
-    }
-    uint64_t first = (uint64_t)slot_of(ring, ring->head), held = ring->tail - ring->head;
-    int narrower = ring->span < ring->depth ? ring->span : ring->depth;
-    if (first + held <= (uint64_t)narrower) {
-        ring->base = ring->head - first;
-        ring->span = ring->depth;
-    }
-}
-
-/* Under the lock, at each take: the consumer's pace (an average over the last few takes or so). */
-static void note_take(tq_ring *ring, double now)
-{
-    if (ring->last_take > 0) {
-        double interval = now - ring->last_take;
-        ring->take_interval = ring->take_interval > 0 ? 0.875 * ring->take_interval + 0.125 * interval : interval;
-    }
-    ring->last_take = now;
-}
-
-/* Under the lock: how many free slots a producer asking for `room` waits for on this ring: room is asked as
- * a share of the slots, so an auto ring's depth gets the same share. */
-static int room_of_depth(const tq_ring *ring, int room)
-{
-    if (ring->depth < ring->capacity)
-        room = (int)((int64_t)room * ring->depth / ring->capacity);
-    return room < 1 ? 1 : room;
-}
-
-/* A producer waiting for room on a host ring looks again by itself while the consumer takes elements faster
- * than one every ROOM_POLL_PACE_S, instead of being woken by the consumer's release: each wake-up cost the
- * consumer's thread 15 to 20 us of its CPU on a virtual machine, a quarter of a 60 us PyMC step
- * (doc/bench/notes.rst).  Slower consumers are woken as before: there a wake-up is a small share of the step,
- * and looks that land inside a long step took cores from its BLAS threads (a Keras step of 1.5 ms ran 1.08x
- * slower).  It looks again after half the consumer's pace, or half the time since its last take when that is
- * longer (a consumer that paused for an evaluation is not looked at at its old pace), within
- * [ROOM_POLL_MIN_S, ROOM_POLL_MAX_S]; the consumer still wakes it when it is about to run dry (release_get),
- * so a look that comes late costs a wait, never a stall. */
-#define ROOM_POLL_PACE_S 400e-6
-#define ROOM_POLL_MIN_S 50e-6
-#define ROOM_POLL_MAX_S 2e-3
-static double room_poll_s(const tq_ring *ring, double now)
-{
-    double idle = now - ring->last_take;
-    double poll = (ring->take_interval > idle ? ring->take_interval : idle) / 2;
-    return poll < ROOM_POLL_MIN_S ? ROOM_POLL_MIN_S : poll > ROOM_POLL_MAX_S ? ROOM_POLL_MAX_S : poll;
-}
-
-/* Whether a producer waiting for `room` looks again by itself (room_poll_s) rather than being woken by the
- * consumer's release: on host rings whose consumer keeps a fast pace. */
-static int polls_for_room(const tq_ring *ring, int room)
-{
-    return room > 1 && !ring->backend->on_device && ring->take_interval > 0 && ring->take_interval < ROOM_POLL_PACE_S;
-}
-
-/* Under the lock: whether the next `room` slots at the tail are all FREE. */
-static int has_room(const tq_ring *ring, int room)
-{
-    for (int k = 0; k < room; k++)
-        if (ring->slot_state[slot_of(ring, ring->tail + (uint64_t)k)] != SLOT_FREE)
-            return 0;
-    return 1;
-}
-
 /* Under the lock: takes the slot a producer writes next.  TQ_TIMEOUT while
  * none is free, and, for a producer that found the ring full and asks for
  * `room` (> 1), until that many are. */
@@ -310,8 +230,8 @@ static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, int room
     if (ring->state == TQ_STATE_CLOSED)
         return tq_set_error(err, TQ_CLOSED, "closed");
     reclaim_dropped_head(ring);
-    follow_depth(ring);
-    int s = slot_of(ring, ring->tail);
+    tq_ring_follow_depth(ring);
+    int s = tq_slot_of(ring, ring->tail);
     uint64_t held = ring->tail - ring->head;
     if (ring->slot_state[s] != SLOT_FREE || held >= (uint64_t)ring->depth) {
         if (room > ring->room_wanted)
@@ -319,8 +239,8 @@ static tq_code try_reserve_put(tq_ring *ring, int *slot, int64_t asked, int room
         return TQ_TIMEOUT;
     }
     if (room > 1 && ring->room_wanted > 1) {
-        int wanted = room_of_depth(ring, ring->room_wanted < room ? ring->room_wanted : room);
-        if (!has_room(ring, wanted) || (uint64_t)ring->depth - held < (uint64_t)wanted)
+        int wanted = tq_ring_room_of_depth(ring, ring->room_wanted < room ? ring->room_wanted : room);
+        if (!tq_ring_has_room(ring, wanted) || (uint64_t)ring->depth - held < (uint64_t)wanted)
             return TQ_TIMEOUT;
     }
     ring->room_wanted = 0;
@@ -337,13 +257,13 @@ static tq_code try_reserve_get(tq_ring *ring, int *slot, int64_t asked, tq_error
 {
     reclaim_dropped_head(ring);
     if (ring->head < ring->tail) {
-        int s = slot_of(ring, ring->head);
+        int s = tq_slot_of(ring, ring->head);
         if (ring->slot_state[s] != SLOT_READY)
             return TQ_TIMEOUT; /* its write is still in flight */
         ring->slot_state[s] = SLOT_READING;
         ring->head++;
         tq_ring_fill_changes(ring);
-        note_take(ring, ring->fill_since);
+        tq_ring_note_take(ring, ring->fill_since);
         ring->n_ready--;
         *slot = s;
         TRACE_HOOK(ring, tq_trace_dequeued, s, asked);
@@ -384,9 +304,9 @@ static tq_code reserve(tq_ring *ring, int producer, int room, double deadline, c
             started = tq_now();
         int plain = producer && room <= 1;
         double until = deadline;
-        if (producer && polls_for_room(ring, room)) {
+        if (producer && tq_ring_polls_for_room(ring, room)) {
             double now = tq_now();
-            double again = now + room_poll_s(ring, now);
+            double again = now + tq_ring_room_poll_s(ring, now);
             if (deadline < 0 || deadline > again)
                 until = again;
         }
@@ -484,13 +404,14 @@ void tq_ring_release_get(tq_ring *ring, int slot)
     TRACE_HOOK(ring, tq_trace_hit, slot, TQ_EV_CONSUMED);
     /* A producer asleep for more room than this is left asleep: waking it
      * would only put it back to sleep, on a core the consumer's step needs.
-     * On a host ring it looks again by itself (room_poll_s), and is woken
+     * On a host ring it looks again by itself (tq_ring_room.c), and is woken
      * here only when the consumer is about to run dry. */
     int room_waiter_due = 0;
     if (ring->room_wanted > 1)
-        room_waiter_due = polls_for_room(ring, ring->room_wanted)
-                              ? ring->n_ready <= 1 && has_room(ring, room_of_depth(ring, ring->room_wanted))
-                              : has_room(ring, ring->room_wanted);
+        room_waiter_due =
+            tq_ring_polls_for_room(ring, ring->room_wanted)
+                ? ring->n_ready <= 1 && tq_ring_has_room(ring, tq_ring_room_of_depth(ring, ring->room_wanted))
+                : tq_ring_has_room(ring, ring->room_wanted);
     int wake = ring->plain_waiters > 0 || ring->room_wanted <= 1 || room_waiter_due;
     pthread_mutex_unlock(&ring->lock);
     /* After the unlock: the producer it wakes (a feeder waiting for room)
@@ -609,7 +530,7 @@ tq_code tq_ring_swap_staging(tq_ring *ring, int a, int b, tq_error *err)
 static void drop_ready(tq_ring *ring)
 {
     for (uint64_t i = ring->head; i < ring->tail; i++) {
-        int s = slot_of(ring, i);
+        int s = tq_slot_of(ring, i);
         if (ring->slot_state[s] == SLOT_READY) {
             ring->slot_state[s] = SLOT_DROPPED;
             tq_ring_fill_changes(ring);

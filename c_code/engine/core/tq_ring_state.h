@@ -1,9 +1,11 @@
 /*
  * tq_ring_state.h: the ring's state, private to the two files that keep it:
  * tq_ring.c (creation, reservations, consumers, the state machine),
- * tq_ring_put.c (the put side: extents, publish, gathered and device puts)
- * and tq_ring_later.c (puts finished on the ring's putter thread), which call
- * the helpers below and nothing else of tq_ring.c.
+ * tq_ring_room.c (the slots in use as the depth changes, and when a producer
+ * waiting for room looks again), tq_ring_put.c (the put side: extents,
+ * publish, gathered and device puts) and tq_ring_later.c (puts finished on
+ * the ring's putter thread), which call the helpers below and nothing else
+ * of tq_ring.c.
  */
 #ifndef TQ_RING_STATE_H
 #define TQ_RING_STATE_H
@@ -33,8 +35,8 @@ struct tq_ring {
     int depth;
     /* The slots in use: counter c lives in slot (c - base) % span.  span
      * follows depth whenever no element in the ring would change slot (it is
-     * empty, or its elements lie unwrapped below both spans: follow_depth in
-     * tq_ring.c), so that a shallow ring touches only its first slots (pages
+     * empty, or its elements lie unwrapped below both spans:
+     * tq_ring_follow_depth in tq_ring_room.c), so that a shallow ring touches only its first slots (pages
      * never written stay out of memory). */
     uint64_t base;
     int span;
@@ -56,7 +58,7 @@ struct tq_ring {
     /* The consumer's pace: when it last took an element and the mean time
      * between two takes (0 until two were taken).  A producer waiting for
      * room on a host ring looks again at that pace instead of being woken
-     * by every take (room_poll_s in tq_ring.c). */
+     * by every take (tq_ring_room.c). */
     double last_take, take_interval;
 
     tq_state state;
@@ -96,6 +98,26 @@ void tq_ring_drop_slot(tq_ring *ring, int slot, int lost);
 void tq_ring_component_extents(const tq_ring *ring, const int64_t *rows, tq_extent *extents);
 /* Bytes of an element of these rows per component. */
 uint64_t tq_ring_element_bytes(const tq_ring *ring, const int64_t *rows);
+
+/* Under the lock: the slot of reservation counter `counter`. */
+static inline int tq_slot_of(const tq_ring *ring, uint64_t counter)
+{
+    return (int)((counter - ring->base) % (uint64_t)ring->span);
+}
+
+/* tq_ring_room.c, each under the lock.  The slots in use follow the depth
+ * where no element in the ring would change slot. */
+void tq_ring_follow_depth(tq_ring *ring);
+/* Whether the next `room` slots at the tail are all FREE. */
+int tq_ring_has_room(const tq_ring *ring, int room);
+/* The free slots a producer asking for `room` waits for at the ring's depth. */
+int tq_ring_room_of_depth(const tq_ring *ring, int room);
+/* At each take: the consumer's pace (last_take, take_interval). */
+void tq_ring_note_take(tq_ring *ring, double now);
+/* Whether a producer waiting for `room` looks again by itself rather than
+ * being woken by the consumer's release, and after how long. */
+int tq_ring_polls_for_room(const tq_ring *ring, int room);
+double tq_ring_room_poll_s(const tq_ring *ring, double now);
 
 /* The refusal of a call that only device backends serve. */
 static inline tq_code not_on_device(const tq_ring *ring, tq_error *err)
