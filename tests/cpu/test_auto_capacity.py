@@ -125,12 +125,9 @@ def test_an_auto_queue_starts_small_within_its_budget_and_says_so():
     assert fixed.port.auto is None and fixed.stats()["slots"] == fixed.capacity == 3  # nothing tuned, nothing paid
 
 
-def test_the_depth_changes_under_a_running_feeder_and_nothing_is_lost_or_reordered():
-    n = 400
-    q = tq.Queue([("i", "int64", (1,))], capacity="auto", memory_budget=1 << 20, target="cpu")
-    tuner = q._auto
-    tuner.stop()  # driven by hand below, with made-up windows, while the elements flow
-    taken = []
+def consuming(q, taken, pause):
+    """A started thread that takes each element's one number into ``taken``, pausing after each, until the queue
+    is closed and drained."""
 
     def consume():
         while True:
@@ -138,11 +135,22 @@ def test_the_depth_changes_under_a_running_feeder_and_nothing_is_lost_or_reorder
                 taken.append(int(q.get()[0][0]))
             except tq.QueueClosed:
                 return
-            time.sleep(0.0005)  # slower than the gather: the ring fills, and each change finds it in use
+            time.sleep(pause)
 
-    feeder = tq.Feeder(q, (np.arange(n),))
     consumer = threading.Thread(target=consume)
     consumer.start()
+    return consumer
+
+
+def test_the_depth_changes_under_a_running_feeder_and_nothing_is_lost_or_reordered():
+    n = 400
+    q = tq.Queue([("i", "int64", (1,))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    tuner = q._auto
+    tuner.stop()  # driven by hand below, with made-up windows, while the elements flow
+    taken = []
+    feeder = tq.Feeder(q, (np.arange(n),))
+    # slower than the gather: the ring fills, and each change finds it in use
+    consumer = consuming(q, taken, pause=0.0005)
     moves = [window(0.3, 0.2), window(0.1, 0.1), window(0.0, 0.9, fill=8.0), window(0.0, 0.9, fill=7.0)] * 5
     with feeder:
         for w in moves:
@@ -183,17 +191,7 @@ def test_a_bursty_producer_grows_the_ring_by_itself_and_every_element_arrives_in
     q = tq.Queue([("i", "int64", (1,))], capacity="auto", memory_budget=1 << 20, target="cpu")
     q._auto.interval = 0.1
     taken, produced = [], [0]
-
-    def consume():
-        while True:
-            try:
-                taken.append(int(q.get()[0][0]))
-            except tq.QueueClosed:
-                return
-            time.sleep(0.004)
-
-    consumer = threading.Thread(target=consume)
-    consumer.start()
+    consumer = consuming(q, taken, pause=0.004)
     for _burst in range(150):  # ends early once the ring grew: no clock decides the test
         for _ in range(8):
             q.put(np.array([produced[0]]))
