@@ -12,6 +12,7 @@
  *   tq_py_writer.c    the Ring's in-place writing (reserve, commit, abort)
  *   tq_py_memory.c    the Ring's page-locking, device gather, shared staging
  *   tq_py_stop.c      the Stop type
+ *   tq_py_shuffle.c   the Permutation type: an epoch's order made in idle time, off the GIL
  *   tq_py_device.c    device arrays: checked puts, device gets, DLPack
  *   tq_py_rows.c      array datasets' rows: put_rows, each source's layout and cast
  *   tq_py_given.c     elements their producer gave up, copied later by the ring's putter
@@ -76,7 +77,7 @@ typedef struct {
     int given_first, given_count;
 } RingObject;
 
-extern PyTypeObject RingType, StopType, LeaseType, DLPackOwnerType;
+extern PyTypeObject RingType, StopType, PermutationType, LeaseType, DLPackOwnerType;
 /* A method table's entry for a method that takes keywords: CPython calls it as a PyCFunctionWithKeywords, and
  * the cast through void (*)(void) tells the compiler that the change of the function's type is meant. */
 #define TQ_KW_METHOD(name, fn, doc)                                                \
@@ -249,6 +250,10 @@ PyObject *take_device_element(RingObject *self, const char *who, PyObject *dsts,
                               PyObject **lease);
 /* Module function dlpack_source. */
 PyObject *dlpack_source(PyObject *module, PyObject *capsule);
+
+/* ---- tq_py_shuffle.c ---- */
+/* Module function permutation(bit_generator, n). */
+PyObject *permutation(PyObject *module, PyObject *args);
 
 /* ---- tq_py_stop.c ---- */
 /* The flag of a Stop made for this ring (NULL for None), or -1 with TypeError. */

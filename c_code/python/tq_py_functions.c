@@ -231,6 +231,9 @@ PyMethodDef engine_functions[] = {
      "set_gil_hand_over(on) -> previous: a dequeue hands the GIL to a producer waiting for it after its put."},
     {"set_stall_warning", set_stall_warning, METH_O,
      "set_stall_warning(seconds or None) -> previous: a dequeue waiting this long calls Ring.on_stall once."},
+    {"permutation", permutation, METH_VARARGS,
+     "permutation(bit_generator, n) -> numpy.random.Generator(bit_generator).permutation(n) as int64, made "
+     "without the GIL (the draws of Permutation, on the calling thread)."},
     {"slot_bytes", slot_bytes, METH_O,
      "slot_bytes(components) -> bytes of one slot of (name, dtype, shape) components, as the engine lays it out."},
     {"pack_rows", pack_rows, METH_VARARGS,

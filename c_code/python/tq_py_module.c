@@ -1,5 +1,6 @@
 /* tq_py_module.c: the module theano_queue._engine, assembled: the types
- * (tq_py_ring.c, tq_py_stop.c, tq_py_element.c, tq_py_device.c), the functions
+ * (tq_py_ring.c, tq_py_stop.c, tq_py_shuffle.c, tq_py_element.c,
+ * tq_py_device.c), the functions
  * (tq_py_functions.c), the Ops' table (tq_py_capi.c) and the exceptions
  * (tq_py_errors.c).  Nothing calls into this file. */
 #define TQ_PY_MODULE /* the file that imports numpy's C API */
@@ -66,15 +67,16 @@ PyMODINIT_FUNC PyInit__engine(void)
         PyErr_SetString(PyExc_ImportError, "theano_queue._engine: pthread_atfork failed");
         return NULL;
     }
-    if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0 || PyType_Ready(&LeaseType) < 0 ||
-        PyType_Ready(&DLPackOwnerType) < 0)
+    if (import_errors() || PyType_Ready(&RingType) < 0 || PyType_Ready(&StopType) < 0 ||
+        PyType_Ready(&PermutationType) < 0 || PyType_Ready(&LeaseType) < 0 || PyType_Ready(&DLPackOwnerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&engine_module);
     if (!m)
         return NULL;
     PyObject *api = capi_capsule();
-    if (PyModule_AddType(m, &RingType) < 0 || PyModule_AddType(m, &StopType) < 0 || !api ||
-        PyModule_AddObject(m, "_C_API", api) < 0 || PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS) ||
+    if (PyModule_AddType(m, &RingType) < 0 || PyModule_AddType(m, &StopType) < 0 ||
+        PyModule_AddType(m, &PermutationType) < 0 || !api || PyModule_AddObject(m, "_C_API", api) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_COMPONENTS", TQ_MAX_COMPONENTS) ||
         PyModule_AddIntConstant(m, "MAX_CAPACITY", TQ_MAX_CAPACITY) ||
         PyModule_AddIntConstant(m, "SLOT_ALIGN", TQ_ALIGN)) {
         Py_XDECREF(api);

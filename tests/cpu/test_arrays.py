@@ -266,23 +266,56 @@ def test_a_put_beside_a_sleeping_feeder_takes_the_first_free_slot():
         assert not put.is_alive() and q.stats()["enqueued"] == 5
 
 
-def test_the_next_epochs_order_is_computed_beside_the_feeder(monkeypatch):
-    """A shuffled epoch's permutation is made in another thread while the epoch before it is written."""
-    made_in = {}
-    order = Sampler.order
+def test_the_next_epochs_order_is_shuffled_while_the_epoch_before_it_is_written(monkeypatch):
+    """Each shuffled epoch's permutation after the first is begun (in the engine's idle time, off the GIL)
+    while the epoch before it is written, not when it begins: the queue does not run dry at each epoch's
+    start.  The batches are the Sampler's all the same."""
+    begun_after = {}  # epoch -> the batches put when its shuffle began
+    permuting = Sampler.permuting
 
     def recorded(self, epoch):
-        made_in[epoch] = threading.current_thread().name
-        return order(self, epoch)
+        begun_after[epoch] = q.stats()["enqueued"]
+        return permuting(self, epoch)
 
-    monkeypatch.setattr(Sampler, "order", recorded)
+    monkeypatch.setattr(Sampler, "permuting", recorded)
     x, i = dataset()
     q = queue()
-    with tq.Feeder(q, (x, i), shuffle=True, seed=5, epochs=3) as feeder:
+    with tq.Feeder(q, (x, i), shuffle=True, seed=5, epochs=4):
         got = drain(q)
-    assert made_in[0] == feeder.name and made_in[1] == made_in[2] == "OrderAhead"
+    per_epoch = -(-N // BATCH)
+    for epoch in (1, 2, 3):
+        assert (epoch - 1) * per_epoch <= begun_after[epoch] < epoch * per_epoch
+    plain = Sampler(N, BATCH, shuffle=True, seed=5, epochs=4)
+    assert rows_of(got) == [int(r) for e in range(4) for r in plain.order(e)]
+    numpys = [np.random.Generator(np.random.PCG64(np.random.SeedSequence([5, e]))).permutation(N) for e in range(4)]
+    assert rows_of(got) == [int(r) for p in numpys for r in p]
+
+
+def test_an_order_not_made_ahead_in_time_is_made_by_the_feeder_without_waiting(monkeypatch):
+    """On a machine with no idle core the order's thread may get no core: the Feeder makes the epoch's order
+    itself rather than wait on it, and ends that thread without waiting either."""
+
+    class Starved:
+        closed = []
+
+        def done(self):
+            return False
+
+        def result(self):
+            raise AssertionError("waited on a thread that gets no core")
+
+        def close(self, wait=True):
+            Starved.closed.append(wait)
+            return True
+
+    monkeypatch.setattr(Sampler, "permuting", lambda self, epoch: Starved())
+    x, i = dataset()
+    q = queue()
+    with tq.Feeder(q, (x, i), shuffle=True, seed=5, epochs=3):
+        got = drain(q)
     plain = Sampler(N, BATCH, shuffle=True, seed=5, epochs=3)
     assert rows_of(got) == [int(r) for e in range(3) for r in plain.order(e)]
+    assert Starved.closed == [False, False]  # epochs 1 and 2, each ended without a wait
 
 
 def test_put_rows_refuses_a_room_below_one():

@@ -22,9 +22,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-import threading
 import time
-from typing import List, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -75,32 +74,53 @@ def row_bytes(component) -> int:
 
 
 class OrderAhead:
-    """The indices of a coming epoch, computed in a thread of their own while this epoch's last batches are written.
+    """The coming epoch's order, made in idle time while the epoch before it is written.
 
-    A shuffled epoch's permutation takes milliseconds (11 ms for 500 000
-    rows); computed when the epoch begins, it held the Feeder up while the
-    queue's few batches ran out, and the step waited for it once an epoch.
-    numpy's permutation releases the GIL.
+    A shuffled epoch's permutation takes milliseconds (2.7 ms for 200 000
+    rows, 11 ms for 500 000); computed when the epoch begins, it held the
+    Feeder up while the queue's few batches ran out, and the step waited
+    for it once an epoch.  The engine makes it on a thread of its own that
+    holds no GIL and runs only on an idle core (:meth:`Sampler.permuting`):
+    a Python thread for it waited for the GIL that a busy consumer holds,
+    and took the core the Feeder was woken for (doc/bench/notes.rst, "The
+    next epoch's order, off the GIL").  On a machine with no idle core it
+    may not be done in time: the Feeder then makes the order itself, rather
+    than wait on a thread that gets no core.
     """
 
-    def __init__(self, sampler, epoch: int):
-        self.epoch = epoch
-        self.indices: Optional[np.ndarray] = None
-        self.error: Optional[BaseException] = None
-        self.thread = threading.Thread(target=self.compute, args=(sampler,), name="OrderAhead", daemon=True)
-        self.thread.start()
+    def __init__(self, sampler) -> None:
+        self.sampler = sampler
+        self.coming: Optional[Tuple[int, Any]] = None  # (epoch, its _engine.Permutation)
+        self.stopping: List[Any] = []  # Permutations told to stop whose thread had not returned yet
 
-    def compute(self, sampler) -> None:
-        try:
-            self.indices = sampler.order(self.epoch)
-        except BaseException as exc:  # raised again by take(), in the Feeder's thread
-            self.error = exc
+    def epoch_indices(self, epoch: int) -> np.ndarray:
+        """The sampler's indices of ``epoch`` (made ahead where they were), the next epoch's begun."""
+        sampler, coming = self.sampler, self.coming
+        if coming is not None and coming[0] == epoch and coming[1].done():
+            sampler.keep(epoch, sampler.sharded(coming[1].result()))
+        if (coming is None or coming[0] <= epoch) and self.to_come(epoch + 1):
+            self.retire()
+            self.coming = (epoch + 1, sampler.permuting(epoch + 1))
+        return sampler.epoch_indices(epoch)
 
-    def take(self):
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.indices
+    def to_come(self, epoch: int) -> bool:
+        total = self.sampler.total
+        return total is None or epoch * self.sampler.batches_per_epoch < total
+
+    def retire(self) -> None:
+        """Ends the permutation in the making without waiting for its thread (ended later where it has not
+        returned yet), and those retired before whose thread has returned since."""
+        if self.coming is not None:
+            self.stopping.append(self.coming[1])
+            self.coming = None
+        self.stopping = [p for p in self.stopping if not p.close(wait=False)]
+
+    def close(self) -> None:
+        """Ends every permutation in the making and its thread (at the run's end)."""
+        self.retire()
+        for permutation in self.stopping:
+            permutation.close()
+        self.stopping = []
 
 
 class ArrayProducer(InProcessProducer):
@@ -216,14 +236,11 @@ class ArrayProducer(InProcessProducer):
 
     def put_runs(self, stop) -> bool:
         sampler, ring = self.schedule.sampler, self.port.ring
-        per_epoch = sampler.batches_per_epoch
-        ahead = None
+        ahead = self.order_ahead()
         try:
             for position, count in self.runs():
-                epoch, first = divmod(position, per_epoch)
+                epoch, first = divmod(position, sampler.batches_per_epoch)
                 indices, first = self.run_indices(epoch, first, count, ahead)
-                if position % per_epoch + count == per_epoch:
-                    ahead = self.order_ahead(epoch + 1)
                 self.progress.committing(*range(position, position + count))
                 began, waited = time.perf_counter(), ring.stats()["producer_wait_s"]
                 put = ring.put_rows(self.arrays, indices, sampler.batch_size, first, count, stop, self.room)
@@ -235,35 +252,26 @@ class ArrayProducer(InProcessProducer):
             return True
         finally:
             if ahead is not None:
-                ahead.thread.join()
+                ahead.close()
 
-    def run_indices(self, epoch: int, first: int, count: int, ahead):
+    def run_indices(self, epoch: int, first: int, count: int, ahead: Optional[OrderAhead]):
         """(indices, the first batch's number in them) for batches ``first`` to ``first + count`` of ``epoch``:
         the held epoch whole (no copy), or only those batches' indices where the epoch is not held."""
         sampler = self.schedule.sampler
         if sampler.holds_epochs:
-            return self.epoch_indices(epoch, ahead), first
+            return (sampler.epoch_indices(epoch) if ahead is None else ahead.epoch_indices(epoch)), first
         start = first * sampler.batch_size
         return sampler.indices(epoch, start, min(start + count * sampler.batch_size, sampler.per_rank)), 0
 
-    def epoch_indices(self, epoch: int, ahead):
-        """The sampler's indices of ``epoch``, taken from ``ahead`` (an :class:`OrderAhead`) where it has them."""
-        sampler = self.schedule.sampler
-        if ahead is not None and ahead.epoch == epoch:
-            sampler.keep(epoch, ahead.take())
-        return sampler.epoch_indices(epoch)
-
-    def order_ahead(self, epoch: int):
-        """An :class:`OrderAhead` for ``epoch`` where it is to come and costs a permutation; else None.
+    def order_ahead(self) -> Optional[OrderAhead]:
+        """An :class:`OrderAhead` where the epochs are held and cost a permutation; else None.
 
         Bucketed epochs call the user's ``bucket_by``: they stay in the Feeder's thread.
         """
         sampler = self.schedule.sampler
         if not sampler.holds_epochs or sampler.bucket_by is not None:
             return None
-        if sampler.total is not None and epoch * sampler.batches_per_epoch >= sampler.total:
-            return None
-        return OrderAhead(sampler, epoch)
+        return OrderAhead(sampler)
 
     def put_gathered(self, stop) -> bool:
         """Each batch's rows read by numpy (and cast) into the slot: only the batch's rows are read.

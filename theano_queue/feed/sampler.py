@@ -14,11 +14,13 @@ otherwise (a shard of a large dataset, or a dataset of more rows than
 at a time from the seed and the epoch.
 
 It lives in the feed package (which imports it) and imports only
-``feed/state.py`` from it, which imports nothing of it: no circle.
+``feed/state.py`` from it, which imports nothing of it: no circle; numpy's
+permutations are made by the engine (``_engine.Permutation``).
 """
 
 import numpy as np
 
+from .. import _engine
 from .state import STATE_VERSION, as_state, check_version
 
 #: A shuffled shard (world > 1) of a dataset of more rows than this is a keyed permutation: numpy's would hold
@@ -265,17 +267,30 @@ class Sampler:
         Without ``bucket_by`` it is numpy alone, and any thread may call it.
         """
         if self.permutation == "numpy":
-            order = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
-            order = order.permutation(self.length).astype(np.int64, copy=False)
-            if self.total_size > self.length and self.length:
-                order = np.resize(order, self.total_size)  # pads by repeating from the start
-            order = order[: self.total_size]
-            mine = np.ascontiguousarray(order[self.rank : self.total_size : self.world])
+            mine = self.sharded(_engine.permutation(self.bit_generator(epoch), self.length))
         else:
             mine = self.computed(epoch, 0, self.per_rank)
         if self.bucket_by is not None:
             mine = self._bucketed(epoch, mine)
         return mine
+
+    def bit_generator(self, epoch):
+        """The bit generator of epoch ``epoch``'s permutation (``permutation="numpy"``): the draws of
+        ``Generator(PCG64(SeedSequence([seed, epoch]))).permutation(length)``, made by the engine
+        (``_engine.permutation``, without the GIL)."""
+        return np.random.PCG64(np.random.SeedSequence([self.seed, epoch]))
+
+    def permuting(self, epoch):
+        """Epoch ``epoch``'s permutation begun in idle time on a thread of the engine: an
+        ``_engine.Permutation``, whose ``result()`` :meth:`sharded` makes the epoch's order."""
+        return _engine.Permutation(self.bit_generator(epoch), self.length)
+
+    def sharded(self, permutation):
+        """This rank's share of a permutation of the dataset, padded by repeating from its start."""
+        if self.total_size > self.length and self.length:
+            permutation = np.resize(permutation, self.total_size)
+        permutation = permutation[: self.total_size]
+        return np.ascontiguousarray(permutation[self.rank : self.total_size : self.world])
 
     def computed(self, epoch, start, stop):
         """This rank's indices ``[start, stop)`` of ``epoch``'s order, computed without the rest of it.
