@@ -23,6 +23,11 @@ def dataset(n=N, feat=FEAT):
     return x, np.arange(n, dtype="int64")
 
 
+def native_threads():
+    """The process's threads, the engine's own included (Python's threading sees only its own)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def queue(capacity=4, feat=FEAT, target="cpu", batch=BATCH):
     return tq.Queue([("x", "float32", (batch, feat)), ("i", "int64", (batch,))], capacity=capacity, target=target)
 
@@ -316,6 +321,20 @@ def test_an_order_not_made_ahead_in_time_is_made_by_the_feeder_without_waiting(m
     plain = Sampler(N, BATCH, shuffle=True, seed=5, epochs=3)
     assert rows_of(got) == [int(r) for e in range(3) for r in plain.order(e)]
     assert Starved.closed == [False, False]  # epochs 1 and 2, each ended without a wait
+
+
+def test_stop_ends_the_next_epochs_permutation_with_the_run():
+    """Stopped mid-epoch, a Feeder of a large shuffled dataset ends the next epoch's permutation in the making
+    too: the stop is prompt, and no thread of the run is left."""
+    x, i = dataset(n=3_000_000, feat=1)
+    q = queue(capacity=2, feat=1)
+    before = native_threads()
+    feeder = tq.Feeder(q, (x, i), shuffle=True, seed=1, epochs=None).start()
+    assert q.get(timeout=10) is not None  # epoch 0 is written: epoch 1's permutation is in the making
+    began = time.monotonic()
+    feeder.close()
+    assert time.monotonic() - began < 2.0 and not feeder.running
+    assert wait_for(lambda: native_threads() == before)
 
 
 def test_put_rows_refuses_a_room_below_one():
