@@ -91,6 +91,14 @@ extern PyTypeObject RingType, StopType, PermutationType, LeaseType, DLPackOwnerT
                                     .tp_flags = Py_TPFLAGS_DEFAULT, .tp_dealloc = (destructor)(dealloc),       \
                                     .tp_doc = (doc),                                                           \
     }
+/* The type of small objects that Python makes with a constructor (Stop, Permutation). */
+#define TQ_SMALL_TYPE(name, object, init, dealloc, methods, doc)                                               \
+    {                                                                                                          \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine." name, .tp_basicsize = sizeof(object), \
+                                    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_new = PyType_GenericNew,               \
+                                    .tp_init = (initproc)(init), .tp_dealloc = (destructor)(dealloc),          \
+                                    .tp_methods = (methods), .tp_doc = (doc),                                  \
+    }
 /* How many fork()s led from the process that loaded the module to this one:
  * a Ring made under another count was made in another process.  Cheaper to
  * check on every call than getpid(), which is a system call. */

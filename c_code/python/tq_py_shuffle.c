@@ -162,14 +162,7 @@ static PyMethodDef Permutation_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject PermutationType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Permutation",
-    .tp_basicsize = sizeof(PermutationObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Permutation_init,
-    .tp_dealloc = (destructor)Permutation_dealloc,
-    .tp_methods = Permutation_methods,
-    .tp_doc = "Permutation(bit_generator, n): numpy.random.Generator(bit_generator).permutation(n) as int64, "
-              "made on a thread of its own in idle time, off the GIL; result() gives it.",
-};
+PyTypeObject PermutationType =
+    TQ_SMALL_TYPE("Permutation", PermutationObject, Permutation_init, Permutation_dealloc, Permutation_methods,
+                  "Permutation(bit_generator, n): numpy.random.Generator(bit_generator).permutation(n) as int64, "
+                  "made on a thread of its own in idle time, off the GIL; result() gives it.");

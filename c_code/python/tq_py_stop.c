@@ -64,13 +64,6 @@ static PyMethodDef Stop_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject StopType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "theano_queue._engine.Stop",
-    .tp_basicsize = sizeof(StopObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Stop_init,
-    .tp_dealloc = (destructor)Stop_dealloc,
-    .tp_methods = Stop_methods,
-    .tp_doc = "Stop(ring): a flag for Ring.put and Ring.reserve; set() ends their wait with Stopped.",
-};
+PyTypeObject StopType = TQ_SMALL_TYPE("Stop", StopObject, Stop_init, Stop_dealloc, Stop_methods,
+                                      "Stop(ring): a flag for Ring.put and Ring.reserve; set() ends their wait with "
+                                      "Stopped.");
