@@ -122,3 +122,29 @@ def test_a_forked_child_neither_joins_nor_asks_the_parents_thread():
     assert os.waitstatus_to_exitcode(status) == 0
     assert np.array_equal(permutation.result(), numpys(5_000_000, 10))
     permutation.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+def test_the_permutations_thread_runs_in_idle_time_only():
+    """The thread takes no core that another thread wants (SCHED_IDLE): beside a training step on two cores,
+    one that competed took the core the Feeder was woken for."""
+
+    def idle_threads():
+        found = []
+        for task in os.listdir("/proc/self/task"):
+            try:
+                if os.sched_getscheduler(int(task)) == os.SCHED_IDLE:
+                    found.append(task)
+            except ProcessLookupError:
+                pass  # a thread that ended meanwhile
+        return found
+
+    before = idle_threads()
+    permutation = _engine.Permutation(bits(11), 30_000_000)
+    try:
+        deadline = time.monotonic() + 5
+        while len(idle_threads()) == len(before) and not permutation.done() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(idle_threads()) == len(before) + 1
+    finally:
+        permutation.close()
