@@ -23,6 +23,21 @@ def test_a_list_of_arrays_with_shuffle_says_to_pass_a_tuple():
         tq.Feeder(q, [(x[:8], y[:8])], shuffle=True)
 
 
+def test_a_bare_array_with_shuffle_says_to_pass_a_one_array_tuple():
+    """A one-component queue fed one array: a newcomer's first try.  A bare array is an iterable of batches;
+    with shuffle the message names the tuple that makes it an array dataset, and that tuple works."""
+    q = tq.Queue([("x", "float32", (8, 1))], target="cpu")
+    x = np.arange(40, dtype="float32").reshape(40, 1)
+    for arguments in (dict(shuffle=True), dict(shard=(0, 2)), dict(drop_last=True)):
+        with pytest.raises(ValueError, match=r"a numpy array alone .*pass a tuple \(X,\) for an array dataset") as e:
+            tq.Feeder(q, x, **arguments)
+        assert "worker_info" not in str(e.value)
+    with tq.Feeder(q, (x,), shuffle=True):
+        (got,) = q.get()
+        assert got.shape == (8, 1) and set(got.ravel()) <= set(x.ravel())
+    q.close(cancel_pending=True)
+
+
 def test_dequeued_variables_are_named_after_their_components():
     q = tq.Queue([("image", "uint8", (4, 2, 2)), ("label", "int32", (4,))], target="cpu")
     assert [v.name for v in q.dequeue()] == ["image", "label"]

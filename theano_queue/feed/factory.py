@@ -252,6 +252,13 @@ def _iterable_arguments(dataset, workers, shuffle, shard, drop_last, epochs, sta
                 "is taken as an iterable of whole batches: pass a tuple (X, y) for an array dataset, one "
                 "array per component" % (where, len(dataset))
             )
+        if isinstance(dataset, np.ndarray) and dataset.ndim >= 1:
+            # X for a one-component queue: meant as rows, taken as batches, as a list would be.
+            raise ValueError(
+                "%s: shuffle, shard and drop_last choose the rows of an array dataset; a numpy array alone is "
+                "taken as an iterable of whole batches (one per item of its first axis): pass a tuple (X,) for "
+                "an array dataset of one component" % where
+            )
         raise ValueError(
             "%s: shuffle, shard and drop_last choose the samples of a map-style dataset (__len__ and "
             "__getitem__ giving one sample); an iterable yields whole batches in its own order: split "
