@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import theano_queue as tq
+from theano_queue import _engine
 from theano_queue.feed.tune_capacity import (
     AUTO_MOST_SLOTS,
     AutoCapacity,
@@ -253,6 +254,44 @@ def test_a_gather_waiting_for_room_asks_its_share_of_the_depth_not_of_the_slots(
     writer.join(scaled(10))
     assert put == [6] and q.size() == 4
     assert [float(q.get()[0][0][0]) for _ in range(4)] == [8.0, 12.0, 16.0, 20.0]
+
+
+def test_a_slow_consumer_wakes_a_gather_waiting_for_its_share_of_the_depth():
+    """The same share, asked of a consumer slower than the pace under which the Feeder looks by itself (one take
+    every 400 us): its takes must wake the Feeder once 2 of the 4 are free.  The wake asked for 8 free slots of
+    the 4 in use, so the Feeder slept until its wait's next slice (50 ms), and a 2 ms step found the ring
+    empty at every refill."""
+    from timing import scaled
+
+    q = tq.Queue([("x", "float32", (1, 4))], capacity="auto", memory_budget=1 << 20, target="cpu")
+    q._auto.stop()
+    q.port.ring.depth = 4
+    rows = np.arange(4000, dtype="float32").reshape(1000, 4)
+    stop = _engine.Stop(q.port.ring)
+    writer = threading.Thread(
+        target=lambda: q.port.ring.put_rows([rows], np.arange(1000, dtype="int64"), 1, 0, 1000, stop, 8),
+        daemon=True,
+    )
+    writer.start()
+    refills, taken = [], []
+    for _ in range(10):
+        deadline = time.monotonic() + scaled(10)
+        while q.size() < 4 and time.monotonic() < deadline:
+            time.sleep(0.0002)
+        began = time.monotonic()
+        refills.append(began)
+        for _ in range(2):
+            time.sleep(0.002)  # a 2 ms step: too slow for the Feeder to look by itself
+            taken.append(float(q.get()[0][0][0]))
+        refills[-1] = time.monotonic()
+        while q.size() < 4 and time.monotonic() < deadline:
+            time.sleep(0.0002)
+        refills[-1] = time.monotonic() - refills[-1]
+    stop.set()
+    writer.join(scaled(5))
+    assert not writer.is_alive()
+    assert np.median(refills) < scaled(0.015)  # woken by the take: well under the 50 ms slice
+    assert taken == [4.0 * i for i in range(20)]
 
 
 def test_a_deeper_limit_takes_effect_while_the_ring_is_never_empty():

@@ -264,7 +264,8 @@ class Sampler:
     def order(self, epoch):
         """:meth:`epoch_indices` computed anew, not kept.
 
-        Without ``bucket_by`` it is numpy alone, and any thread may call it.
+        Without ``bucket_by`` it calls no Python of the user's (the engine makes numpy's permutation), and any
+        thread may call it.
         """
         if self.permutation == "numpy":
             mine = self.sharded(_engine.permutation(self.bit_generator(epoch), self.length))

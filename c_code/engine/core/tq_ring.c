@@ -407,11 +407,12 @@ void tq_ring_release_get(tq_ring *ring, int slot)
      * On a host ring it looks again by itself (tq_ring_room.c), and is woken
      * here only when the consumer is about to run dry. */
     int room_waiter_due = 0;
-    if (ring->room_wanted > 1)
+    if (ring->room_wanted > 1) {
+        /* The waiter's own test (try_reserve_put): its share of the depth, not of the slots. */
+        int room = tq_ring_room_of_depth(ring, ring->room_wanted);
         room_waiter_due =
-            tq_ring_polls_for_room(ring, ring->room_wanted)
-                ? ring->n_ready <= 1 && tq_ring_has_room(ring, tq_ring_room_of_depth(ring, ring->room_wanted))
-                : tq_ring_has_room(ring, ring->room_wanted);
+            tq_ring_has_room(ring, room) && (ring->n_ready <= 1 || !tq_ring_polls_for_room(ring, ring->room_wanted));
+    }
     int wake = ring->plain_waiters > 0 || ring->room_wanted <= 1 || room_waiter_due;
     pthread_mutex_unlock(&ring->lock);
     /* After the unlock: the producer it wakes (a feeder waiting for room)
