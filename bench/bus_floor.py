@@ -29,7 +29,7 @@ import numpy as np
 import theano
 
 import theano_queue as tq
-from bench.common import MiB, reading
+from bench.common import MiB, cycle, reading, time_steps
 from theano_queue import _engine
 from theano_queue.tools.probe import h2d_seconds, host_copy_gbps
 
@@ -70,44 +70,26 @@ def numpy_batches(nbytes):
     return [np.random.default_rng(i).standard_normal((nbytes // (4 * 4096), 4096), dtype="float32") for i in range(3)]
 
 
+def fed_gbps(q, feeder_args, feeder_kwargs, steps=12):
+    """GB/s of q's element read by a graph that reads one value back a step, while a Feeder fills q."""
+    first = reading(theano.function([], q.dequeue()[0, 0]))
+    with tq.Feeder(q, *feeder_args, close_when_done=False, **feeder_kwargs):
+        seconds = time_steps(first, steps)
+    q.close(cancel_pending=True)
+    return q.components[0].nbytes / seconds / 1e9
+
+
 def array_dataset_gbps(data, capacity=3, steps=12):
     """The array Feeder's shuffled host gather of a third of `data` a batch, through a GPU queue."""
-    batch = len(data) // 3
-    q = tq.Queue([("x", "float32", (batch, ROW))], capacity=capacity, name="bus_floor_arrays")
-    first = reading(theano.function([], q.dequeue()[0, 0]))
-    with tq.Feeder(q, (data,), shuffle=True, epochs=None, drop_last=True, close_when_done=False):
-        for _ in range(3):
-            first()
-        started = time.perf_counter()
-        for _ in range(steps):
-            first()
-        elapsed = time.perf_counter() - started
-    q.close(cancel_pending=True)
-    return batch * ROW * 4 * steps / elapsed / 1e9
+    q = tq.Queue([("x", "float32", (len(data) // 3, ROW))], capacity=capacity, name="bus_floor_arrays")
+    return fed_gbps(q, [(data,)], {"shuffle": True, "epochs": None, "drop_last": True}, steps)
 
 
 def numpy_batches_gbps(pool, capacity=3, steps=12):
     """A generator's ready numpy batches (`pool`, over and over) through a GPU queue, each copied into a pinned
     slot."""
-    rows = len(pool[0])
-    q = tq.Queue([("x", "float32", (rows, 4096))], capacity=capacity, name="bus_floor_numpy")
-    first = reading(theano.function([], q.dequeue()[0, 0]))
-
-    def source():
-        i = 0
-        while True:
-            yield pool[i % len(pool)]
-            i += 1
-
-    with tq.Feeder(q, source(), close_when_done=False):
-        for _ in range(3):
-            first()
-        started = time.perf_counter()
-        for _ in range(steps):
-            first()
-        elapsed = time.perf_counter() - started
-    q.close(cancel_pending=True)
-    return rows * 4096 * 4 * steps / elapsed / 1e9
+    q = tq.Queue([("x", "float32", pool[0].shape)], capacity=capacity, name="bus_floor_numpy")
+    return fed_gbps(q, [cycle(pool)], {}, steps)
 
 
 def by_capacity(mib, threads, capacities):
