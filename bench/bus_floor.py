@@ -9,19 +9,26 @@ of the two *while the other runs*: both read or write the host's memory.
 This prints, per copy-thread count:
 
   dma alone        pinned host-to-device copies, nothing else running
-  copy alone       the engine's copy pool into a host slot
-  dma | copy       each one's rate measured while the other runs (the floor:
-                   no pipeline of the two does better than the slower of them)
+  copy alone       the engine's copy pool into a host slot (the best copy)
+  dma | copy       each one's rate measured while the other runs, the copy's
+                   of the median copy (the floor: no pipeline of the two does
+                   better than the slower of them)
   array dataset    the array Feeder's shuffled host gather through a GPU queue,
                    read by a graph that does almost nothing
   numpy batches    a generator's numpy batches through a GPU queue
 
 and each rate as "x ideal" (the DMA alone over the rate; 1.0 is the bus).
+For the two queue paths it then prints where a batch's time goes, from a
+trace of the timed steps (Queue.trace): the medians of the period between
+two batches, the producer's write of a slot (copy or gather), the slot's
+upload and the producer's wait for room.  A period near the write means the
+host's copy is the slower stage, near the upload the DMA.
 Needs Theano on a CUDA GPU for all but "copy alone".
 """
 
 import argparse
 import json
+import statistics
 import threading
 import time
 
@@ -42,20 +49,22 @@ def dma_gbps(nbytes, seconds=1.0):
     return nbytes / h2d_seconds(nbytes, max(2, int(seconds / one))) / 1e9
 
 
-def copy_gbps(nbytes, threads, seconds=1.0):
-    """The copy pool's GB/s into a host slot, the best of as many copies as fit in about `seconds`."""
+def copy_gbps(nbytes, threads, seconds=1.0, statistic="best"):
+    """The copy pool's GB/s into a host slot, over as many copies as fit in about `seconds`: the best one's, or
+    the median one's (the rate it keeps while the DMA shares the memory)."""
     one = nbytes / host_copy_gbps(nbytes, threads, repeats=1) / 1e9
-    return host_copy_gbps(nbytes, threads, repeats=max(2, int(seconds / one)))
+    return host_copy_gbps(nbytes, threads, repeats=max(3, int(seconds / one)), statistic=statistic)
 
 
 def both_at_once(nbytes, threads, seconds=2.0):
     """(dma GB/s, copy GB/s), each measured while the other runs: the DMA in a thread (ctypes lets the GIL go
-    in each driver call), the copy in this one, started once the DMA runs and ended before it does."""
+    in each driver call), the copy in this one, started once the DMA runs and ended before it does; the copy's
+    is the median copy's."""
     result = {}
     dma = threading.Thread(target=lambda: result.setdefault("dma", dma_gbps(nbytes, seconds)))
     dma.start()
     time.sleep(0.1 * seconds)
-    copy = copy_gbps(nbytes, threads, 0.6 * seconds)
+    copy = copy_gbps(nbytes, threads, 0.6 * seconds, statistic="median")
     dma.join()
     return result["dma"], copy
 
@@ -70,26 +79,57 @@ def numpy_batches(nbytes):
     return [np.random.default_rng(i).standard_normal((nbytes // (4 * 4096), 4096), dtype="float32") for i in range(3)]
 
 
-def fed_gbps(q, feeder_args, feeder_kwargs, steps=12):
-    """GB/s of q's element read by a graph that reads one value back a step, while a Feeder fills q."""
+def stage_medians(elements):
+    """Medians in ms over traced elements (Queue.trace): the period between two elements made ready, the
+    producer's write of a slot (the host copy or gather), its upload (issued to filled), its wait for room."""
+
+    def median_ms(first, last):
+        spans = [(e["ns"][last] - e["ns"][first]) / 1e6 for e in elements if first in e["ns"] and last in e["ns"]]
+        return statistics.median(spans) if spans else None
+
+    ready = [e["ns"]["ready"] for e in elements if "ready" in e["ns"]]
+    periods = [(b - a) / 1e6 for a, b in zip(ready, ready[1:])]
+    return {
+        "period": statistics.median(periods) if periods else None,
+        "write": median_ms("reserved", "put_end"),
+        "upload": median_ms("copy_issued", "filled"),
+        "wait for room": median_ms("put_begin", "reserved"),
+    }
+
+
+def fed(q, feeder_args, feeder_kwargs, steps=12):
+    """(GB/s, stage medians) of q's element read by a graph that reads one value back a step, while a Feeder
+    fills q; the stages from a trace of the timed steps."""
     first = reading(theano.function([], q.dequeue()[0, 0]))
     with tq.Feeder(q, *feeder_args, close_when_done=False, **feeder_kwargs):
-        seconds = time_steps(first, steps)
+        with q.trace(steps=steps) as trace:
+            seconds = time_steps(first, steps, warmup=3)
     q.close(cancel_pending=True)
-    return q.components[0].nbytes / seconds / 1e9
+    return q.components[0].nbytes / seconds / 1e9, stage_medians(trace.elements)
 
 
-def array_dataset_gbps(data, capacity=3, steps=12):
-    """The array Feeder's shuffled host gather of a third of `data` a batch, through a GPU queue."""
+def array_dataset_fed(data, capacity=3, steps=12):
+    """The array Feeder's shuffled host gather of a third of `data` a batch, through a GPU queue: fed()."""
     q = tq.Queue([("x", "float32", (len(data) // 3, ROW))], capacity=capacity, name="bus_floor_arrays")
-    return fed_gbps(q, [(data,)], {"shuffle": True, "epochs": None, "drop_last": True}, steps)
+    return fed(q, [(data,)], {"shuffle": True, "epochs": None, "drop_last": True}, steps)
 
 
-def numpy_batches_gbps(pool, capacity=3, steps=12):
+def numpy_batches_fed(pool, capacity=3, steps=12):
     """A generator's ready numpy batches (`pool`, over and over) through a GPU queue, each copied into a pinned
-    slot."""
+    slot: fed()."""
     q = tq.Queue([("x", "float32", pool[0].shape)], capacity=capacity, name="bus_floor_numpy")
-    return fed_gbps(q, [cycle(pool)], {}, steps)
+    return fed(q, [cycle(pool)], {}, steps)
+
+
+QUEUE_PATHS = (("array dataset", array_dataset_fed), ("numpy batches", numpy_batches_fed))
+
+
+def queue_paths(data, pool, capacity=3):
+    """{path: GB/s} and {path: stage medians} of the two queue paths at `capacity`."""
+    rates, stages = {}, {}
+    for (name, run), source in zip(QUEUE_PATHS, (data, pool)):
+        rates[name], stages[name] = run(source, capacity)
+    return rates, stages
 
 
 def by_capacity(mib, threads, capacities):
@@ -99,10 +139,11 @@ def by_capacity(mib, threads, capacities):
     before = _engine.copy_threads()
     _engine.set_copy_threads(threads)
     try:
-        return [
-            {"capacity": c, "array dataset": array_dataset_gbps(data, c), "numpy batches": numpy_batches_gbps(pool, c)}
-            for c in capacities
-        ]
+        rows = []
+        for c in capacities:
+            rates, stages = queue_paths(data, pool, c)
+            rows.append({"capacity": c, **rates, "stages": stages})
+        return rows
     finally:
         _engine.set_copy_threads(before)
 
@@ -120,12 +161,21 @@ def measure(mib, thread_counts):
             before = _engine.copy_threads()
             _engine.set_copy_threads(threads)
             try:
-                row["array dataset"] = array_dataset_gbps(data)
-                row["numpy batches"] = numpy_batches_gbps(pool)
+                rates, row["stages"] = queue_paths(data, pool)
+                row.update(rates)
             finally:
                 _engine.set_copy_threads(before)
         rows.append(row)
     return {"MiB": mib, "dma alone": dma, "rows": rows}
+
+
+def stage_lines(label, stages):
+    """One line per queue path: its stage medians in ms."""
+    return [
+        "  %s, %s: %s"
+        % (label, path, ", ".join("%s %s" % (k, "-" if v is None else "%.2f ms" % v) for k, v in medians.items()))
+        for path, medians in stages.items()
+    ]
 
 
 def show(result):
@@ -141,6 +191,10 @@ def show(result):
                 "%22s" % ("-" if gbps is None else "%.1f GB/s (%.2fx)" % (gbps, dma / gbps) if dma else "%.1f" % gbps)
             )
         print("%7d  %s" % (row["threads"], "".join(cells)))
+    print("medians per batch, through the queue (period: between two batches made ready):")
+    for row in result["rows"]:
+        for line in stage_lines("%d threads" % row["threads"], row.get("stages", {})):
+            print(line)
 
 
 def main(argv=None):
@@ -166,6 +220,7 @@ def main(argv=None):
                     dma / row["numpy batches"],
                 )
             )
+            print("\n".join(stage_lines("capacity %d" % row["capacity"], row["stages"])))
         return
     result = measure(args.mib, [int(t) for t in args.threads.split(",")])
     show(result)

@@ -244,6 +244,11 @@ static void test_copier(void)
 {
     CHECK(tq_copy_set_threads(0, NULL) == TQ_EINVAL);
     CHECK(tq_copy_set_threads(4, NULL) == TQ_OK && tq_copy_threads() == 4);
+    /* A large copy is cut finer than one chunk a thread (a slow thread's remainder goes to the others), never
+     * below 256 KiB a chunk, and a small one is not cut. */
+    CHECK(tq_copy_chunk_bytes(64u << 20) * 16 <= (64u << 20));
+    CHECK(tq_copy_chunk_bytes(2u << 20) == (256u << 10));
+    CHECK(tq_copy_chunk_bytes(4095) == 4095);
     size_t sizes[] = {0, 1, 4095, (1u << 20) + 7, (5u << 20) + 13, 9u << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         for (int shift = 0; shift < 3; shift++) {

@@ -27,6 +27,18 @@ def test_host_copy_through_the_engine_and_numpy():
         probe.host_copy_gbps(0)
 
 
+@pytest.mark.parametrize("via", ["engine", "numpy"])
+def test_host_copy_statistic_picks_the_best_or_the_median_copy(monkeypatch, via):
+    """Copies of 9 (the warm-up, dropped), 1, 2 and 4 s: the best is 1 s, the median 2 s."""
+    ticks = iter([0, 9, 10, 11, 20, 22, 30, 34])
+    monkeypatch.setattr(probe.time, "perf_counter", lambda: next(ticks))
+    assert probe.host_copy_gbps(MiB, repeats=3, via=via) == pytest.approx(MiB / 1 / 1e9)
+    ticks = iter([0, 9, 10, 11, 20, 22, 30, 34])
+    assert probe.host_copy_gbps(MiB, repeats=3, via=via, statistic="median") == pytest.approx(MiB / 2 / 1e9)
+    with pytest.raises(ValueError, match="statistic must be 'best' or 'median', got 'mean'"):
+        probe.host_copy_gbps(MiB, statistic="mean")
+
+
 def test_limits_per_source_kind():
     rows = {source.split(" (")[0]: gbps for source, gbps, why in probe.limits(55.0, 10.0, 45.0)}
     assert rows["registered"] == 55.0

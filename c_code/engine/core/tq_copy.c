@@ -13,8 +13,15 @@
 
 /* Below this, one thread is as fast as waking others. */
 #define PARALLEL_MIN_BYTES (1u << 20)
-/* Chunks are no smaller than this, and otherwise one per thread. */
+/* Chunks are no smaller than this, and otherwise CHUNKS_PER_THREAD per
+ * thread: threads that share the memory with a DMA (or with each other's
+ * hyperthreads) finish their shares at different times, and with one chunk
+ * each the copy waited for the slowest.  Four per thread let the others take
+ * over its remainder: a 256 MiB batch staged while the previous one uploads
+ * took 6.4 ms a batch instead of 7.7 on the H200 machine (doc/bench/notes.rst,
+ * "Copied 256 MiB batches against the bus's floor"). */
 #define MIN_CHUNK_BYTES (256u << 10)
+#define CHUNKS_PER_THREAD 4
 /* The default pool: as many threads as cores, up to this many, share a copy
  * (a host copy stops scaling before that; doc/design.rst). */
 #define DEFAULT_MAX_THREADS 16
@@ -218,8 +225,8 @@ size_t tq_copy_chunk_bytes(size_t bytes)
 {
     if (bytes < PARALLEL_MIN_BYTES)
         return bytes;
-    size_t per_thread = (bytes / (size_t)tq_copy_threads() + 63) & ~(size_t)63;
-    return per_thread > MIN_CHUNK_BYTES ? per_thread : MIN_CHUNK_BYTES;
+    size_t chunk = (bytes / (CHUNKS_PER_THREAD * (size_t)tq_copy_threads()) + 63) & ~(size_t)63;
+    return chunk > MIN_CHUNK_BYTES ? chunk : MIN_CHUNK_BYTES;
 }
 
 typedef struct {
