@@ -43,15 +43,17 @@ fi
 step build 150 bash -c "$PY setup.py -q build_ext --inplace && cd '$OLD' && $PY setup.py -q build_ext --inplace"
 step gpu-suite "$(left 200)" $PY -m pytest -m gpu tests/ -q --timeout 120 -p no:cacheprovider -rs
 step floor 75 $PY -m bench.bus_floor --mib 256 --threads 8,16 --json "$OUT/floor.json"
-# Capacity 1 serialises a slot's write and upload: its upload median is the DMA alone from the queue's staging.
-step staging 60 $PY -m bench.bus_floor --mib 256 --threads 16 --capacities 1,3
+# Capacity 1 serialises a slot's write and upload: its upload median is the DMA alone from the queue's staging
+# (shared memory: whether the kernel gives it huge pages is shmem_enabled).
+step staging 60 bash -c "grep -H . /sys/kernel/mm/transparent_hugepage/{enabled,shmem_enabled};
+  $PY -m bench.bus_floor --mib 256 --threads 16 --capacities 1,3"
 step ab "$(left 10)" $PY bench/ab.py --old "$OLD" --new . --quick --rounds 5 --budget "$(left 40)" \
   --json "$OUT/ab.json"
 
 echo "== summary ($((SECONDS - BEGAN)) s; logs in $OUT)"
 printf '%s\n' "${SUMMARY[@]}"
 grep -A8 '^threads' "$OUT/floor.log"
-grep -E '^ *capacity' "$OUT/staging.log"
+grep -E '^ *capacity|transparent_hugepage' "$OUT/staging.log"
 echo "gpu suite: $(grep -E ' in [0-9.]+s( \(.*\))?$' "$OUT/gpu-suite.log" | tail -n 1)"
 grep -E '^(worst queue path|fewer|controls|NOISE|slower|faster|budget|stopped|note)' "$OUT/ab.log"
 exit $STATUS
