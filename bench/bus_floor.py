@@ -10,8 +10,8 @@ This prints, per copy-thread count:
 
   dma alone        pinned host-to-device copies, nothing else running
   copy alone       the engine's copy pool into a host slot (the best copy)
-  dma | copy       each one's rate measured while the other runs, the copy's
-                   of the median copy (the floor: no pipeline of the two does
+  dma | copy       each one's rate while the other runs, the copy's that of
+                   its median copy (the floor: no pipeline of the two does
                    better than the slower of them)
   array dataset    the array Feeder's shuffled host gather through a GPU queue,
                    read by a graph that does almost nothing
@@ -19,7 +19,7 @@ This prints, per copy-thread count:
 
 and each rate as "x ideal" (the DMA alone over the rate; 1.0 is the bus).
 For the two queue paths it then prints where a batch's time goes, from a
-trace of the timed steps (Queue.trace): the medians of the period between
+trace of the elements put while they run (Queue.trace): the medians of the period between
 two batches, the producer's write of a slot (copy or gather), the slot's
 upload and the producer's wait for room.  A period near the write means the
 host's copy is the slower stage, near the upload the DMA.
@@ -99,7 +99,7 @@ def stage_medians(elements):
 
 def fed(q, feeder_args, feeder_kwargs, steps=12):
     """(GB/s, stage medians) of q's element read by a graph that reads one value back a step, while a Feeder
-    fills q; the stages from a trace of the timed steps."""
+    fills q; the stages from a trace of the first `steps` elements put once the graph is compiled."""
     first = reading(theano.function([], q.dequeue()[0, 0]))
     with tq.Feeder(q, *feeder_args, close_when_done=False, **feeder_kwargs):
         with q.trace(steps=steps) as trace:
