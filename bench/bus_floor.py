@@ -39,6 +39,10 @@ import theano_queue as tq
 from bench.common import MiB, cycle, reading, time_steps
 from theano_queue import _engine
 from theano_queue.tools.probe import h2d_seconds, host_copy_gbps
+from theano_queue.tools.trace import STAGES
+
+#: A traced stage's (first event, last event), by the name the trace's timeline gives it.
+STAGE_EVENTS = {name: (first, last) for name, first, last in STAGES}
 
 ROW = 784  # an MNIST row of float32: the small rows the host gathers (the GPU's batch copy takes large ones)
 
@@ -83,7 +87,8 @@ def stage_medians(elements):
     """Medians in ms over traced elements (Queue.trace): the period between two elements made ready, the
     producer's write of a slot (the host copy or gather), its upload (issued to filled), its wait for room."""
 
-    def median_ms(first, last):
+    def median_ms(stage):
+        first, last = STAGE_EVENTS[stage]
         spans = [(e["ns"][last] - e["ns"][first]) / 1e6 for e in elements if first in e["ns"] and last in e["ns"]]
         return statistics.median(spans) if spans else None
 
@@ -91,9 +96,9 @@ def stage_medians(elements):
     periods = [(b - a) / 1e6 for a, b in zip(ready, ready[1:])]
     return {
         "period": statistics.median(periods) if periods else None,
-        "write": median_ms("reserved", "put_end"),
-        "upload": median_ms("copy_issued", "filled"),
-        "wait for room": median_ms("put_begin", "reserved"),
+        "write": median_ms("write"),
+        "upload": median_ms("copy to device"),
+        "wait for room": median_ms("wait for room"),
     }
 
 

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The GPU machine's one call (issues 42.6, 43.6): build, the GPU suite, the bus's floor for copied 256 MiB
 # batches (43.3, bench/bus_floor.py: the floor, then where a batch's time goes at capacities 1 and 3), then
-# the real paths A/B against the commit before; logs and JSON under
-# $OUT, a summary at the end.  About 9 minutes at most.
+# the real paths A/B against the commit before; logs and JSON under $OUT, a summary at the end.  About 9
+# minutes at most.
 #
 #   bash scripts/gpu_check.sh OLD            # from the checkout's root on the GPU machine
 #

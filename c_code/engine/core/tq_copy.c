@@ -17,9 +17,10 @@
  * thread: threads that share the memory with a DMA (or with each other's
  * hyperthreads) finish their shares at different times, and with one chunk
  * each the copy waited for the slowest.  Four per thread let the others take
- * over its remainder: a 256 MiB batch staged while the previous one uploads
- * took 6.4 ms a batch instead of 7.7 on the H200 machine (doc/bench/notes.rst,
- * "Copied 256 MiB batches against the bus's floor"). */
+ * over its remainder: 256 MiB batches staged while the previous one uploads
+ * took 6.3 to 6.6 ms a batch instead of 7.2 to 8.0 on the H200 machine
+ * (doc/bench/notes.rst, "Where a 256 MiB batch's time goes, and finer copy
+ * chunks"). */
 #define MIN_CHUNK_BYTES (256u << 10)
 #define CHUNKS_PER_THREAD 4
 /* The default pool: as many threads as cores, up to this many, share a copy
