@@ -5,8 +5,9 @@
  * GPU.  Built as libcuda.so.1 by tests/support/fake_cuda.py (and tests/standin/test_gather_fake.py)
  * and found through THEANO_QUEUE_LIBCUDA or LD_LIBRARY_PATH.
  *
- * Work runs at once, in the calling thread: streams and events order nothing,
- * they only count and log.  Contexts are handles: 0x1000 + n is device n's
+ * Work runs at once, in the calling thread, unless FAKE_CUDA_ASYNC is set:
+ * then streams it made run their work later, in order, on threads of their
+ * own (fake_libcuda_async.c).  Contexts are handles: 0x1000 + n is device n's
  * primary context, 0x2000 + n another context on device n.  "Device" memory
  * is host memory that cuPointerGetAttribute knows (its context and device);
  * page-locked host memory (cuMemHostAlloc, cuMemHostRegister) is known as
@@ -34,6 +35,9 @@
  *                           (cuMemcpyBatchAsync), "kernel <stream>", "sync"
  *                           (cuEventSynchronize) and "query" (cuEventQuery);
  *                           streams as numbers, none for the NULL stream
+ *   FAKE_CUDA_ASYNC=us      streams made by cuStreamCreate queue their work
+ *                           and run it on their own threads, pausing up to
+ *                           `us` microseconds before each piece
  *   FAKE_CUDA_NOT_READY=1   cuEventQuery says CUDA_ERROR_NOT_READY (a copy that
  *                           is still running), whatever was recorded
  * fake_cuda_calls("cuName") counts the calls made so far to a function that
@@ -297,6 +301,9 @@ CUresult cuCtxGetDevice(int *device)
     return OK;
 }
 
+/* Streams that queue their work when FAKE_CUDA_ASYNC is set, and events that count records. */
+#include "fake_libcuda_async.c"
+
 /* ---- memory ---------------------------------------------------------------------------- */
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -412,6 +419,7 @@ CUresult cuMemFreeHost(void *p)
 {
     if (!p)
         return OK;
+    synchronize_streams(NULL); /* no queued copy may still read it */
     if (!untrack(p, PINNED_ALLOCATION))
         return ERR_INVALID_VALUE;
     free(p);
@@ -438,6 +446,7 @@ CUresult cuMemFree_v2(unsigned long long p)
 {
     if (!p)
         return OK;
+    synchronize_streams(NULL);
     if (!untrack((void *)(uintptr_t)p, DEVICE_MEMORY))
         return ERR_INVALID_VALUE;
     free((void *)(uintptr_t)p);
@@ -470,6 +479,7 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
 
 CUresult cuMemHostUnregister(void *p)
 {
+    synchronize_streams(NULL);
     if (!untrack(p, REGISTERED_HOST))
         return ERR_HOST_MEMORY_NOT_REGISTERED;
     COUNT(registered, -1);
@@ -544,14 +554,16 @@ CUresult cuStreamCreate(void **stream, unsigned int flags)
 {
     ENTER("cuStreamCreate");
     (void)flags;
-    *stream = malloc(16); /* never 0x1 or 0x2, the default streams' handles */
+    *stream = make_stream(); /* never 0x1 or 0x2, the default streams' handles */
+    if (!*stream)
+        return ERR_OUT_OF_MEMORY;
     COUNT(streams, 1);
     return OK;
 }
 
 CUresult cuStreamDestroy_v2(void *stream)
 {
-    free(stream);
+    destroy_stream(stream);
     COUNT(streams, -1);
     return OK;
 }
@@ -559,15 +571,18 @@ CUresult cuStreamDestroy_v2(void *stream)
 CUresult cuStreamSynchronize(void *stream)
 {
     ENTER("cuStreamSynchronize");
-    (void)stream;
+    fake_stream *s = queued_stream(stream);
+    if (s)
+        synchronize_streams(s);
     return OK;
 }
 
 CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags)
 {
     ENTER("cuStreamWaitEvent");
-    (void)event, (void)flags;
+    (void)flags;
     log_line("wait", stream);
+    do_wait(stream, event);
     return OK;
 }
 
@@ -575,13 +590,16 @@ CUresult cuEventCreate(void **event, unsigned int flags)
 {
     ENTER("cuEventCreate");
     (void)flags;
-    *event = malloc(1);
+    *event = calloc(1, sizeof(fake_event));
+    if (!*event)
+        return ERR_OUT_OF_MEMORY;
     COUNT(events, 1);
     return OK;
 }
 
 CUresult cuEventDestroy_v2(void *event)
 {
+    synchronize_streams(NULL); /* no queued record or wait may still name it */
     free(event);
     COUNT(events, -1);
     return OK;
@@ -590,27 +608,27 @@ CUresult cuEventDestroy_v2(void *event)
 CUresult cuEventRecord(void *event, void *stream)
 {
     ENTER("cuEventRecord");
-    (void)event;
     log_line("record", stream);
+    do_record(stream, event);
     return OK;
 }
 
 CUresult cuEventSynchronize(void *event)
 {
     ENTER("cuEventSynchronize");
-    (void)event;
     log_line("sync", NULL);
+    synchronize_event(event);
     return OK;
 }
 
-/* Copies are done when their call returns: an event is always ready, unless
- * FAKE_CUDA_NOT_READY is set (a copy that takes longer than any poll). */
+/* An event is ready once its last record ran (at once, without
+ * FAKE_CUDA_ASYNC); never with FAKE_CUDA_NOT_READY (a copy that takes
+ * longer than any poll). */
 CUresult cuEventQuery(void *event)
 {
     ENTER("cuEventQuery");
-    (void)event;
     log_line("query", NULL);
-    return getenv("FAKE_CUDA_NOT_READY") ? 600 /* CUDA_ERROR_NOT_READY */ : OK;
+    return getenv("FAKE_CUDA_NOT_READY") || !event_reached(event) ? 600 /* CUDA_ERROR_NOT_READY */ : OK;
 }
 
 /* ---- copies ------------------------------------------------------------------------------- */
@@ -619,7 +637,7 @@ CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t by
 {
     ENTER("cuMemcpyHtoDAsync_v2");
     log_line("upload", stream);
-    memcpy((void *)(uintptr_t)dst, src, bytes);
+    do_copy(stream, (void *)(uintptr_t)dst, src, bytes);
     return OK;
 }
 
@@ -642,10 +660,9 @@ static int bad_host_destination(const char *p, size_t bytes)
 CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src, size_t bytes, void *stream)
 {
     ENTER("cuMemcpyDtoHAsync_v2");
-    (void)stream;
     if (bad_host_destination(dst, bytes))
         return ERR_INVALID_VALUE;
-    memcpy(dst, (const void *)(uintptr_t)src, bytes);
+    do_copy(stream, dst, (const void *)(uintptr_t)src, bytes);
     return OK;
 }
 
@@ -653,7 +670,7 @@ CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, si
 {
     ENTER("cuMemcpyDtoDAsync_v2");
     log_line("copy", stream);
-    memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+    do_copy(stream, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     return OK;
 }
 
@@ -663,7 +680,7 @@ CUresult cuMemcpyPeerAsync(unsigned long long dst, void *dst_ctx, unsigned long 
     ENTER("cuMemcpyPeerAsync");
     (void)dst_ctx, (void)src_ctx;
     log_line("peer", stream);
-    memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+    do_copy(stream, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     return OK;
 }
 
@@ -677,7 +694,7 @@ CUresult cuMemcpyBatchAsync_v2(unsigned long long *dsts, unsigned long long *src
         return ERR_INVALID_VALUE;
     log_line("batch", stream);
     for (size_t i = 0; i < count; i++) {
-        memcpy((void *)(uintptr_t)dsts[i], (const void *)(uintptr_t)srcs[i], sizes[i]);
+        do_copy(stream, (void *)(uintptr_t)dsts[i], (const void *)(uintptr_t)srcs[i], sizes[i]);
         COUNT(batch_bytes, sizes[i]);
     }
     COUNT(gathers, 1);

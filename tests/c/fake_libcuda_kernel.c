@@ -121,6 +121,24 @@ static CUresult gather_rows(void **params, unsigned int parts)
     return OK;
 }
 
+/* The bytes of each parameter of a kernel the stand-in runs; how many it has. */
+static int parameter_sizes(const void *function, size_t *sizes)
+{
+    if (function == (const void *)strided_copy_name) {
+        sizes[0] = sizes[1] = sizeof(char *);
+        sizes[2] = sizeof(struct strided_desc);
+        return 3;
+    }
+    sizes[0] = sizeof(struct gather_parts);
+    sizes[1] = sizeof(long long *);
+    return 2;
+}
+
+static CUresult launch(void *function, unsigned int gy, void **params)
+{
+    return function == (const void *)strided_copy_name ? strided_copy(params) : gather_rows(params, gy);
+}
+
 CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                         unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params,
                         void **extra)
@@ -132,5 +150,5 @@ CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsign
     if (!gx || !gy || !gz || !bx || !by || !bz || !params)
         return ERR_INVALID_VALUE;
     log_line("kernel", stream);
-    return function == (const void *)strided_copy_name ? strided_copy(params) : gather_rows(params, gy);
+    return do_kernel(stream, function, gy, params);
 }

@@ -1,0 +1,316 @@
+/* Part of the stand-in CUDA driver (fake_libcuda.c), included before its
+ * streams: streams that run their work later, in order, on a thread of
+ * their own, as the GPU does, when FAKE_CUDA_ASYNC=us is set.
+ *
+ * Without it, work runs at once in the calling thread, and ordering by
+ * streams and events is never tested: a copy that reads a staging before a
+ * producer overwrites it, or a reader that waits for the wrong event, still
+ * sees the right bytes.  With it, each stream made by cuStreamCreate queues
+ * its copies, kernels, waits and records, and its thread does them in
+ * order, after a random pause of up to `us` microseconds each, so that
+ * missing orderings show as wrong bytes (or, under the sanitizers, as races).
+ * Memory is read when the copy runs, not when it is queued.
+ *
+ * An event counts its records: a record takes the next number when it is
+ * queued, and the event reaches it when the record runs; a wait (of a stream,
+ * or cuEventSynchronize on the host) waits for the number the event had when
+ * the wait was made, as the driver's does.  Streams the stand-in did not
+ * make (a caller's, such as the tests' 99, and the NULL stream) stay
+ * synchronous: their work runs at once, their waits block the caller.
+ * cuMemFree, cuMemFreeHost, cuMemHostUnregister and cuEventDestroy first
+ * wait until every stream is idle, as they may not free what queued work
+ * still uses.  A host wait that lasts more than 20 s aborts: a deadlock. */
+
+#include <time.h>
+#include <unistd.h>
+
+#define KERNEL_ARGUMENT_BYTES 1024
+
+typedef struct {
+    unsigned long long recorded, done; /* the last record queued, and the last one run */
+} fake_event;
+
+typedef enum { OP_COPY, OP_KERNEL, OP_WAIT, OP_RECORD, OP_STOP } op_kind;
+
+typedef struct op {
+    struct op *next;
+    op_kind kind;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    fake_event *event;
+    unsigned long long number;
+    void *function;
+    unsigned int gy;
+    unsigned char arguments[KERNEL_ARGUMENT_BYTES]; /* a kernel's parameters, one after the other */
+} op;
+
+typedef struct fake_stream {
+    struct fake_stream *next_stream; /* every stream made, for the frees that wait for all */
+    op *head, *tail;                 /* its queue; the head stays until it has run */
+    pthread_t thread;
+    int running; /* 1 when it has a thread (FAKE_CUDA_ASYNC) */
+    unsigned int seed;
+} fake_stream;
+
+static pthread_mutex_t async_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t async_changed = PTHREAD_COND_INITIALIZER; /* an op ran, an event was reached */
+static fake_stream *all_streams;
+
+/* The longest pause before each op, in microseconds; 0 when streams are synchronous. */
+static int async_pause_us(void)
+{
+    const char *us = getenv("FAKE_CUDA_ASYNC");
+    return us ? atoi(us) : 0;
+}
+
+static CUresult launch(void *function, unsigned int gy, void **params);
+static int parameter_sizes(const void *function, size_t *sizes);
+
+/* Where each parameter lies in packed arguments: 16-byte aligned, one after the other. */
+static int unpack_params(const void *function, unsigned char *arguments, void **params)
+{
+    size_t sizes[4], at = 0;
+    int n = parameter_sizes(function, sizes);
+    for (int i = 0; i < n; i++) {
+        params[i] = arguments + at;
+        at += (sizes[i] + 15) / 16 * 16;
+    }
+    return n;
+}
+
+/* Packs a launch's parameters as they are now, as the driver keeps them. */
+static void pack_params(const void *function, void **params, unsigned char *arguments)
+{
+    void *where[4];
+    size_t sizes[4];
+    int n = unpack_params(function, arguments, where);
+    parameter_sizes(function, sizes);
+    for (int i = 0; i < n; i++)
+        memcpy(where[i], params[i], sizes[i]);
+}
+
+/* Blocks until the event reaches `number` (async_lock held); aborts after 20 s. */
+static void reach(fake_event *e, unsigned long long number)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    while (e->done < number)
+        if (pthread_cond_timedwait(&async_changed, &async_lock, &until)) {
+            fprintf(stderr, "fake_libcuda: waited 20 s for an event: a deadlock\n");
+            abort();
+        }
+}
+
+static void run_op(op *o)
+{
+    if (o->kind == OP_COPY) {
+        memcpy(o->dst, o->src, o->bytes);
+    } else if (o->kind == OP_KERNEL) {
+        void *params[4];
+        unpack_params(o->function, o->arguments, params);
+        launch(o->function, o->gy, params); /* a failure is the kernel's to count; none is reported here */
+    }
+}
+
+static void *stream_main(void *arg)
+{
+    fake_stream *s = arg;
+    pthread_mutex_lock(&async_lock);
+    for (;;) {
+        while (!s->head)
+            pthread_cond_wait(&async_changed, &async_lock);
+        op *o = s->head;
+        if (o->kind == OP_STOP)
+            break;
+        pthread_mutex_unlock(&async_lock);
+        int pause = async_pause_us();
+        if (pause > 0)
+            usleep((useconds_t)(rand_r(&s->seed) % (unsigned)pause));
+        pthread_mutex_lock(&async_lock);
+        if (o->kind == OP_WAIT)
+            reach(o->event, o->number);
+        pthread_mutex_unlock(&async_lock);
+        run_op(o);
+        pthread_mutex_lock(&async_lock);
+        if (o->kind == OP_RECORD && o->event->done < o->number)
+            o->event->done = o->number;
+        s->head = o->next;
+        if (!s->head)
+            s->tail = NULL;
+        free(o);
+        pthread_cond_broadcast(&async_changed);
+    }
+    free(s->head);
+    s->head = s->tail = NULL;
+    pthread_cond_broadcast(&async_changed);
+    pthread_mutex_unlock(&async_lock);
+    return NULL;
+}
+
+/* The stream behind a handle when its work is queued; NULL for a synchronous one. */
+static fake_stream *queued_stream(void *handle)
+{
+    fake_stream *found = NULL;
+    pthread_mutex_lock(&async_lock);
+    for (fake_stream *s = all_streams; s && !found; s = s->next_stream)
+        if (s == handle && s->running)
+            found = s;
+    pthread_mutex_unlock(&async_lock);
+    return found;
+}
+
+static void enqueue(fake_stream *s, op *o)
+{
+    pthread_mutex_lock(&async_lock);
+    o->next = NULL;
+    if (s->tail)
+        s->tail->next = o;
+    else
+        s->head = o;
+    s->tail = o;
+    pthread_cond_broadcast(&async_changed);
+    pthread_mutex_unlock(&async_lock);
+}
+
+static op *new_op(op_kind kind)
+{
+    op *o = calloc(1, sizeof *o);
+    if (!o) {
+        fprintf(stderr, "fake_libcuda: out of memory for an op\n");
+        abort();
+    }
+    o->kind = kind;
+    return o;
+}
+
+/* ---- what the driver calls do, on either kind of stream ------------------------------- */
+
+static void do_copy(void *stream, void *dst, const void *src, size_t bytes)
+{
+    fake_stream *s = queued_stream(stream);
+    if (!s) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    op *o = new_op(OP_COPY);
+    o->dst = dst;
+    o->src = src;
+    o->bytes = bytes;
+    enqueue(s, o);
+}
+
+static CUresult do_kernel(void *stream, void *function, unsigned int gy, void **params)
+{
+    fake_stream *s = queued_stream(stream);
+    if (!s)
+        return launch(function, gy, params);
+    op *o = new_op(OP_KERNEL);
+    o->function = function;
+    o->gy = gy;
+    pack_params(function, params, o->arguments);
+    enqueue(s, o);
+    return OK;
+}
+
+static void do_record(void *stream, fake_event *e)
+{
+    fake_stream *s = queued_stream(stream);
+    pthread_mutex_lock(&async_lock);
+    unsigned long long number = ++e->recorded;
+    if (!s && e->done < number) {
+        e->done = number;
+        pthread_cond_broadcast(&async_changed);
+    }
+    pthread_mutex_unlock(&async_lock);
+    if (s) {
+        op *o = new_op(OP_RECORD);
+        o->event = e;
+        o->number = number;
+        enqueue(s, o);
+    }
+}
+
+static void do_wait(void *stream, fake_event *e)
+{
+    fake_stream *s = queued_stream(stream);
+    pthread_mutex_lock(&async_lock);
+    unsigned long long number = e->recorded;
+    if (!s)
+        reach(e, number);
+    pthread_mutex_unlock(&async_lock);
+    if (s) {
+        op *o = new_op(OP_WAIT);
+        o->event = e;
+        o->number = number;
+        enqueue(s, o);
+    }
+}
+
+static void synchronize_event(fake_event *e)
+{
+    pthread_mutex_lock(&async_lock);
+    reach(e, e->recorded);
+    pthread_mutex_unlock(&async_lock);
+}
+
+static int event_reached(fake_event *e)
+{
+    pthread_mutex_lock(&async_lock);
+    int reached = e->done >= e->recorded;
+    pthread_mutex_unlock(&async_lock);
+    return reached;
+}
+
+/* Blocks until `only` (or, NULL, every stream) has run all it was given. */
+static void synchronize_streams(fake_stream *only)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    pthread_mutex_lock(&async_lock);
+    for (;;) {
+        int busy = 0;
+        for (fake_stream *s = all_streams; s && !busy; s = s->next_stream)
+            busy = (!only || s == only) && s->head != NULL;
+        if (!busy)
+            break;
+        if (pthread_cond_timedwait(&async_changed, &async_lock, &until)) {
+            fprintf(stderr, "fake_libcuda: waited 20 s for a stream: a deadlock\n");
+            abort();
+        }
+    }
+    pthread_mutex_unlock(&async_lock);
+}
+
+static fake_stream *make_stream(void)
+{
+    fake_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->seed = (unsigned int)(uintptr_t)s;
+    s->running = async_pause_us() > 0 && pthread_create(&s->thread, NULL, stream_main, s) == 0;
+    pthread_mutex_lock(&async_lock);
+    s->next_stream = all_streams;
+    all_streams = s;
+    pthread_mutex_unlock(&async_lock);
+    return s;
+}
+
+/* Its queued work is done first. */
+static void destroy_stream(fake_stream *s)
+{
+    if (s->running) {
+        enqueue(s, new_op(OP_STOP));
+        pthread_join(s->thread, NULL);
+    }
+    pthread_mutex_lock(&async_lock);
+    for (fake_stream **at = &all_streams; *at; at = &(*at)->next_stream)
+        if (*at == s) {
+            *at = s->next_stream;
+            break;
+        }
+    pthread_mutex_unlock(&async_lock);
+    free(s);
+}

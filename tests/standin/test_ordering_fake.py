@@ -1,0 +1,178 @@
+"""The CUDA backend's orderings, against a stand-in driver whose streams run their work later, on threads of their
+own, with random pauses (tests/c/fake_libcuda_async.c, FAKE_CUDA_ASYNC): as on a GPU, a copy reads its source when
+it runs, not when it is queued, and the consumer's stream is one more queue, which its steps keep behind the ring.
+
+A producer thread runs a ring of two slots ahead of a consumer that takes, lends or reads every element. Each element
+must arrive whole and in order, from every kind of producer (staged puts small and large, the putter thread's, held and
+batch-copied rows, device arrays on the producer's own stream). A missing wait shows as an element with another's
+values: the producer overwriting a staging whose upload has not run, an upload or gather overwriting a slot its last
+reader has not read, a reader not waiting for the fill. With synchronous streams none of these can show."""
+
+import pytest
+from fake_cuda import fake_cuda  # noqa: F401  (a fixture)
+from test_device_fake import fake, run  # noqa: F401  (fake is a fixture)
+
+PRELUDE = """
+import ctypes, threading
+assert driver.cuInit(0) == 0
+assert driver.cuCtxPushCurrent_v2(ctypes.c_void_p(PRIMARY)) == 0
+handle = ctypes.c_void_p()
+assert driver.cuStreamCreate(ctypes.byref(handle), 1) == 0  # the consumer's stream: a queue of its own
+STREAM = handle.value
+N, ROWS, WIDTH = 120, 4, 16
+scratch = [device_copy(np.zeros(256, np.uint8)) for _ in range(2)]
+def step():  # the training step the consumer's stream runs after each take: the stream lags behind the ring
+    for _ in range(4):
+        assert driver.cuMemcpyDtoDAsync_v2(ctypes.c_ulonglong(scratch[0].ctypes.data), ctypes.c_ulonglong(
+            scratch[1].ctypes.data), ctypes.c_size_t(256), ctypes.c_void_p(STREAM)) == 0
+def finish():  # the consumer's stream has done what it was given
+    assert driver.cuStreamSynchronize(ctypes.c_void_p(STREAM)) == 0
+def view(address, shape, dtype):
+    raw = (ctypes.c_ubyte * int(np.prod(shape) * np.dtype(dtype).itemsize)).from_address(address)
+    return np.ctypeslib.as_array(raw).view(dtype).reshape(shape).copy()
+def produce(put):
+    failures = []
+    def loop():
+        try:
+            for i in range(N):
+                put(i)
+        except BaseException as e:  # the consumer's next wait raises it
+            failures.append(e)
+            ring.fail(e)
+    thread = threading.Thread(target=loop)
+    thread.start()
+    return thread, failures
+"""
+
+# Each producer defines the ring, put(i) (in the producer's thread) and expected(i), element i's arrays.
+PRODUCERS = {
+    # element i: x all i, y all -i, copied into the staging by the put
+    "staged": """
+ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
+def expected(i):
+    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+def put(i):
+    ring.put(expected(i))
+""",
+    # the same, 2.5 MB an element: the producer queues its upload itself
+    "large": """
+N, WIDTH = 16, 160000
+ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
+def expected(i):
+    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+def put(i):
+    ring.put(expected(i))
+""",
+    # given to the ring's putter thread, which copies it into the staging after the put returns
+    "given": """
+ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
+def expected(i):
+    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+def put(i):
+    ring.put_given([expected(i)])
+    if i == N - 1:
+        ring.flush_given()
+""",
+    # rows order[4i:4i+4] of a dataset held in device memory, gathered on the device by a kernel
+    "held": """
+ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
+X = np.arange(N * ROWS * WIDTH, dtype=np.float32).reshape(N * ROWS, WIDTH)
+Y = np.arange(N * ROWS, dtype=np.int64) * 10
+order = np.random.RandomState(0).permutation(N * ROWS).astype(np.int64)
+assert ring.gather_on_device([X, Y], "device") == "device"
+def put(i):
+    assert ring.put_rows([X, Y], order, ROWS, i, 1) == 1
+def expected(i):
+    rows = order[ROWS * i : ROWS * i + ROWS]
+    return [X[rows], Y[rows]]
+""",
+    # the same rows copied by the device from page-locked host memory (cuMemcpyBatchAsync)
+    "batch": """
+ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
+X = np.arange(N * ROWS * WIDTH, dtype=np.float32).reshape(N * ROWS, WIDTH)
+Y = np.arange(N * ROWS, dtype=np.int64) * 10
+order = np.random.RandomState(0).permutation(N * ROWS).astype(np.int64)
+assert ring.gather_on_device([X, Y], "batch") == "batch"
+def put(i):
+    assert ring.put_rows([X, Y], order, ROWS, i, 1) == 1
+def expected(i):
+    rows = order[ROWS * i : ROWS * i + ROWS]
+    return [X[rows], Y[rows]]
+""",
+    # device arrays written on a producer's own queued stream, one buffer reused: the ring's copy must be
+    # ordered after the write, and the next write after the copy
+    "device": """
+from fake_device import put as put_device_arrays
+ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
+made = ctypes.c_void_p()
+assert driver.cuStreamCreate(ctypes.byref(made), 1) == 0
+PRODUCER = made.value
+sources = [device_copy(np.zeros((ROWS, WIDTH), np.float32)), device_copy(np.zeros(ROWS, np.int64))]
+written = []  # the host arrays the producer's queued writes read, kept until they ran
+def expected(i):
+    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+def put(i):
+    if i == 0:
+        assert driver.cuCtxPushCurrent_v2(ctypes.c_void_p(PRIMARY)) == 0  # the producer thread's context
+    for source, host in zip(sources, expected(i)):
+        written.append(host)
+        assert driver.cuMemcpyHtoDAsync_v2(ctypes.c_ulonglong(source.ctypes.data), host.ctypes.data_as(ctypes.c_void_p),
+                                           ctypes.c_size_t(host.nbytes), ctypes.c_void_p(PRODUCER)) == 0
+    put_device_arrays(ring, comps, [CAI(s, stream=PRODUCER) for s in sources])
+    if i == N - 1:
+        driver.cuCtxPopCurrent_v2(None)
+""",
+}
+
+CONSUMERS = {
+    # every element into memory of its own, checked once the stream is done: the ring runs ahead meanwhile
+    "take": """
+outs = [[device_copy(np.zeros((ROWS, WIDTH), np.float32)), device_copy(np.zeros(ROWS, np.int64))] for _ in range(N)]
+thread, failures = produce(put)
+for i in range(N):
+    assert ring.take_device([o.ctypes.data for o in outs[i]], STREAM) == (ROWS, ROWS)
+    step()
+thread.join()
+finish()
+for i in range(N):
+    for got, want in zip(outs[i], expected(i)):
+        assert (np.asarray(got) == want).all(), (i, got.ravel()[:4], want.ravel()[:4])
+""",
+    # each element lent, read once the stream is done, then given back
+    "lend": """
+dsts = [device_copy(np.zeros((ROWS, WIDTH), np.float32)), device_copy(np.zeros(ROWS, np.int64))]
+thread, failures = produce(put)
+for i in range(N):
+    rows, lease, where = ring.lend_device([d.ctypes.data for d in dsts], STREAM)
+    finish()
+    got = [view(where[0], (ROWS, WIDTH), np.float32), view(where[1], (ROWS,), np.int64)]
+    del lease
+    for g, want in zip(got, expected(i)):
+        assert (g == want).all(), (i, g.ravel()[:4], want.ravel()[:4])
+thread.join()
+""",
+    # each element read to the host: the copy stream's own readers
+    "get": """
+thread, failures = produce(put)
+for i in range(N):
+    for got, want in zip(ring.get(), expected(i)):
+        assert (got == want).all(), (i, got.ravel()[:4], want.ravel()[:4])
+thread.join()
+""",
+}
+
+ENDING = """
+assert not failures, failures
+del ring
+if "PRODUCER" in globals():
+    assert driver.cuStreamDestroy_v2(ctypes.c_void_p(PRODUCER)) == 0
+assert driver.cuStreamDestroy_v2(ctypes.c_void_p(STREAM)) == 0
+driver.cuCtxPopCurrent_v2(None)
+"""
+
+
+@pytest.mark.parametrize("consumer", sorted(CONSUMERS))
+@pytest.mark.parametrize("producer", sorted(PRODUCERS))
+def test_every_element_arrives_whole_and_in_order_when_streams_run_later(fake, producer, consumer):  # noqa: F811
+    body = PRELUDE + PRODUCERS[producer] + CONSUMERS[consumer]
+    run(fake, body + ENDING, FAKE_CUDA_ASYNC="300")
