@@ -176,3 +176,89 @@ driver.cuCtxPopCurrent_v2(None)
 def test_every_element_arrives_whole_and_in_order_when_streams_run_later(fake, producer, consumer):  # noqa: F811
     body = PRELUDE + PRODUCERS[producer] + CONSUMERS[consumer]
     run(fake, body + ENDING, FAKE_CUDA_ASYNC="300")
+
+
+# A driver call that fails three times mid-run, in the producer's put or the consumer's take: each failure raises
+# naming the call, and every element the consumer does get is its own (never another's, never out of order), up to
+# the last one.
+FAULTS = """
+import os
+N = 60
+outs = [device_copy(np.zeros((ROWS, WIDTH), np.float32)) for _ in range(N)]
+ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH))], capacity=3)
+if KIND == "held":
+    X = np.arange(N * ROWS * WIDTH, dtype=np.float32).reshape(N * ROWS, WIDTH)
+    order = np.random.RandomState(0).permutation(N * ROWS).astype(np.int64)
+    assert ring.gather_on_device([X], "device") == "device"
+    def expected(i):
+        return X[order[ROWS * i : ROWS * i + ROWS]]
+    def put(i):
+        ring.put_rows([X], order, ROWS, i, 1)
+else:
+    def expected(i):
+        return np.full((ROWS, WIDTH), i, np.float32)
+    def put(i):
+        ring.put([expected(i)])
+errors, failures = [], []
+failing = {}
+def stop_failing():  # how many times the call was made while it failed
+    if os.environ.pop("FAKE_CUDA_FAIL", None):
+        failing["calls"] = driver.fake_cuda_calls(CALL.encode()) - failing["before"]
+def failed(e):  # the call fails three times, in either thread, then works again
+    errors.append(e)
+    if len(errors) >= 3:
+        stop_failing()
+def produce_all():
+    for i in range(N):
+        try:
+            put(i)
+        except CudaError as e:  # a put that fails drops its element; the next goes on
+            failed(e)
+thread = threading.Thread(target=produce_all)
+thread.start()
+taken, k = [], 0
+while thread.is_alive() or ring.size():  # until the producer is done and the ring empty
+    if k == 20 and not errors and "FAKE_CUDA_FAIL" not in os.environ:
+        failing["before"] = driver.fake_cuda_calls(CALL.encode())
+        os.environ["FAKE_CUDA_FAIL"] = CALL
+    try:
+        ring.take_device([outs[k].ctypes.data], STREAM, timeout=0.5)
+        taken.append(k)
+    except QueueTimeout:
+        continue
+    except CudaError as e:
+        failed(e)
+    k += 1
+thread.join()
+finish()
+stop_failing()  # a failure the backend gets over: it never raised
+assert failing["calls"] > 0, "the call never failed"
+assert all(CALL.split("_v2")[0] in str(e) for e in errors), errors
+arrived = []
+for k in taken:
+    which = [i for i in range(N) if (np.asarray(outs[k]) == expected(i)).all()]
+    assert which, ("an element that is no element", k, np.asarray(outs[k]).ravel()[:4])
+    arrived.append(which[0])
+assert arrived == sorted(set(arrived)) and arrived[-1] == N - 1, arrived
+"""
+
+FAILING_CALLS = [
+    ("staged", "cuMemcpyHtoDAsync_v2"),
+    ("staged", "cuEventRecord"),
+    ("staged", "cuStreamWaitEvent"),
+    ("staged", "cuMemcpyDtoDAsync_v2"),
+    ("staged", "cuEventSynchronize"),
+    ("held", "cuLaunchKernel"),
+    ("held", "cuEventRecord"),  # the consumer's record for the row numbers: it waits for its stream instead
+    ("held", "cuEventSynchronize"),
+]
+
+
+@pytest.mark.parametrize("kind,call", FAILING_CALLS)
+def test_a_call_that_fails_mid_run_never_lets_an_element_be_read_as_another(fake, kind, call):  # noqa: F811
+    body = (
+        "KIND, CALL = %r, %r\nfrom theano_queue.core.errors import CudaError, QueueTimeout\n" % (kind, call)
+        + PRELUDE
+        + FAULTS
+    )
+    run(fake, body + ENDING, FAKE_CUDA_ASYNC="300")
