@@ -151,6 +151,26 @@ for i in range(N):
         assert (g == want).all(), (i, g.ravel()[:4], want.ravel()[:4])
 thread.join()
 """,
+    # each element lent, read on the consumer's stream as a step would, and given back at once, long before the
+    # stream has read it: the ring must not write the block again until the stream is done with it
+    "lend-read-later": """
+outs = [[device_copy(np.zeros((ROWS, WIDTH), np.float32)), device_copy(np.zeros(ROWS, np.int64))] for _ in range(N)]
+sizes = [ROWS * WIDTH * 4, ROWS * 8]
+dsts = [device_copy(np.zeros((ROWS, WIDTH), np.float32)), device_copy(np.zeros(ROWS, np.int64))]
+thread, failures = produce(put)
+for i in range(N):
+    rows, lease, where = ring.lend_device([d.ctypes.data for d in dsts], STREAM)
+    for out, at, size in zip(outs[i], where, sizes):
+        assert driver.cuMemcpyDtoDAsync_v2(ctypes.c_ulonglong(out.ctypes.data), ctypes.c_ulonglong(at),
+                                           ctypes.c_size_t(size), ctypes.c_void_p(STREAM)) == 0
+    step()
+    del lease
+thread.join()
+finish()
+for i in range(N):
+    for got, want in zip(outs[i], expected(i)):
+        assert (np.asarray(got) == want).all(), (i, got.ravel()[:4], want.ravel()[:4])
+""",
     # each element read to the host: the copy stream's own readers
     "get": """
 thread, failures = produce(put)
