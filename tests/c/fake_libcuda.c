@@ -7,7 +7,7 @@
  *
  * Work runs at once, in the calling thread, unless FAKE_CUDA_ASYNC is set:
  * then streams it made run their work later, in order, on threads of their
- * own (fake_libcuda_async.c).  Contexts are handles: 0x1000 + n is device n's
+ * own (fake_libcuda_streams.c).  Contexts are handles: 0x1000 + n is device n's
  * primary context, 0x2000 + n another context on device n.  "Device" memory
  * is host memory that cuPointerGetAttribute knows (its context and device);
  * page-locked host memory (cuMemHostAlloc, cuMemHostRegister) is known as
@@ -301,8 +301,8 @@ CUresult cuCtxGetDevice(int *device)
     return OK;
 }
 
-/* Streams that queue their work when FAKE_CUDA_ASYNC is set, and events that count records. */
-#include "fake_libcuda_async.c"
+/* Streams and events: work runs at once, or later on the streams' own threads (FAKE_CUDA_ASYNC). */
+#include "fake_libcuda_streams.c"
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -546,89 +546,6 @@ CUresult cuPointerGetAttributes(unsigned int n, int *attributes, void **data, un
             memset(data[k], 0, size);
     }
     return OK;
-}
-
-/* ---- streams and events ---------------------------------------------------------------- */
-
-CUresult cuStreamCreate(void **stream, unsigned int flags)
-{
-    ENTER("cuStreamCreate");
-    (void)flags;
-    *stream = make_stream(); /* never 0x1 or 0x2, the default streams' handles */
-    if (!*stream)
-        return ERR_OUT_OF_MEMORY;
-    COUNT(streams, 1);
-    return OK;
-}
-
-CUresult cuStreamDestroy_v2(void *stream)
-{
-    destroy_stream(stream);
-    COUNT(streams, -1);
-    return OK;
-}
-
-CUresult cuStreamSynchronize(void *stream)
-{
-    ENTER("cuStreamSynchronize");
-    fake_stream *s = queued_stream(stream);
-    if (s)
-        synchronize_streams(s);
-    return OK;
-}
-
-CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags)
-{
-    ENTER("cuStreamWaitEvent");
-    (void)flags;
-    log_line("wait", stream);
-    do_wait(stream, event);
-    return OK;
-}
-
-CUresult cuEventCreate(void **event, unsigned int flags)
-{
-    ENTER("cuEventCreate");
-    (void)flags;
-    *event = calloc(1, sizeof(fake_event));
-    if (!*event)
-        return ERR_OUT_OF_MEMORY;
-    COUNT(events, 1);
-    return OK;
-}
-
-CUresult cuEventDestroy_v2(void *event)
-{
-    synchronize_streams(NULL); /* no queued record or wait may still name it */
-    free(event);
-    COUNT(events, -1);
-    return OK;
-}
-
-CUresult cuEventRecord(void *event, void *stream)
-{
-    ENTER("cuEventRecord");
-    log_line("record", stream);
-    do_record(stream, event);
-    return OK;
-}
-
-CUresult cuEventSynchronize(void *event)
-{
-    ENTER("cuEventSynchronize");
-    log_line("sync", NULL);
-    synchronize_event(event);
-    return OK;
-}
-
-/* An event is ready once its last record ran (at once, without
- * FAKE_CUDA_ASYNC); never with FAKE_CUDA_NOT_READY (a copy that takes
- * longer than any poll). */
-CUresult cuEventQuery(void *event)
-{
-    ENTER("cuEventQuery");
-    log_line("query", NULL);
-    return getenv("FAKE_CUDA_NOT_READY") || !event_reached(event) ? 600 /* CUDA_ERROR_NOT_READY */ : OK;
 }
 
 /* ---- copies ------------------------------------------------------------------------------- */

@@ -1,5 +1,5 @@
 """The CUDA backend's orderings, against a stand-in driver whose streams run their work later, on threads of their
-own, with random pauses (tests/c/fake_libcuda_async.c, FAKE_CUDA_ASYNC): as on a GPU, a copy reads its source when
+own, with random pauses (tests/c/fake_libcuda_streams.c, FAKE_CUDA_ASYNC): as on a GPU, a copy reads its source when
 it runs, not when it is queued, and the consumer's stream is one more queue, which its steps keep behind the ring.
 
 A producer thread runs a ring of two slots ahead of a consumer that takes, lends or reads every element. Each element

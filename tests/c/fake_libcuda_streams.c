@@ -1,6 +1,7 @@
 /* Part of the stand-in CUDA driver (fake_libcuda.c), included before its
- * streams: streams that run their work later, in order, on a thread of
- * their own, as the GPU does, when FAKE_CUDA_ASYNC=us is set.
+ * memory: its streams and events, whose work runs at once or, when
+ * FAKE_CUDA_ASYNC=us is set, later, in order, on a thread of each stream's
+ * own, as the GPU does.
  *
  * Without it, work runs at once in the calling thread, and ordering by
  * streams and events is never tested: a copy that reads a staging before a
@@ -313,4 +314,87 @@ static void destroy_stream(fake_stream *s)
         }
     pthread_mutex_unlock(&async_lock);
     free(s);
+}
+
+/* ---- streams and events ---------------------------------------------------------------- */
+
+CUresult cuStreamCreate(void **stream, unsigned int flags)
+{
+    ENTER("cuStreamCreate");
+    (void)flags;
+    *stream = make_stream(); /* never 0x1 or 0x2, the default streams' handles */
+    if (!*stream)
+        return ERR_OUT_OF_MEMORY;
+    COUNT(streams, 1);
+    return OK;
+}
+
+CUresult cuStreamDestroy_v2(void *stream)
+{
+    destroy_stream(stream);
+    COUNT(streams, -1);
+    return OK;
+}
+
+CUresult cuStreamSynchronize(void *stream)
+{
+    ENTER("cuStreamSynchronize");
+    fake_stream *s = queued_stream(stream);
+    if (s)
+        synchronize_streams(s);
+    return OK;
+}
+
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags)
+{
+    ENTER("cuStreamWaitEvent");
+    (void)flags;
+    log_line("wait", stream);
+    do_wait(stream, event);
+    return OK;
+}
+
+CUresult cuEventCreate(void **event, unsigned int flags)
+{
+    ENTER("cuEventCreate");
+    (void)flags;
+    *event = calloc(1, sizeof(fake_event));
+    if (!*event)
+        return ERR_OUT_OF_MEMORY;
+    COUNT(events, 1);
+    return OK;
+}
+
+CUresult cuEventDestroy_v2(void *event)
+{
+    synchronize_streams(NULL); /* no queued record or wait may still name it */
+    free(event);
+    COUNT(events, -1);
+    return OK;
+}
+
+CUresult cuEventRecord(void *event, void *stream)
+{
+    ENTER("cuEventRecord");
+    log_line("record", stream);
+    do_record(stream, event);
+    return OK;
+}
+
+CUresult cuEventSynchronize(void *event)
+{
+    ENTER("cuEventSynchronize");
+    log_line("sync", NULL);
+    synchronize_event(event);
+    return OK;
+}
+
+/* An event is ready once its last record ran (at once, without
+ * FAKE_CUDA_ASYNC); never with FAKE_CUDA_NOT_READY (a copy that takes
+ * longer than any poll). */
+CUresult cuEventQuery(void *event)
+{
+    ENTER("cuEventQuery");
+    log_line("query", NULL);
+    return getenv("FAKE_CUDA_NOT_READY") || !event_reached(event) ? 600 /* CUDA_ERROR_NOT_READY */ : OK;
 }
