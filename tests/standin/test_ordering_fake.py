@@ -25,6 +25,10 @@ def step():  # the training step the consumer's stream runs after each take: the
     for _ in range(4):
         assert driver.cuMemcpyDtoDAsync_v2(ctypes.c_ulonglong(scratch[0].ctypes.data), ctypes.c_ulonglong(
             scratch[1].ctypes.data), ctypes.c_size_t(256), ctypes.c_void_p(STREAM)) == 0
+def two_component_ring():  # x: ROWS x WIDTH float32, y: ROWS int64, two slots
+    return gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
+def filled(i):  # element i of the producers that make their arrays: x all i, y all -i
+    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
 def finish():  # the consumer's stream has done what it was given
     assert driver.cuStreamSynchronize(ctypes.c_void_p(STREAM)) == 0
 def view(address, shape, dtype):
@@ -44,77 +48,68 @@ def produce(put):
     return thread, failures
 """
 
+
+def rows_of_a_dataset(mechanism):
+    """Element i: rows order[4i:4i+4] of a dataset the device copies itself, by `mechanism`."""
+    return """
+ring, comps = two_component_ring()
+X = np.arange(N * ROWS * WIDTH, dtype=np.float32).reshape(N * ROWS, WIDTH)
+Y = np.arange(N * ROWS, dtype=np.int64) * 10
+order = np.random.RandomState(0).permutation(N * ROWS).astype(np.int64)
+assert ring.gather_on_device([X, Y], %r) == %r
+def put(i):
+    assert ring.put_rows([X, Y], order, ROWS, i, 1) == 1
+def expected(i):
+    rows = order[ROWS * i : ROWS * i + ROWS]
+    return [X[rows], Y[rows]]
+""" % (mechanism, mechanism)
+
+
 # Each producer defines the ring, put(i) (in the producer's thread) and expected(i), element i's arrays.
 PRODUCERS = {
     # element i: x all i, y all -i, copied into the staging by the put
     "staged": """
-ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
-def expected(i):
-    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+ring, comps = two_component_ring()
+expected = filled
 def put(i):
-    ring.put(expected(i))
+    ring.put(filled(i))
 """,
     # the same, 2.5 MB an element: the producer queues its upload itself
     "large": """
 N, WIDTH = 16, 160000
-ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
-def expected(i):
-    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+ring, comps = two_component_ring()
+expected = filled
 def put(i):
-    ring.put(expected(i))
+    ring.put(filled(i))
 """,
     # given to the ring's putter thread, which copies it into the staging after the put returns
     "given": """
-ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
-def expected(i):
-    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+ring, comps = two_component_ring()
+expected = filled
 def put(i):
-    ring.put_given([expected(i)])
+    ring.put_given([filled(i)])
     if i == N - 1:
         ring.flush_given()
 """,
-    # rows order[4i:4i+4] of a dataset held in device memory, gathered on the device by a kernel
-    "held": """
-ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
-X = np.arange(N * ROWS * WIDTH, dtype=np.float32).reshape(N * ROWS, WIDTH)
-Y = np.arange(N * ROWS, dtype=np.int64) * 10
-order = np.random.RandomState(0).permutation(N * ROWS).astype(np.int64)
-assert ring.gather_on_device([X, Y], "device") == "device"
-def put(i):
-    assert ring.put_rows([X, Y], order, ROWS, i, 1) == 1
-def expected(i):
-    rows = order[ROWS * i : ROWS * i + ROWS]
-    return [X[rows], Y[rows]]
-""",
+    # a dataset held in device memory, gathered on the device by a kernel
+    "held": rows_of_a_dataset("device"),
     # the same rows copied by the device from page-locked host memory (cuMemcpyBatchAsync)
-    "batch": """
-ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
-X = np.arange(N * ROWS * WIDTH, dtype=np.float32).reshape(N * ROWS, WIDTH)
-Y = np.arange(N * ROWS, dtype=np.int64) * 10
-order = np.random.RandomState(0).permutation(N * ROWS).astype(np.int64)
-assert ring.gather_on_device([X, Y], "batch") == "batch"
-def put(i):
-    assert ring.put_rows([X, Y], order, ROWS, i, 1) == 1
-def expected(i):
-    rows = order[ROWS * i : ROWS * i + ROWS]
-    return [X[rows], Y[rows]]
-""",
+    "batch": rows_of_a_dataset("batch"),
     # device arrays written on a producer's own queued stream, one buffer reused: the ring's copy must be
     # ordered after the write, and the next write after the copy
     "device": """
 from fake_device import put as put_device_arrays
-ring, comps = gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
+ring, comps = two_component_ring()
 made = ctypes.c_void_p()
 assert driver.cuStreamCreate(ctypes.byref(made), 1) == 0
 PRODUCER = made.value
 sources = [device_copy(np.zeros((ROWS, WIDTH), np.float32)), device_copy(np.zeros(ROWS, np.int64))]
 written = []  # the host arrays the producer's queued writes read, kept until they ran
-def expected(i):
-    return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+expected = filled
 def put(i):
     if i == 0:
         assert driver.cuCtxPushCurrent_v2(ctypes.c_void_p(PRIMARY)) == 0  # the producer thread's context
-    for source, host in zip(sources, expected(i)):
+    for source, host in zip(sources, filled(i)):
         written.append(host)
         assert driver.cuMemcpyHtoDAsync_v2(ctypes.c_ulonglong(source.ctypes.data), host.ctypes.data_as(ctypes.c_void_p),
                                            ctypes.c_size_t(host.nbytes), ctypes.c_void_p(PRODUCER)) == 0
