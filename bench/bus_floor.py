@@ -1,6 +1,7 @@
 """Issue 43.3's floor: how fast a copied 256 MiB batch can cross the bus on this host.
 
     python -m bench.bus_floor [--mib 256] [--threads 4,8,16] [--json PATH]
+    python -m bench.bus_floor --memory pinned,shared,registered,huge
 
 A batch that is not registered (an array dataset's shuffled rows, a numpy
 batch from a generator) is written by the host into a pinned slot, and the
@@ -23,6 +24,13 @@ trace of the elements put while they run (Queue.trace): the medians of the perio
 two batches, the producer's write of a slot (copy or gather), the slot's
 upload and the producer's wait for room.  A period near the write means the
 host's copy is the slower stage, near the upload the DMA.
+
+``--memory`` prints instead the DMA alone from each kind of host memory
+(``theano_queue.tools.probe.h2d_seconds``'s ``memory``): the driver's pinned
+memory, shared memory registered as a queue's staging is, and anonymous
+memory registered with and without a request for huge pages, beside the
+share of each that the kernel backs with huge pages.  A queue's staging
+slower than pinned memory is what the DMA loses to its pages.
 Needs Theano on a CUDA GPU for all but "copy alone".
 """
 
@@ -38,7 +46,7 @@ import theano
 import theano_queue as tq
 from bench.common import MiB, cycle, reading, time_steps
 from theano_queue import _engine
-from theano_queue.tools.probe import h2d_seconds, host_copy_gbps
+from theano_queue.tools.probe import H2D_MEMORY, h2d_seconds, host_copy_gbps, huge_page_share
 from theano_queue.tools.trace import STAGES
 
 #: A traced stage's (first event, last event), by the name the trace's timeline gives it.
@@ -47,10 +55,49 @@ STAGE_EVENTS = {name: (first, last) for name, first, last in STAGES}
 ROW = 784  # an MNIST row of float32: the small rows the host gathers (the GPU's batch copy takes large ones)
 
 
-def dma_gbps(nbytes, seconds=1.0):
-    """Pinned host-to-device GB/s over about `seconds` of back-to-back copies."""
-    one = h2d_seconds(nbytes, 2)
-    return nbytes / h2d_seconds(nbytes, max(2, int(seconds / one))) / 1e9
+def dma_gbps(nbytes, seconds=1.0, memory="pinned"):
+    """Host-to-device GB/s over about `seconds` of back-to-back copies from host memory of kind `memory`."""
+    one = h2d_seconds(nbytes, 2, memory=memory)
+    return nbytes / h2d_seconds(nbytes, max(2, int(seconds / one)), memory=memory) / 1e9
+
+
+def by_memory(mib, kinds, rounds=3):
+    """The DMA alone from each kind of host memory, the kinds taking turns over `rounds`: per kind, the median
+    GB/s, its ratio to pinned memory's (when measured) and the share of huge pages a mapping of it gets."""
+    nbytes = mib * MiB
+    rates = {kind: [] for kind in kinds}
+    for _ in range(rounds):
+        for kind in kinds:
+            rates[kind].append(dma_gbps(nbytes, memory=kind))
+    rows = []
+    for kind in kinds:
+        gbps = statistics.median(rates[kind])
+        pinned = statistics.median(rates["pinned"]) if "pinned" in rates else None
+        rows.append(
+            {
+                "memory": kind,
+                "gbps": gbps,
+                "x pinned": gbps / pinned if pinned else None,
+                "huge pages": huge_page_share(nbytes, kind) if kind in ("registered", "shared", "huge") else None,
+            }
+        )
+    return rows
+
+
+def memory_lines(rows):
+    """The lines --memory prints."""
+    lines = ["%-12s %10s %9s %11s" % ("memory", "GB/s", "x pinned", "huge pages")]
+    for row in rows:
+        lines.append(
+            "%-12s %10.1f %9s %11s"
+            % (
+                row["memory"],
+                row["gbps"],
+                "-" if row["x pinned"] is None else "%.3f" % row["x pinned"],
+                "-" if row["huge pages"] is None else "%.0f%%" % (100 * row["huge pages"]),
+            )
+        )
+    return lines
 
 
 def copy_gbps(nbytes, threads, seconds=1.0, statistic="best"):
@@ -207,8 +254,23 @@ def main(argv=None):
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--threads", default="4,8,16", help="copy-thread counts, comma-separated")
     parser.add_argument("--capacities", help="instead: the two queue paths at these ring capacities (comma-separated)")
+    parser.add_argument(
+        "--memory", help="instead: the DMA alone from these kinds of host memory (%s)" % ", ".join(H2D_MEMORY)
+    )
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args(argv)
+    if args.memory:
+        kinds = args.memory.split(",")
+        unknown = [k for k in kinds if k not in H2D_MEMORY]
+        if unknown:
+            parser.error("no memory kind %s; the kinds are %s" % (", ".join(unknown), ", ".join(H2D_MEMORY)))
+        rows = by_memory(args.mib, kinds)
+        print("%d MiB copies, host to device, medians of 3 rounds" % args.mib)
+        print("\n".join(memory_lines(rows)))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return
     if args.capacities:
         threads = int(args.threads.split(",")[-1])
         dma = dma_gbps(args.mib * MiB)

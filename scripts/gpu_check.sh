@@ -1,8 +1,9 @@
 #!/bin/bash
 # The GPU machine's one call (issues 42.6, 43.6): build, the GPU suite, the bus's floor for copied 256 MiB
-# batches (43.3, bench/bus_floor.py: the floor, then where a batch's time goes at capacities 1 and 3), then
-# the real paths A/B against the commit before; logs and JSON under $OUT, a summary at the end.  About 9
-# minutes at most.
+# batches (43.3, bench/bus_floor.py: the floor, the DMA from each kind of host memory, then where a batch's
+# time goes at capacities 1 and 3), the driver lock's cost to a small step (43.1, 43.2,
+# bench/driver_lock.py), then the real paths A/B against the commit before; logs and JSON under $OUT, a
+# summary at the end.  About 9 minutes at most.
 #
 #   bash scripts/gpu_check.sh OLD            # from the checkout's root on the GPU machine
 #
@@ -41,19 +42,23 @@ if [ ! -d "$OLD" ]; then # a commit: its tree, from this checkout's history
     tar -xf /tmp/tq-old.tar -C /tmp/tq-old && OLD=/tmp/tq-old
 fi
 step build 150 bash -c "$PY setup.py -q build_ext --inplace && cd '$OLD' && $PY setup.py -q build_ext --inplace"
-step gpu-suite "$(left 200)" $PY -m pytest -m gpu tests/ -q --timeout 120 -p no:cacheprovider -rs
+step gpu-suite "$(left 280)" $PY -m pytest -m gpu tests/ -q --timeout 120 -p no:cacheprovider -rs
 step floor 75 $PY -m bench.bus_floor --mib 256 --threads 8,16 --json "$OUT/floor.json"
 # Capacity 1 serialises a slot's write and upload: its upload median is the DMA alone from the queue's staging
 # (shared memory: whether the kernel gives it huge pages is shmem_enabled).
-step staging 60 bash -c "grep -H . /sys/kernel/mm/transparent_hugepage/{enabled,shmem_enabled};
+step staging 75 bash -c "grep -H . /sys/kernel/mm/transparent_hugepage/{enabled,shmem_enabled};
+  $PY -m bench.bus_floor --mib 256 --memory pinned,shared,registered,huge --json '$OUT/memory.json';
   $PY -m bench.bus_floor --mib 256 --threads 16 --capacities 1,3"
+# A producer's driver calls beside a small step, by pattern (the floor under 43.1 and 43.2).
+step lock 60 $PY -m bench.driver_lock --rounds 5 --json "$OUT/lock.json"
 step ab "$(left 10)" $PY bench/ab.py --old "$OLD" --new . --quick --rounds 5 --budget "$(left 40)" \
   --json "$OUT/ab.json"
 
 echo "== summary ($((SECONDS - BEGAN)) s; logs in $OUT)"
 printf '%s\n' "${SUMMARY[@]}"
 grep -A8 '^threads' "$OUT/floor.log"
-grep -E '^ *capacity|transparent_hugepage' "$OUT/staging.log"
+grep -E '^ *capacity|transparent_hugepage|^(pinned|shared|registered|huge) ' "$OUT/staging.log"
+grep -A16 '^mode ' "$OUT/lock.log"
 echo "gpu suite: $(grep -E ' in [0-9.]+s( \(.*\))?$' "$OUT/gpu-suite.log" | tail -n 1)"
 grep -E '^(worst queue path|fewer|controls|NOISE|slower|faster|budget|stopped|note)' "$OUT/ab.log"
 exit $STATUS

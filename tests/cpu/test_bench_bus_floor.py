@@ -44,3 +44,24 @@ def test_stage_medians_of_a_host_queue_have_no_upload():
         del e["ns"]["filled"]  # a host ring records no upload
     assert stage_medians(elements)["upload"] is None
     assert stage_medians([])["period"] is None
+
+
+def test_memory_kinds_take_turns_and_are_set_against_pinned_memory(monkeypatch):
+    """The kinds alternate within each round (a drifting machine moves them alike), and each one's median is
+    set against pinned memory's."""
+    import bench.bus_floor as floor
+
+    order = []
+    rates = {"pinned": iter([50, 56, 55]), "shared": iter([44, 40, 48])}
+
+    def fake_dma(nbytes, memory):
+        order.append(memory)
+        return next(rates[memory])
+
+    monkeypatch.setattr(floor, "dma_gbps", lambda nbytes, seconds=1.0, memory="pinned": fake_dma(nbytes, memory))
+    monkeypatch.setattr(floor, "huge_page_share", lambda nbytes, kind: 0.25)
+    rows = floor.by_memory(1, ["pinned", "shared"], rounds=3)
+    assert order == ["pinned", "shared"] * 3
+    assert rows[0] == {"memory": "pinned", "gbps": 55, "x pinned": 1.0, "huge pages": None}
+    assert rows[1]["gbps"] == 44 and rows[1]["x pinned"] == pytest.approx(44 / 55) and rows[1]["huge pages"] == 0.25
+    assert floor.memory_lines(rows)[2].split() == ["shared", "44.0", "0.800", "25%"]

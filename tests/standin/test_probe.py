@@ -56,6 +56,12 @@ pageable = h2d_seconds(1 << 20, 3, context_name=None, pinned=False)
 assert pinned > 0 and pageable > 0
 assert [d["name"] for d in devices()] == ["Fake GPU 0", "Fake GPU 1"]
 assert h2d_seconds(1 << 20, 2, device=1) > 0
+for memory in ("pinned", "pageable", "registered", "shared", "huge"):  # each registered one is unregistered
+    assert h2d_seconds(3 << 20, 2, memory=memory) > 0
+try:
+    h2d_seconds(1 << 20, 2, memory="managed")
+except ValueError as exc:
+    print(exc)
 assert self_check(1)["copy_engine"][0]
 try:
     h2d_seconds(1 << 20, 2, device=2)
@@ -68,8 +74,19 @@ def test_gpu_measurements_against_the_stand_in_driver(fake_cuda):  # noqa: F811
     env = dict(os.environ, FAKE_CUDA_DEVICES="2", **fake_cuda)
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "CudaError cuDevicePrimaryCtxRetain: CUDA_ERROR_FAKE (fake failure)"
+    assert done.stdout.strip().split("\n") == [
+        "h2d_seconds: memory must be one of pinned, pageable, registered, shared, huge, got 'managed'",
+        "CudaError cuDevicePrimaryCtxRetain: CUDA_ERROR_FAKE (fake failure)",
+    ]
     assert held(fake_cuda) == NOTHING_HELD
+
+
+def test_huge_pages_of_each_kind_of_mapping():
+    """Whatever the kernel's settings, a mapping that asks for huge pages gets at least as many as one that
+    does not, and a share is a share."""
+    shares = {kind: probe.huge_page_share(8 * MiB, kind) for kind in ("registered", "shared", "huge")}
+    assert all(0.0 <= share <= 1.0 for share in shares.values()), shares
+    assert shares["huge"] >= shares["registered"], shares
 
 
 def test_a_theano_context_name_must_be_one():

@@ -21,6 +21,7 @@ into its device through libgpuarray's ``cuda_enter`` and ``cuCtxGetDevice``.
 
 import contextlib
 import ctypes
+import mmap
 import os
 import statistics
 import sys
@@ -67,6 +68,8 @@ _SIGNATURES = {
     "MemGetInfo": ([_P(_c_size), _P(_c_size)], ["cuMemGetInfo_v2"]),
     "MemHostAlloc": ([_P(_c_void), _c_size, _c_uint], ["cuMemHostAlloc"]),
     "MemFreeHost": ([_c_void], ["cuMemFreeHost"]),
+    "MemHostRegister": ([_c_void, _c_size, _c_uint], ["cuMemHostRegister_v2"]),
+    "MemHostUnregister": ([_c_void], ["cuMemHostUnregister"]),
     "MemAlloc": ([_P(_c_u64), _c_size], ["cuMemAlloc_v2"]),
     "MemFree": ([_c_u64], ["cuMemFree_v2"]),
     "StreamCreate": ([_P(_c_void), _c_uint], ["cuStreamCreate"]),
@@ -225,16 +228,79 @@ def _device_of(context_name, device):
     return 0
 
 
+#: The host memory kinds h2d_seconds copies from (its ``memory``).
+H2D_MEMORY = ("pinned", "pageable", "registered", "shared", "huge")
+
+
+@contextlib.contextmanager
+def _host_mapping(nbytes: int, memory: str) -> Iterator[int]:
+    """The address of ``nbytes`` of a fresh mapping of kind ``memory`` ("registered", "shared" or "huge"; see
+    h2d_seconds), filled; unmapped on exit."""
+    if memory == "shared":  # as a queue's staging: a memfd mapped shared (c_code/engine/core/tq_shm.c)
+        fd = os.memfd_create("theano_queue-probe")
+        try:
+            os.ftruncate(fd, nbytes)
+            block = mmap.mmap(fd, nbytes, mmap.MAP_SHARED)
+        finally:
+            os.close(fd)
+    else:
+        block = mmap.mmap(-1, nbytes, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if memory == "huge":
+            block.madvise(mmap.MADV_HUGEPAGE)  # before the first touch, which is when the kernel picks the pages
+    try:
+        view = np.frombuffer(block, np.uint8)
+        view[:] = 1
+        address = view.ctypes.data
+        del view  # the map cannot close while an array exports it; the address stays valid until it does
+        yield address
+    finally:
+        block.close()
+
+
+@contextlib.contextmanager
+def _host_source(cu: "_Driver", nbytes: int, memory: str) -> Iterator[int]:
+    """The address of ``nbytes`` of host memory of kind ``memory`` (see h2d_seconds), filled; freed on exit."""
+    if memory == "pinned":
+        host = _c_void()
+        cu.MemHostAlloc(ctypes.byref(host), nbytes, _CU_MEMHOSTALLOC_PORTABLE)
+        try:
+            ctypes.memset(host, 1, nbytes)
+            yield host.value or 0  # never NULL once the allocation succeeded
+        finally:
+            cu.unchecked("MemFreeHost", host)
+    elif memory == "pageable":
+        array = np.ones(nbytes, np.uint8)  # held here: the copies read it
+        yield array.ctypes.data
+    else:
+        with _host_mapping(nbytes, memory) as address:
+            cu.MemHostRegister(address, nbytes, _CU_MEMHOSTALLOC_PORTABLE)
+            try:
+                yield address
+            finally:
+                cu.unchecked("MemHostUnregister", address)
+
+
 def h2d_seconds(
-    nbytes: int, repeats: int, context_name: Optional[str] = None, pinned: bool = True, device: Optional[int] = None
+    nbytes: int,
+    repeats: int,
+    context_name: Optional[str] = None,
+    pinned: bool = True,
+    device: Optional[int] = None,
+    memory: Optional[str] = None,
 ) -> float:
     """Seconds per host-to-device copy of ``nbytes``: the mean of ``repeats`` copies after a warm-up.
 
-    Each copy is a ``cuMemcpyHtoDAsync`` on a non-blocking stream, from
-    pinned memory (``cuMemHostAlloc``) or, with ``pinned=False``, from
-    ordinary pageable memory (a numpy array).  The device is that of the
-    Theano GPU context ``context_name``, or ordinal ``device``; by default
-    Theano's GPU when Theano runs on one, else device 0.
+    Each copy is a ``cuMemcpyHtoDAsync`` on a non-blocking stream, from host
+    memory of the kind ``memory`` names:
+
+    - ``"pinned"`` (the default): the driver's page-locked memory (``cuMemHostAlloc``);
+    - ``"pageable"`` (also ``pinned=False``): ordinary memory (a numpy array);
+    - ``"registered"``: an anonymous mapping page-locked with ``cuMemHostRegister``;
+    - ``"shared"``: shared memory registered the same way, as a queue's staging is (worker processes map it);
+    - ``"huge"``: as ``"registered"``, asked for transparent huge pages first (``madvise``).
+
+    The device is that of the Theano GPU context ``context_name``, or ordinal
+    ``device``; by default Theano's GPU when Theano runs on one, else device 0.
 
     >>> from theano_queue.tools.probe import h2d_seconds
     >>> gbps = 256 * 2**20 / h2d_seconds(256 * 2**20, 20) / 1e9   # doctest: +SKIP
@@ -242,17 +308,13 @@ def h2d_seconds(
     nbytes, repeats = int(nbytes), int(repeats)
     if nbytes < 1 or repeats < 1:
         raise ValueError("h2d_seconds: nbytes and repeats must be >= 1, got %d and %d" % (nbytes, repeats))
+    if memory is None:
+        memory = "pinned" if pinned else "pageable"
+    if memory not in H2D_MEMORY:
+        raise ValueError("h2d_seconds: memory must be one of %s, got %r" % (", ".join(H2D_MEMORY), memory))
     cu = driver()
     with device_context(_device_of(context_name, device)), contextlib.ExitStack() as release:
-        if pinned:
-            host = _c_void()
-            cu.MemHostAlloc(ctypes.byref(host), nbytes, _CU_MEMHOSTALLOC_PORTABLE)
-            release.callback(cu.unchecked, "MemFreeHost", host)
-            ctypes.memset(host, 1, nbytes)
-            src = host.value
-        else:
-            array = np.ones(nbytes, np.uint8)
-            src = array.ctypes.data
+        src = release.enter_context(_host_source(cu, nbytes, memory))
         dev = _c_u64()
         cu.MemAlloc(ctypes.byref(dev), nbytes)
         release.callback(cu.unchecked, "MemFree", dev)
@@ -266,6 +328,32 @@ def h2d_seconds(
             cu.MemcpyHtoDAsync(dev, src, nbytes, stream)
         cu.StreamSynchronize(stream)
         return (time.perf_counter() - started) / repeats
+
+
+def huge_page_share(nbytes: int, memory: str) -> float:
+    """The share of a fresh ``nbytes`` mapping of kind ``memory`` ("registered", "shared" or "huge"; see
+    h2d_seconds) that the kernel backs with huge pages, from ``/proc/self/smaps``: 0.0 where it gives none
+    (or no such count).  What h2d_seconds copies from depends on it."""
+    with _host_mapping(int(nbytes), memory) as address:
+        return _huge_bytes(address) / int(nbytes)
+
+
+def _huge_bytes(address: int) -> int:
+    """Bytes of the mapping that holds ``address`` that huge pages back now."""
+    try:
+        with open("/proc/self/smaps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0
+    inside, huge = False, 0
+    for line in lines:
+        head = line.split(None, 1)[0] if line.strip() else ""
+        if "-" in head and not head.endswith(":"):  # a mapping's first line: its address range
+            start, end = (int(part, 16) for part in head.split("-"))
+            inside = start <= address < end
+        elif inside and head in ("AnonHugePages:", "ShmemPmdMapped:"):
+            huge += int(line.split()[1]) * 1024
+    return huge
 
 
 def host_copy_gbps(

@@ -1,0 +1,70 @@
+"""bench/driver_lock.py, issue 43.1 and 43.2's probe of the driver's lock: its summary of the program's lines,
+and the program against the stand-in driver (tests/c/fake_libcuda.c), which runs every mode but the graphs and
+must be given back everything the program took."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+from fake_cuda import NOTHING_HELD, ROOT, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
+
+from bench.driver_lock import DEFAULT_MODES, parse, summarise
+
+OUTPUT = """\
+none 0 200.000 150.000 nan 1
+upload 0 260.000 200.000 30.000 1
+graph-upload 0 n/a the driver lacks the graph functions
+none 1 100.000 100.000 nan 1
+upload 1 150.000 120.000 20.000 0
+"""
+
+
+def test_modes_are_paired_with_none_round_by_round():
+    """Round 0: upload 1.3x none; round 1, on a machine twice as fast: 1.5x.  The paired median is 1.4, not the
+    ratio of the medians; a producer that fell behind in one round did not keep up."""
+    summary = summarise(parse(OUTPUT))
+    upload = summary["upload"]
+    assert upload["x_none"] == pytest.approx(1.4)
+    assert upload["launch_x_none"] == pytest.approx((200 / 150 + 120 / 100) / 2)
+    assert upload["period_us"] == pytest.approx(205) and upload["spread"] == pytest.approx(260 / 150)
+    assert upload["call_us"] == pytest.approx(25) and upload["calls"] == (0, 3)
+    assert upload["kept_up"] is False
+    assert summary["none"]["x_none"] == 1.0 and summary["none"]["kept_up"] is None
+    assert math.isnan(summary["none"]["call_us"])
+    assert summary["graph-upload"] == {"unavailable": "the driver lacks the graph functions"}
+
+
+def test_every_mode_runs_on_the_stand_in_and_gives_everything_back(fake_cuda, tmp_path):  # noqa: F811
+    out = tmp_path / "lock.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.driver_lock", "--steps", "4", "--rounds", "2", "--launches", "3"]
+        + ["--batch", "65536", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, **fake_cuda),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert held(fake_cuda) == NOTHING_HELD
+    modes = json.loads(out.read_text())["modes"]
+    assert set(modes) == set(DEFAULT_MODES)
+    for graph in ("graph-upload", "graph-gather", "graph-upload@late"):
+        assert "graph functions" in modes[graph]["unavailable"]
+    for name in ("none", "host", "record", "query", "upload", "upload2", "gather", "deferred", "upload@late"):
+        assert modes[name]["period_us"] > 0 and modes[name]["launch_us"] > 0, name
+    for name in ("record", "query", "upload", "upload2", "deferred", "upload@late"):
+        assert modes[name]["call_us"] > 0, name  # the producer's calls (deferred: the step's own) were timed
+    assert modes["upload@late"]["calls"] == [0, 3] and modes["deferred"]["calls"] == [3, 0]
+    assert "graph-upload       n/a: the driver lacks the graph functions" in done.stdout
+
+
+@pytest.mark.parametrize("mode", ["graph", "none@late", "upload@early"])
+def test_an_unknown_mode_is_named(mode):
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.driver_lock", "--modes", "none," + mode], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 2 and "no mode %s; the modes are none, host" % mode in done.stderr
