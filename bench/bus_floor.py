@@ -29,8 +29,9 @@ host's copy is the slower stage, near the upload the DMA.
 (``theano_queue.tools.probe.h2d_seconds``'s ``memory``): the driver's pinned
 memory, shared memory registered as a queue's staging is, and anonymous
 memory registered with and without a request for huge pages, beside the
-share of each that the kernel backs with huge pages.  A queue's staging
-slower than pinned memory is what the DMA loses to its pages.
+share of each that the kernel backs with huge pages and one thread's write
+into it.  A queue's staging slower than pinned memory is what the DMA loses
+to its pages.
 Needs Theano on a CUDA GPU for all but "copy alone".
 """
 
@@ -46,7 +47,7 @@ import theano
 import theano_queue as tq
 from bench.common import MiB, cycle, reading, time_steps
 from theano_queue import _engine
-from theano_queue.tools.probe import H2D_MEMORY, h2d_seconds, host_copy_gbps, huge_page_share
+from theano_queue.tools.probe import H2D_MEMORY, h2d_seconds, host_copy_gbps, host_write_gbps, huge_page_share
 from theano_queue.tools.trace import STAGES
 
 #: A traced stage's (first event, last event), by the name the trace's timeline gives it.
@@ -61,14 +62,21 @@ def dma_gbps(nbytes, seconds=1.0, memory="pinned"):
     return nbytes / h2d_seconds(nbytes, max(2, int(seconds / one)), memory=memory) / 1e9
 
 
+MAPPED = ("registered", "shared", "huge")  # the kinds that are mappings of our own (not the driver's, not numpy's)
+
+
 def by_memory(mib, kinds, rounds=3):
     """The DMA alone from each kind of host memory, the kinds taking turns over `rounds`: per kind, the median
-    GB/s, its ratio to pinned memory's (when measured) and the share of huge pages a mapping of it gets."""
+    GB/s, its ratio to pinned memory's (when measured), the share of huge pages a mapping of it gets and one
+    thread's write into such a mapping (median GB/s)."""
     nbytes = mib * MiB
     rates = {kind: [] for kind in kinds}
+    writes = {kind: [] for kind in kinds if kind in MAPPED}
     for _ in range(rounds):
         for kind in kinds:
             rates[kind].append(dma_gbps(nbytes, memory=kind))
+            if kind in MAPPED:
+                writes[kind].append(host_write_gbps(nbytes, kind, repeats=3))
     rows = []
     for kind in kinds:
         gbps = statistics.median(rates[kind])
@@ -78,7 +86,8 @@ def by_memory(mib, kinds, rounds=3):
                 "memory": kind,
                 "gbps": gbps,
                 "x pinned": gbps / pinned if pinned else None,
-                "huge pages": huge_page_share(nbytes, kind) if kind in ("registered", "shared", "huge") else None,
+                "huge pages": huge_page_share(nbytes, kind) if kind in MAPPED else None,
+                "write gbps": statistics.median(writes[kind]) if kind in MAPPED else None,
             }
         )
     return rows
@@ -86,15 +95,16 @@ def by_memory(mib, kinds, rounds=3):
 
 def memory_lines(rows):
     """The lines --memory prints."""
-    lines = ["%-12s %10s %9s %11s" % ("memory", "GB/s", "x pinned", "huge pages")]
+    lines = ["%-12s %10s %9s %11s %12s" % ("memory", "GB/s", "x pinned", "huge pages", "write GB/s")]
     for row in rows:
         lines.append(
-            "%-12s %10.1f %9s %11s"
+            "%-12s %10.1f %9s %11s %12s"
             % (
                 row["memory"],
                 row["gbps"],
                 "-" if row["x pinned"] is None else "%.3f" % row["x pinned"],
                 "-" if row["huge pages"] is None else "%.0f%%" % (100 * row["huge pages"]),
+                "-" if row.get("write gbps") is None else "%.1f" % row["write gbps"],
             )
         )
     return lines

@@ -60,8 +60,11 @@ def test_memory_kinds_take_turns_and_are_set_against_pinned_memory(monkeypatch):
 
     monkeypatch.setattr(floor, "dma_gbps", lambda nbytes, seconds=1.0, memory="pinned": fake_dma(nbytes, memory))
     monkeypatch.setattr(floor, "huge_page_share", lambda nbytes, kind: 0.25)
+    writes = iter([9.0, 12.0, 10.0])
+    monkeypatch.setattr(floor, "host_write_gbps", lambda nbytes, kind, repeats: next(writes))
     rows = floor.by_memory(1, ["pinned", "shared"], rounds=3)
     assert order == ["pinned", "shared"] * 3
-    assert rows[0] == {"memory": "pinned", "gbps": 55, "x pinned": 1.0, "huge pages": None}
+    assert rows[0] == {"memory": "pinned", "gbps": 55, "x pinned": 1.0, "huge pages": None, "write gbps": None}
     assert rows[1]["gbps"] == 44 and rows[1]["x pinned"] == pytest.approx(44 / 55) and rows[1]["huge pages"] == 0.25
-    assert floor.memory_lines(rows)[2].split() == ["shared", "44.0", "0.800", "25%"]
+    assert rows[1]["write gbps"] == 10.0  # the median of the shared mapping's three writes
+    assert floor.memory_lines(rows)[2].split() == ["shared", "44.0", "0.800", "25%", "10.0"]

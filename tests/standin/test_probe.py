@@ -87,6 +87,9 @@ def test_huge_pages_of_each_kind_of_mapping():
     shares = {kind: probe.huge_page_share(8 * MiB, kind) for kind in ("registered", "shared", "huge")}
     assert all(0.0 <= share <= 1.0 for share in shares.values()), shares
     assert shares["huge"] >= shares["registered"], shares
+    assert probe.host_write_gbps(8 * MiB, "shared", repeats=2) > 0.1
+    with pytest.raises(ValueError, match=">= 1"):
+        probe.host_write_gbps(0, "huge")
 
 
 def test_a_theano_context_name_must_be_one():

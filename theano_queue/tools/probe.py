@@ -338,6 +338,25 @@ def huge_page_share(nbytes: int, memory: str) -> float:
         return _huge_bytes(address) / int(nbytes)
 
 
+def host_write_gbps(nbytes: int, memory: str, repeats: int = 5) -> float:
+    """GB/s of one thread's ``np.copyto`` into a fresh ``nbytes`` mapping of kind ``memory`` ("registered",
+    "shared" or "huge"; see h2d_seconds, not page-locked here): the median of ``repeats`` copies after one
+    that touches the pages.  Beside huge_page_share it says what the pages cost a producer's write."""
+    nbytes, repeats = int(nbytes), int(repeats)
+    if nbytes < 1 or repeats < 1:
+        raise ValueError("host_write_gbps: nbytes and repeats must be >= 1, got %d and %d" % (nbytes, repeats))
+    src = np.ones(nbytes, np.uint8)
+    with _host_mapping(nbytes, memory) as address:
+        dst = np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(address))
+        times = []
+        for _ in range(repeats + 1):
+            started = time.perf_counter()
+            np.copyto(dst, src)
+            times.append(time.perf_counter() - started)
+        del dst
+    return nbytes / statistics.median(times[1:]) / 1e9
+
+
 def _huge_bytes(address: int) -> int:
     """Bytes of the mapping that holds ``address`` that huge pages back now."""
     try:
