@@ -13,6 +13,8 @@
  *   host          a host memcpy of the batch, no driver call (the CPU's share)
  *   record        cuEventRecord (the cheapest call that queues work)
  *   query         cuEventQuery (a call that queues nothing)
+ *   sync          cuEventSynchronize of an event long complete (a producer's
+ *                 wait for its slot's staging, once the upload is done)
  *   upload        wait consumed, cuMemcpyHtoDAsync, record filled (3 calls:
  *                 an array dataset's producer today)
  *   upload2       cuMemcpyHtoDAsync, record filled (2 calls)
@@ -20,6 +22,8 @@
  *                 (3 calls: a held dataset's producer)
  *   graph-upload  one cuGraphLaunch of upload's three nodes
  *   graph-gather  one cuGraphLaunch of gather's three nodes
+ *   graph-upload+sync  graph-upload, then sync (2 calls: an issuer's launch
+ *                 and a producer's staging wait, made by one thread here)
  *   deferred      no producer: the step thread makes upload's three calls
  *                 itself before its launches (today's small-batch path)
  *
@@ -78,6 +82,7 @@ static struct {
     CUresult (*EventDestroy)(H);
     CUresult (*EventRecord)(H, H);
     CUresult (*EventQuery)(H);
+    CUresult (*EventSynchronize)(H);
     CUresult (*MemAlloc)(DPTR *, size_t);
     CUresult (*MemFree)(DPTR);
     CUresult (*MemHostAlloc)(void **, size_t, unsigned);
@@ -121,6 +126,7 @@ static const struct {
     SYM(EventDestroy, "cuEventDestroy_v2", 0),
     SYM(EventRecord, "cuEventRecord", 0),
     SYM(EventQuery, "cuEventQuery", 0),
+    SYM(EventSynchronize, "cuEventSynchronize", 0),
     SYM(MemAlloc, "cuMemAlloc_v2", 0),
     SYM(MemFree, "cuMemFree_v2", 0),
     SYM(MemHostAlloc, "cuMemHostAlloc", 0),
@@ -191,7 +197,7 @@ struct strided_desc {
 static struct {
     int device;
     H ctx, module, kernel;
-    H step_stream, copy_stream, filled, consumed;
+    H step_stream, copy_stream, filled, consumed, staged; /* staged: recorded once, complete */
     DPTR small_src, small_dst, block, block2, readback;
     void *pinned, *host_a, *host_b;
     size_t batch_bytes;
@@ -260,6 +266,7 @@ static void setup(int launches, size_t batch_bytes)
     CHECK(cu.StreamCreate(&w.copy_stream, CU_STREAM_NON_BLOCKING));
     CHECK(cu.EventCreate(&w.filled, CU_EVENT_DISABLE_TIMING));
     CHECK(cu.EventCreate(&w.consumed, CU_EVENT_DISABLE_TIMING));
+    CHECK(cu.EventCreate(&w.staged, CU_EVENT_DISABLE_TIMING));
     CHECK(cu.MemAlloc(&w.small_src, 4096));
     CHECK(cu.MemAlloc(&w.small_dst, 4096));
     CHECK(cu.MemAlloc(&w.readback, 8));
@@ -274,6 +281,7 @@ static void setup(int launches, size_t batch_bytes)
     /* Initialised device memory: the stand-in's kernel reads it as host memory. */
     CHECK(cu.MemcpyHtoDAsync(w.small_src, w.pinned, 4096, w.step_stream));
     CHECK(cu.MemcpyHtoDAsync(w.block2, w.pinned, batch_bytes, w.step_stream));
+    CHECK(cu.EventRecord(w.staged, w.step_stream));
     CHECK(cu.StreamSynchronize(w.step_stream));
     if (!cu.GraphLaunch || !cu.StreamBeginCapture || !cu.StreamEndCapture || !cu.GraphInstantiateWithFlags ||
         !cu.EventRecordWithFlags) {
@@ -296,6 +304,7 @@ static void teardown(void)
         CHECK(cu.GraphExecDestroy(w.graph_gather));
     CHECK(cu.EventDestroy(w.filled));
     CHECK(cu.EventDestroy(w.consumed));
+    CHECK(cu.EventDestroy(w.staged));
     CHECK(cu.StreamDestroy(w.step_stream));
     CHECK(cu.StreamDestroy(w.copy_stream));
     DPTR blocks[] = {w.small_src, w.small_dst, w.readback, w.block, w.block2};
@@ -311,9 +320,33 @@ static void teardown(void)
 
 /* ---- the two threads -------------------------------------------------------------------- */
 
-enum mode { NONE, HOST, RECORD, QUERY, UPLOAD, UPLOAD2, GATHER, GRAPH_UPLOAD, GRAPH_GATHER, DEFERRED, MODES };
-static const char *mode_names[MODES] = {"none",    "host",   "record",       "query",        "upload",
-                                        "upload2", "gather", "graph-upload", "graph-gather", "deferred"};
+enum mode {
+    NONE,
+    HOST,
+    RECORD,
+    QUERY,
+    SYNC,
+    UPLOAD,
+    UPLOAD2,
+    GATHER,
+    GRAPH_UPLOAD,
+    GRAPH_GATHER,
+    GRAPH_UPLOAD_SYNC,
+    DEFERRED,
+    MODES
+};
+static const char *mode_names[MODES] = {"none",
+                                        "host",
+                                        "record",
+                                        "query",
+                                        "sync",
+                                        "upload",
+                                        "upload2",
+                                        "gather",
+                                        "graph-upload",
+                                        "graph-gather",
+                                        "graph-upload+sync",
+                                        "deferred"};
 
 /* A mode, and whether its producer is woken after the step's launches. */
 typedef struct {
@@ -337,11 +370,16 @@ static double produce(enum mode mode)
     case HOST: memcpy(w.host_a, w.host_b, w.batch_bytes); break;
     case RECORD: CHECK(cu.EventRecord(w.filled, w.copy_stream)); break;
     case QUERY: cu.EventQuery(w.filled); break; /* CUDA_SUCCESS or CUDA_ERROR_NOT_READY: both answers */
+    case SYNC: CHECK(cu.EventSynchronize(w.staged)); break;
     case UPLOAD: queue_upload(w.copy_stream, 1); break;
     case UPLOAD2: queue_upload(w.copy_stream, 0); break;
     case GATHER: queue_gather(w.copy_stream); break;
     case GRAPH_UPLOAD: CHECK(cu.GraphLaunch(w.graph_upload, w.copy_stream)); break;
     case GRAPH_GATHER: CHECK(cu.GraphLaunch(w.graph_gather, w.copy_stream)); break;
+    case GRAPH_UPLOAD_SYNC:
+        CHECK(cu.GraphLaunch(w.graph_upload, w.copy_stream));
+        CHECK(cu.EventSynchronize(w.staged));
+        break;
     default: break;
     }
     return now_us() - t0;
@@ -381,7 +419,7 @@ static void run_mode(run how, int round, int steps)
 {
     enum mode mode = how.mode;
     const char *late = how.late ? "@late" : "";
-    if ((mode == GRAPH_UPLOAD || mode == GRAPH_GATHER) && w.graph_why) {
+    if ((mode == GRAPH_UPLOAD || mode == GRAPH_GATHER || mode == GRAPH_UPLOAD_SYNC) && w.graph_why) {
         printf("%s%s %d n/a %s\n", mode_names[mode], late, round, w.graph_why);
         return;
     }

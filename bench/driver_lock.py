@@ -13,11 +13,15 @@ wakes a Feeder) and that makes one batch's driver calls of a pattern:
   host          a host copy of the batch, no driver call
   record        one cuEventRecord
   query         one cuEventQuery (a call that queues nothing)
+  sync          one cuEventSynchronize of an event long complete (a
+                producer's wait for its staging once the upload is done)
   upload        wait, cuMemcpyHtoDAsync, record (an array dataset's producer)
   upload2       cuMemcpyHtoDAsync, record (two calls a batch)
   gather        wait, a kernel launch, record (a held dataset's producer)
   graph-upload  one cuGraphLaunch of upload's three nodes
   graph-gather  one cuGraphLaunch of gather's three nodes
+  graph-upload+sync  graph-upload, then sync: an issuer's launch and a
+                producer's wait, two calls a batch (in one thread here)
   deferred      upload's three calls made by the step's own thread (the
                 path the engine takes for small batches today)
 
@@ -50,11 +54,13 @@ MODES = {
     "host": (0, 0),
     "record": (0, 1),
     "query": (0, 1),
+    "sync": (0, 1),
     "upload": (0, 3),
     "upload2": (0, 2),
     "gather": (0, 3),
     "graph-upload": (0, 1),
     "graph-gather": (0, 1),
+    "graph-upload+sync": (0, 2),
     "deferred": (3, 0),
 }
 #: The modes a producer thread runs, and so may run late.
@@ -148,16 +154,16 @@ def summarise(rounds):
 def show(summary, launches, batch):
     print("%d launches a step, a %d-byte batch; us, medians of rounds" % (launches, batch))
     print(
-        "%-18s %-14s %9s %7s %7s %11s %7s %13s %8s"
+        "%-22s %-14s %9s %7s %7s %11s %7s %13s %8s"
         % ("mode", "calls step/prod", "step", "spread", "x none", "launches", "x none", "producer/batch", "kept up")
     )
     for mode, row in summary.items():
         if "unavailable" in row:
-            print("%-18s n/a: %s" % (mode, row["unavailable"]))
+            print("%-22s n/a: %s" % (mode, row["unavailable"]))
             continue
         call = "--" if math.isnan(row["call_us"]) else "%.1f" % row["call_us"]
         print(
-            "%-18s %-14s %9.1f %7.2f %7s %11.1f %7s %13s %8s"
+            "%-22s %-14s %9.1f %7.2f %7s %11.1f %7s %13s %8s"
             % (
                 mode,
                 "%d / %d" % row["calls"],

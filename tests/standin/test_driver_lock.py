@@ -1,6 +1,6 @@
 """bench/driver_lock.py, issue 43.1 and 43.2's probe of the driver's lock: its summary of the program's lines,
-and the program against the stand-in driver (tests/c/fake_libcuda.c), which runs every mode but the graphs and
-must be given back everything the program took."""
+and the program against the stand-in driver (tests/c/fake_libcuda.c), which runs every mode (a stand-in without
+graphs every mode but theirs) and must be given back everything the program took."""
 
 import json
 import math
@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from fake_cuda import NOTHING_HELD, ROOT, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
+from fake_cuda import NOTHING_HELD, ROOT, compile_stand_in, fake_cuda, held  # noqa: F401  (fake_cuda is a fixture)
 
 from bench.driver_lock import DEFAULT_MODES, parse, summarise
 
@@ -37,29 +37,44 @@ def test_modes_are_paired_with_none_round_by_round():
     assert summary["graph-upload"] == {"unavailable": "the driver lacks the graph functions"}
 
 
-def test_every_mode_runs_on_the_stand_in_and_gives_everything_back(fake_cuda, tmp_path):  # noqa: F811
+def probe(fake, tmp_path, *args):
+    """Runs the probe briefly against the stand-in `fake`; its JSON summary and its output."""
     out = tmp_path / "lock.json"
     done = subprocess.run(
         [sys.executable, "-m", "bench.driver_lock", "--steps", "4", "--rounds", "2", "--launches", "3"]
-        + ["--batch", "65536", "--json", str(out)],
+        + ["--batch", "65536", "--json", str(out), *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=dict(os.environ, **fake_cuda),
+        env=dict(os.environ, **fake),
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert held(fake_cuda) == NOTHING_HELD
-    modes = json.loads(out.read_text())["modes"]
+    assert held(fake) == NOTHING_HELD  # graphs, streams, memory: all given back
+    return json.loads(out.read_text())["modes"], done.stdout
+
+
+def test_every_mode_runs_on_the_stand_in_and_gives_everything_back(fake_cuda, tmp_path):  # noqa: F811
+    modes, _ = probe(fake_cuda, tmp_path)
     assert set(modes) == set(DEFAULT_MODES)
-    for graph in ("graph-upload", "graph-gather", "graph-upload@late"):
-        assert "graph functions" in modes[graph]["unavailable"]
-    for name in ("none", "host", "record", "query", "upload", "upload2", "gather", "deferred", "upload@late"):
+    for name in DEFAULT_MODES:
         assert modes[name]["period_us"] > 0 and modes[name]["launch_us"] > 0, name
-    for name in ("record", "query", "upload", "upload2", "deferred", "upload@late"):
+    for name in set(DEFAULT_MODES) - {"none", "host", "gather", "graph-gather", "gather@late"}:
         assert modes[name]["call_us"] > 0, name  # the producer's calls (deferred: the step's own) were timed
     assert modes["upload@late"]["calls"] == [0, 3] and modes["deferred"]["calls"] == [3, 0]
-    assert "graph-upload       n/a: the driver lacks the graph functions" in done.stdout
+    assert modes["graph-upload"]["calls"] == [0, 1] and modes["graph-upload+sync"]["calls"] == [0, 2]
+
+
+def test_a_driver_without_graphs_says_so_and_runs_the_rest(tmp_path):
+    fake = dict(
+        THEANO_QUEUE_LIBCUDA=compile_stand_in(str(tmp_path / "libcuda.so.1"), "-DFAKE_CUDA_NO_GRAPHS"),
+        FAKE_CUDA_REPORT=str(tmp_path / "report"),
+    )
+    modes, printed = probe(fake, tmp_path, "--modes", "none,upload,graph-upload,graph-gather@late")
+    for graph in ("graph-upload", "graph-gather@late"):
+        assert "graph functions" in modes[graph]["unavailable"]
+    assert modes["upload"]["call_us"] > 0
+    assert "graph-upload           n/a: the driver lacks the graph functions" in printed
 
 
 @pytest.mark.parametrize("mode", ["graph", "none@late", "upload@early"])
