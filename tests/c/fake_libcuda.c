@@ -26,8 +26,8 @@
  *   FAKE_CUDA_FREE=bytes    the free device memory cuMemGetInfo reports
  *                           (default 15 GiB of 16)
  *   FAKE_CUDA_REPORT=path   at exit, writes "retained pushed host device streams
- *                           registered modules" still held: all zero when the
- *                           caller released all (tests/support/fake_cuda.py's NOTHING_HELD)
+ *                           registered modules graphs" still held: all zero when
+ *                           the caller released all (tests/support/fake_cuda.py's NOTHING_HELD)
  *   FAKE_CUDA_LOG=path      appends one line per stream-ordering call:
  *                           "record <stream>", "wait <stream>", "upload <stream>"
  *                           (host to device), "copy <stream>" (device to
@@ -40,6 +40,8 @@
  *                           `us` microseconds before each piece
  *   FAKE_CUDA_NOT_READY=1   cuEventQuery says CUDA_ERROR_NOT_READY (a copy that
  *                           is still running), whatever was recorded
+ *   FAKE_CUDA_LOG_THREADS=1 each FAKE_CUDA_LOG line ends with " main" when the
+ *                           process's main thread made the call, else " other"
  * fake_cuda_calls("cuName") counts the calls made so far to a function that
  * checks FAKE_CUDA_FAIL, fake_cuda_events() the events held now.
  *
@@ -50,6 +52,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 typedef int CUresult;
 #define OK 0
@@ -67,7 +71,7 @@ typedef int CUresult;
 
 /* What is held now (updated from any thread), and device gathers (batch copies, gather kernels) run so far. */
 static int initialised, retained, pushed, host_allocs, device_allocs, streams, registered, modules, gathers, events,
-    kernel_gathers;
+    kernel_gathers, graphs;
 
 #define COUNT(counter, delta) __atomic_add_fetch(&(counter), (delta), __ATOMIC_RELAXED)
 
@@ -133,8 +137,8 @@ static void report(void)
     const char *path = getenv("FAKE_CUDA_REPORT");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
-        fprintf(f, "%d %d %d %d %d %d %d\n", retained, pushed, host_allocs, device_allocs, streams, registered,
-                modules);
+        fprintf(f, "%d %d %d %d %d %d %d %d\n", retained, pushed, host_allocs, device_allocs, streams, registered,
+                modules, graphs);
         fclose(f);
     }
 }
@@ -142,12 +146,13 @@ static void report(void)
 static void log_line(const char *what, const void *stream)
 {
     const char *path = getenv("FAKE_CUDA_LOG");
+    const char *who = !getenv("FAKE_CUDA_LOG_THREADS") ? "" : syscall(SYS_gettid) == getpid() ? " main" : " other";
     FILE *f = path ? fopen(path, "a") : NULL;
     if (f) {
         if (stream)
-            fprintf(f, "%s %llu\n", what, (unsigned long long)(uintptr_t)stream);
+            fprintf(f, "%s %llu%s\n", what, (unsigned long long)(uintptr_t)stream, who);
         else
-            fprintf(f, "%s\n", what);
+            fprintf(f, "%s%s\n", what, who);
         fclose(f);
     }
 }
@@ -550,14 +555,6 @@ CUresult cuPointerGetAttributes(unsigned int n, int *attributes, void **data, un
 
 /* ---- copies ------------------------------------------------------------------------------- */
 
-CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t bytes, void *stream)
-{
-    ENTER("cuMemcpyHtoDAsync_v2");
-    log_line("upload", stream);
-    do_copy(stream, (void *)(uintptr_t)dst, src, bytes);
-    return OK;
-}
-
 /* 1 when the driver would refuse [p, p + bytes) as a copy's host
  * destination: it starts in page-locked memory and ends past it, or the
  * memory is registered read-only (CUDA_ERROR_INVALID_VALUE, as seen on an
@@ -619,5 +616,7 @@ CUresult cuMemcpyBatchAsync_v2(unsigned long long *dsts, unsigned long long *src
 }
 #endif
 
-/* The strided-copy kernel's module and its launch, in their own file. */
+/* Stream capture, graphs and the calls a capture records, in their own file;
+ * then the kernels' modules and launches. */
+#include "fake_libcuda_graph.c"
 #include "fake_libcuda_kernel.c"

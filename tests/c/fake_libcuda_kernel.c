@@ -149,6 +149,12 @@ CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsign
         return ERR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz || !params)
         return ERR_INVALID_VALUE;
+    if (capturing(stream)) {
+        graph_call call = {.kind = CALL_KERNEL, .function = function, .gy = gy};
+        pack_params(function, params, call.arguments);
+        captured(stream, &call);
+        return OK;
+    }
     log_line("kernel", stream);
     return do_kernel(stream, function, gy, params);
 }

@@ -317,6 +317,7 @@ static void destroy_stream(fake_stream *s)
 }
 
 /* ---- streams and events ---------------------------------------------------------------- */
+/* cuStreamWaitEvent and the records, which a capture records instead, are fake_libcuda_graph.c's. */
 
 CUresult cuStreamCreate(void **stream, unsigned int flags)
 {
@@ -345,15 +346,6 @@ CUresult cuStreamSynchronize(void *stream)
     return OK;
 }
 
-CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags)
-{
-    ENTER("cuStreamWaitEvent");
-    (void)flags;
-    log_line("wait", stream);
-    do_wait(stream, event);
-    return OK;
-}
-
 CUresult cuEventCreate(void **event, unsigned int flags)
 {
     ENTER("cuEventCreate");
@@ -370,14 +362,6 @@ CUresult cuEventDestroy_v2(void *event)
     synchronize_streams(NULL); /* no queued record or wait may still name it */
     free(event);
     COUNT(events, -1);
-    return OK;
-}
-
-CUresult cuEventRecord(void *event, void *stream)
-{
-    ENTER("cuEventRecord");
-    log_line("record", stream);
-    do_record(stream, event);
     return OK;
 }
 

@@ -11,8 +11,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: What the stand-in reports at exit when everything was given back:
 #: retained contexts, pushed contexts, pinned and device allocations, streams,
-#: registered host ranges, loaded modules.
-NOTHING_HELD = "0 0 0 0 0 0 0"
+#: registered host ranges, loaded modules, graphs and executable graphs.
+NOTHING_HELD = "0 0 0 0 0 0 0 0"
 
 
 @pytest.fixture(scope="module")

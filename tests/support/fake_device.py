@@ -105,13 +105,19 @@ def put(ring, layout, values, stream=None, name="q"):
     return device.put(ring, layout, values, name, None, None, stream, upload)
 
 
+_log_read = 0  # bytes of the stand-in's log read so far
+
+
 def log():
-    """The stand-in's stream-ordering calls since the last call (FAKE_CUDA_LOG), then forgets them."""
-    path = os.environ["FAKE_CUDA_LOG"]
+    """The stand-in's stream-ordering calls since the last call (FAKE_CUDA_LOG).  The log is read on from where
+    the last call stopped, whole lines only, never truncated: a ring's issuer thread may be appending to it."""
+    global _log_read
     try:
-        with open(path) as f:
-            lines = f.read().split("\n")[:-1]
+        with open(os.environ["FAKE_CUDA_LOG"], "rb") as f:
+            f.seek(_log_read)
+            new = f.read()
     except FileNotFoundError:
         return []
-    os.unlink(path)
-    return lines
+    whole = new[: new.rfind(b"\n") + 1]
+    _log_read += len(whole)
+    return whole.decode().split("\n")[:-1]
