@@ -413,6 +413,40 @@ def test_an_upload_left_for_an_element_dropped_unread_never_lands_on_a_later_one
     )
 
 
+def test_a_left_upload_that_fails_is_reported_by_its_own_take_and_no_element_is_read_stale(fake):
+    # A take queues every upload left, its own first.  One of another element that fails goes back to be
+    # queued again by that element's take, which says what failed: dropped, its element was read as whatever
+    # the slot held before.
+    printed = run(
+        fake,
+        """
+        import os
+        from theano_queue.core.errors import QueueError
+        ring, comps = gpu_ring([("x", "float32", (4,))], capacity=3)
+        out = device_copy(np.zeros(4, np.float32))
+        address = out.__array_interface__["data"][0]
+        def take():
+            ring.take_device([address], 99)
+            return out.tolist()[0]
+        for i in range(3):
+            ring.put([np.full(4, i, np.float32)])
+        assert [take() for _ in range(3)] == [0, 1, 2]
+        for i in (10, 11, 12):
+            ring.put([np.full(4, i, np.float32)])
+        os.environ["FAKE_CUDA_FAIL"] = "cuMemcpyHtoDAsync_v2"
+        assert take() == 10  # uploaded by its put; 11's upload, left, fails and goes back
+        with pytest.raises(QueueError, match="cuMemcpyHtoDAsync"):
+            take()  # 11's own take queues it again: it fails, and says so
+        del os.environ["FAKE_CUDA_FAIL"]
+        assert take() == 12
+        ring.put([np.full(4, 13, np.float32)])
+        assert take() == 13
+        print(ring.stats()["enqueued"], ring.stats()["dequeued"], ring.size())
+    """,
+    )
+    assert printed.split() == ["7", "7", "0"]  # the failed take took its element too: none is left behind
+
+
 # ---- the host cost of a device put (issue 21): driver calls counted ----------------------------------------------
 
 COUNT_CALLS = """

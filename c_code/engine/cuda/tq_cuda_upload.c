@@ -53,21 +53,35 @@ void cuda_arrival_after(deferred_upload *left, CUstream stream, int failed)
  * current.  A producer left its upload only after the slot's data was
  * written, and before the slot was READY: a consumer that reads a slot sees
  * what was left for it (the ring's lock orders the two).  Held batches' gathers
- * stay left: each is queued by its own slot's consumer. */
+ * stay left: each is queued by its own slot's consumer.
+ *
+ * An upload that fails is its own element's failure.  That of `first` is
+ * reported (its element is dropped); another's goes back to the table, and
+ * the rest wait, so that the take of that element queues it again and says
+ * what fails: dropped from the table, its element would be read as whatever
+ * the slot held before, and this take would raise for an element whose own
+ * copy had landed. */
 tq_code cuda_start_deferred(cuda_backend *b, int first, tq_error *err)
 {
     tq_code code = TQ_OK;
     if (!__atomic_load_n(&b->n_deferred, __ATOMIC_ACQUIRE))
         return TQ_OK;
     pthread_mutex_lock(&b->deferred_lock);
-    for (int k = 0; k < b->capacity && code == TQ_OK; k++) {
+    for (int k = 0; k < b->capacity; k++) {
         int slot = (first + k) % b->capacity;
         deferred_upload left;
         if (!take_deferred(b, slot, 0, &left))
             continue;
         code = cuda_upload(b, slot, left.extents, left.n, err);
+        if (code != TQ_OK && slot != first) {
+            b->deferred[slot] = left; /* still counted: nobody said it was queued */
+            code = TQ_OK;             /* its own take's to report */
+            break;
+        }
         left_queued(b, &left);
         cuda_arrival_after(&left, b->copy_stream, code != TQ_OK);
+        if (code != TQ_OK)
+            break;
     }
     pthread_mutex_unlock(&b->deferred_lock);
     return code;
