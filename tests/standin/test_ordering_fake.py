@@ -29,6 +29,10 @@ def two_component_ring():  # x: ROWS x WIDTH float32, y: ROWS int64, two slots
     return gpu_ring([("x", "float32", (ROWS, WIDTH)), ("y", "int64", (ROWS,))], capacity=2)
 def filled(i):  # element i of the producers that make their arrays: x all i, y all -i
     return [np.full((ROWS, WIDTH), i, np.float32), np.full(ROWS, -i, np.int64)]
+def all_as_expected(outs):  # outs[i]: element i's arrays, as the consumer's stream left them
+    for i in range(N):
+        for got, want in zip(outs[i], expected(i)):
+            assert (np.asarray(got) == want).all(), (i, got.ravel()[:4], want.ravel()[:4])
 def finish():  # the consumer's stream has done what it was given
     assert driver.cuStreamSynchronize(ctypes.c_void_p(STREAM)) == 0
 def view(address, shape, dtype):
@@ -129,9 +133,7 @@ for i in range(N):
     step()
 thread.join()
 finish()
-for i in range(N):
-    for got, want in zip(outs[i], expected(i)):
-        assert (np.asarray(got) == want).all(), (i, got.ravel()[:4], want.ravel()[:4])
+all_as_expected(outs)
 """,
     # each element lent, read once the stream is done, then given back
     "lend": """
@@ -162,9 +164,7 @@ for i in range(N):
     del lease
 thread.join()
 finish()
-for i in range(N):
-    for got, want in zip(outs[i], expected(i)):
-        assert (np.asarray(got) == want).all(), (i, got.ravel()[:4], want.ravel()[:4])
+all_as_expected(outs)
 """,
     # each element read to the host: the copy stream's own readers
     "get": """
