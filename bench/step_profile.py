@@ -4,6 +4,7 @@
     python -m bench.step_profile --shapes 256x784 --hidden 64     # a small step on a small CPU
     python -m bench.step_profile --json out.json                  # the figures, for bench/run.py too
     python -m bench.step_profile --dequeue --shapes 500x784       # the dequeue's host time: lending vs copying
+    python -m bench.step_profile --copy-thread-turns 1            # array and iterable with one copy thread too
 
 One 3-layer MLP training step (float32, loss read back every step), measured
 side by side in interleaved rounds (the best of the rounds is reported: the
@@ -21,6 +22,9 @@ comes back in every round):
                   there; on a GPU only)
 (e) iterable      a Feeder over a Python list of numpy batches
 (e) at other ``sys.setswitchinterval`` values (``--switch-intervals``)
+(f) array and iterable again with the engine's copy pool at other sizes
+    (``--copy-thread-turns 1``), taking turns with the pool as it is: what
+    waking the pool for each batch costs the step beside it
 
 and, for (c) to (e), the engine's timestamps (``Queue.trace``) of the last
 round, as medians per element: the consumer's wait for input and its read,
@@ -226,55 +230,80 @@ def producer_cost_us(case, count):
 # ---- the whole profile ------------------------------------------------------------------------
 
 
+def variant_name(part, interval, threads):
+    if interval is not None:
+        return "%s, switch interval %g ms" % (part, 1e3 * interval)
+    if threads is not None:
+        return "%s, %d copy thread%s" % (part, threads, "" if threads == 1 else "s")
+    return part
+
+
 def profile(
-    batch, cols, hidden=1024, steps=300, rounds=5, capacity=3, switch_intervals=(0.0005,), trace=100, seed=0, log=None
+    batch,
+    cols,
+    hidden=1024,
+    steps=300,
+    rounds=5,
+    capacity=3,
+    switch_intervals=(0.0005,),
+    trace=100,
+    seed=0,
+    log=None,
+    copy_thread_turns=(),
 ):
-    """The profile of one step shape, as a dict: ``rows`` (one per part) and the case's parameters."""
+    """The profile of one step shape, as a dict: ``rows`` (one per part) and the case's parameters.
+
+    Each variant is (part, switch interval, copy threads), None for as the process has it."""
     case = Case(batch, cols, hidden, capacity, max(steps, trace) + 3, np.random.default_rng(seed))
     default_interval = sys.getswitchinterval()
-    variants = [(part, None) for part in PARTS] + [("iterable", s) for s in switch_intervals]
+    default_threads = _engine.copy_threads()
+    variants = (
+        [(part, None, None) for part in PARTS]
+        + [("iterable", s, None) for s in switch_intervals]
+        + [(part, None, n) for n in copy_thread_turns for part in ("array", "iterable")]
+    )
     times = {v: [] for v in variants}
     traces = {}
     for r in range(rounds):
         last = r == rounds - 1
-        for part, interval in variants:
+        for variant in variants:
+            part, interval, threads = variant
             sys.setswitchinterval(interval or default_interval)
+            _engine.set_copy_threads(threads or default_threads)
             try:
                 seconds = measure(case, part, steps)
-                if last and trace and part in ("array", "held", "iterable") and interval is None and seconds == seconds:
-                    with case.feeder(part):
-                        traces[part] = traced(case.queue, case.fed, trace)
-                    case.drain()
+                if last and trace and variant == (part, None, None) and part in ("array", "held", "iterable"):
+                    if seconds == seconds:
+                        with case.feeder(part):
+                            traces[part] = traced(case.queue, case.fed, trace)
+                        case.drain()
             finally:
                 sys.setswitchinterval(default_interval)
-            times[(part, interval)].append(seconds)
+                _engine.set_copy_threads(default_threads)
+            times[variant].append(seconds)
         if log:
             log(
                 "  round %d/%d: %s"
                 % (
                     r + 1,
                     rounds,
-                    ", ".join(
-                        "%s%s %.1f" % (p, "" if s is None else "@%gms" % (1e3 * s), 1e6 * times[(p, s)][-1])
-                        for p, s in variants
-                    ),
+                    ", ".join("%s %.1f" % (variant_name(*v), 1e6 * times[v][-1]) for v in variants),
                 )
             )
     if trace:
         traces["prefilled"] = prefilled_trace(case, trace)
-    resident = min(times[("resident", None)])
+    resident = min(times[("resident", None, None)])
     rows = []
-    for part, interval in variants:
-        seconds = min(times[(part, interval)])
-        name = part if interval is None else "%s, switch interval %g ms" % (part, 1e3 * interval)
+    for variant in variants:
+        seconds = min(times[variant])
         row = {
-            "part": name,
+            "part": variant_name(*variant),
             "us/step": 1e6 * seconds,
             "x resident": seconds / resident,
-            "median us": 1e6 * statistics.median(times[(part, interval)]),
+            "median us": 1e6 * statistics.median(times[variant]),
         }
-        if interval is None:
-            row.update(breakdown(traces.get(part)))
+        if variant[1:] == (None, None):
+            row.update(breakdown(traces.get(variant[0])))
         rows.append(row)
     producers = producer_cost_us(case, min(200, max(20, steps)))
     return {
@@ -438,6 +467,11 @@ def main(argv=None):
     )
     parser.add_argument("--trace", type=int, default=100, help="elements traced per fed part (0: none)")
     parser.add_argument("--copy-threads", type=int, help="the engine's copy pool (default: one per core, 16 at most)")
+    parser.add_argument(
+        "--copy-thread-turns",
+        default="",
+        help="copy pool sizes, comma-separated, at which array and iterable run again, taking turns with the others",
+    )
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     if args.dequeue:
@@ -458,6 +492,7 @@ def main(argv=None):
             tuple(float(s) / 1e3 for s in args.switch_intervals.split(",") if s),
             args.trace,
             log=lambda line: print(line, file=sys.stderr, flush=True),
+            copy_thread_turns=tuple(int(n) for n in args.copy_thread_turns.split(",") if n),
         )
         print(table(result), flush=True)
         print(flush=True)
