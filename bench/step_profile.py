@@ -269,7 +269,8 @@ def profile(
         for variant in variants:
             part, interval, threads = variant
             sys.setswitchinterval(interval or default_interval)
-            _engine.set_copy_threads(threads or default_threads)
+            if threads:  # setting the pool drops it, to be made again: only for the turns that change it
+                _engine.set_copy_threads(threads)
             try:
                 seconds = measure(case, part, steps)
                 if last and trace and variant == (part, None, None) and part in ("array", "held", "iterable"):
@@ -279,7 +280,8 @@ def profile(
                         case.drain()
             finally:
                 sys.setswitchinterval(default_interval)
-                _engine.set_copy_threads(default_threads)
+                if threads:
+                    _engine.set_copy_threads(default_threads)
             times[variant].append(seconds)
         if log:
             log(
