@@ -5,6 +5,8 @@
     python -m bench.step_profile --json out.json                  # the figures, for bench/run.py too
     python -m bench.step_profile --dequeue --shapes 500x784       # the dequeue's host time: lending vs copying
     python -m bench.step_profile --copy-thread-turns 1            # array and iterable with one copy thread too
+    python -m bench.step_profile --floor                          # and what the step pays with no queue at all
+    python -m bench.step_profile --shapes 256x784,500x784:16      # 500x784 with a hidden width of its own
 
 One 3-layer MLP training step (float32, loss read back every step), measured
 side by side in interleaved rounds (the best of the rounds is reported: the
@@ -25,6 +27,11 @@ comes back in every round):
 (f) array and iterable again with the engine's copy pool at other sizes
     (``--copy-thread-turns 1``), taking turns with the pool as it is: what
     waking the pool for each batch costs the step beside it
+(g) the floors (``--floor``, bench/step_floor.py): the resident step with a
+    dequeue's driver calls made before it by its own thread (a record; a
+    query and a record; a wait and a record; those after the batch's
+    upload), and with its batch sliced in the graph out of the whole dataset
+    held in a shared variable: what the fed parts are held against
 
 and, for (c) to (e), the engine's timestamps (``Queue.trace``) of the last
 round, as medians per element: the consumer's wait for input and its read,
@@ -49,6 +56,7 @@ import numpy as np
 import theano
 
 import theano_queue as tq  # noqa: E402
+from bench import step_floor  # noqa: E402
 from bench.common import busy_wait, mlp_train_step, reading, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
 
@@ -86,10 +94,18 @@ class Case:
         self.fed = reading(self.compile([], *self.queue.dequeue()))
         self.fed_full = reading(self.compile([], *self.full.dequeue()))
 
-    def compile(self, inputs, x, y):
+    def compile(self, inputs, x, y, extra_updates=()):
         # The same weights' initialisation for every variant: the same work.
         loss, updates = mlp_train_step(x, y, self.cols, self.hidden, 10, np.random.default_rng(1))
-        return theano.function(inputs, loss, updates=updates)
+        return theano.function(inputs, loss, updates=updates + list(extra_updates))
+
+    def add_floors(self):
+        """The steps of bench/step_floor.py's floors: the driver calls' (on a GPU) and the sliced one's."""
+        x, y, updates = step_floor.sliced_batch(self.data, self.labels, self.batch)
+        self.sliced = reading(self.compile([], x, y, updates))
+        self.calls = None
+        if self.queue.on_gpu:
+            self.calls = step_floor.DriverCalls([a.nbytes for a in self.batches[0]])
 
     @property
     def label(self):
@@ -129,6 +145,12 @@ def measure(case, part, steps):
         return time_steps(case.given, steps)
     if part == "prefilled":
         return prefilled(case, steps)
+    if part == step_floor.SLICED:
+        return time_steps(case.sliced, steps)
+    if part in step_floor.CALL_FLOORS:
+        if case.calls is None:
+            return float("nan")  # driver calls: on a GPU only
+        return time_steps(step_floor.with_calls(case.resident, case.calls, step_floor.CALL_FLOORS[part]), steps)
     if part == "held" and not case.queue.on_gpu:
         return float("nan")  # device=True holds the arrays in GPU memory: a host queue has none
     with case.feeder(part):
@@ -250,17 +272,22 @@ def profile(
     seed=0,
     log=None,
     copy_thread_turns=(),
+    floor=False,
 ):
     """The profile of one step shape, as a dict: ``rows`` (one per part) and the case's parameters.
 
     Each variant is (part, switch interval, copy threads), None for as the process has it."""
     case = Case(batch, cols, hidden, capacity, max(steps, trace) + 3, np.random.default_rng(seed))
+    floors = (*step_floor.CALL_FLOORS, step_floor.SLICED) if floor else ()
+    if floor:
+        case.add_floors()
     default_interval = sys.getswitchinterval()
     default_threads = _engine.copy_threads()
     variants = (
         [(part, None, None) for part in PARTS]
         + [("iterable", s, None) for s in switch_intervals]
         + [(part, None, n) for n in copy_thread_turns for part in ("array", "iterable")]
+        + [(part, None, None) for part in floors]
     )
     times = {v: [] for v in variants}
     traces = {}
@@ -294,6 +321,8 @@ def profile(
             )
     if trace:
         traces["prefilled"] = prefilled_trace(case, trace)
+    if floor and case.calls is not None:
+        case.calls.close()
     resident = min(times[("resident", None, None)])
     rows = []
     for variant in variants:
@@ -457,7 +486,11 @@ def main(argv=None):
         action="store_true",
         help="only the dequeue's host time per call (lending against copying) and a held Feeder's per batch",
     )
-    parser.add_argument("--shapes", default="256x784,64x3072", help="batch x features, comma-separated")
+    parser.add_argument(
+        "--shapes",
+        default="256x784,64x3072",
+        help="batch x features, comma-separated; BxF:H gives that shape its own hidden width",
+    )
     parser.add_argument("--hidden", type=int, default=1024, help="the MLP's hidden width")
     parser.add_argument("--steps", type=int, default=300, help="steps per part and round")
     parser.add_argument("--rounds", type=int, default=5)
@@ -474,6 +507,11 @@ def main(argv=None):
         default="",
         help="copy pool sizes, comma-separated, at which array and iterable run again, taking turns with the others",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also the resident step with a dequeue's driver calls, with the upload's, and sliced in the graph",
+    )
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     if args.dequeue:
@@ -481,13 +519,14 @@ def main(argv=None):
     if args.copy_threads:
         _engine.set_copy_threads(args.copy_threads)
     results = []
-    for shape in args.shapes.split(","):
+    for text in args.shapes.split(","):
+        shape, _, hidden = text.partition(":")
         batch, cols = parse_shape(shape)
         print("profiling %dx%d ..." % (batch, cols), file=sys.stderr, flush=True)
         result = profile(
             batch,
             cols,
-            args.hidden,
+            int(hidden or args.hidden),
             args.steps,
             args.rounds,
             args.capacity,
@@ -495,6 +534,7 @@ def main(argv=None):
             args.trace,
             log=lambda line: print(line, file=sys.stderr, flush=True),
             copy_thread_turns=tuple(int(n) for n in args.copy_thread_turns.split(",") if n),
+            floor=args.floor,
         )
         print(table(result), flush=True)
         print(flush=True)

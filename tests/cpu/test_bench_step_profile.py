@@ -14,3 +14,106 @@ def test_copy_thread_turns_add_array_and_iterable_rows_and_give_the_pool_back():
     for name in turns:
         assert rows[name]["us/step"] > 0 and rows[name]["x resident"] > 0
     assert _engine.copy_threads() == threads
+
+
+def test_floor_adds_the_sliced_step_and_times_it_on_the_host():
+    """--floor adds the no-queue floors; on the host the sliced step is timed and the driver calls' are not
+    (a host queue makes none), and the sliced step trains the same model as the resident one."""
+    result = profile(16, 8, hidden=8, steps=4, rounds=2, switch_intervals=(), trace=0, floor=True)
+    rows = {r["part"]: r for r in result["rows"]}
+    floors = [
+        "resident + record",
+        "resident + query, record",
+        "resident + wait, record",
+        "resident + upload, wait, record",
+        "resident, sliced",
+    ]
+    assert list(rows)[-5:] == floors
+    assert rows["resident, sliced"]["us/step"] > 0
+    for name in floors[:-1]:
+        assert rows[name]["us/step"] != rows[name]["us/step"]  # nan: no GPU
+
+
+def test_the_sliced_batch_walks_the_dataset_a_batch_a_step():
+    import numpy as np
+    import theano
+
+    from bench.step_floor import sliced_batch
+
+    data = np.arange(40, dtype="float32").reshape(10, 4)
+    labels = np.arange(10, dtype="int32")
+    x, y, updates = sliced_batch(data, labels, 3)
+    step = theano.function([], [x, y], updates=updates)
+    seen = [step() for _ in range(4)]
+    for i, (xs, ys) in enumerate(seen):
+        first = 3 * (i % 3)  # 10 // 3 = 3 whole batches, then the first again
+        np.testing.assert_array_equal(np.asarray(xs), data[first : first + 3])
+        np.testing.assert_array_equal(np.asarray(ys), labels[first : first + 3])
+
+
+def test_each_floor_makes_the_calls_of_its_dequeue_in_order(tmp_path, monkeypatch):
+    """bench/step_floor.c, against the stand-in driver: each floor makes the calls its name says, on the
+    streams a dequeue makes them on, and a call that fails makes the step's calls fail."""
+    import ctypes
+    import shutil
+
+    import numpy as np
+    import pytest
+
+    from bench import step_floor
+    from tests.support.fake_cuda import compile_stand_in
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    library, log = str(tmp_path / "libcuda.so.1"), tmp_path / "calls"
+    compile_stand_in(library)
+    monkeypatch.setenv("THEANO_QUEUE_LIBCUDA", library)
+    floor_calls = step_floor._c_floor_calls()
+    cu = ctypes.CDLL(library)
+    ctx, compute, copy, filled, consumed = (ctypes.c_void_p() for _ in range(5))
+    assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert cu.cuCtxPushCurrent_v2(ctx) == 0
+    for stream in (compute, copy):
+        assert cu.cuStreamCreate(ctypes.byref(stream), 1) == 0
+    for event in (filled, consumed):
+        assert cu.cuEventCreate(ctypes.byref(event), 3) == 0
+    device = ctypes.c_uint64()
+    assert cu.cuMemAlloc_v2(ctypes.byref(device), ctypes.c_size_t(64)) == 0
+    host = np.arange(16, dtype="float32")
+    extents = (
+        2,
+        (ctypes.c_uint64 * 2)(device.value, device.value + 32),
+        (ctypes.c_void_p * 2)(host.ctypes.data, host.ctypes.data + 32),
+        (ctypes.c_size_t * 2)(32, 32),
+    )
+
+    def calls_of(names):
+        log.write_text("")
+        monkeypatch.setenv("FAKE_CUDA_LOG", str(log))
+        what = sum(step_floor._CALL_BITS[c] for c in names if c != "record")
+        rc = floor_calls(ctx, compute, copy, filled, consumed, *extents, what)
+        monkeypatch.delenv("FAKE_CUDA_LOG")
+        return rc, log.read_text().split("\n")[:-1]
+
+    rc, (record,) = calls_of(["record"])
+    assert rc == 0 and record.startswith("record ")
+    on_compute = record.split()[1]
+    made = {name: calls_of(calls) for name, calls in step_floor.CALL_FLOORS.items()}
+    assert all(rc == 0 for rc, _ in made.values())
+    on_copy = made["resident + upload, wait, record"][1][0].split()[1]
+    assert on_copy != on_compute
+    assert made["resident + query, record"][1] == ["query", "record " + on_compute]
+    assert made["resident + wait, record"][1] == ["wait " + on_compute, "record " + on_compute]
+    assert made["resident + upload, wait, record"][1] == [
+        "wait " + on_copy,
+        "upload " + on_copy,
+        "upload " + on_copy,
+        "record " + on_copy,
+        "wait " + on_compute,
+        "record " + on_compute,
+    ]
+    np.testing.assert_array_equal(
+        np.ctypeslib.as_array(ctypes.cast(device.value, ctypes.POINTER(ctypes.c_float)), (16,)), host
+    )
+    monkeypatch.setenv("FAKE_CUDA_FAIL", "cuMemcpyHtoDAsync_v2")
+    assert calls_of(["upload", "wait", "record"])[0] != 0

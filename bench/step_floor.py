@@ -1,0 +1,187 @@
+"""What a small step pays for input with no queue at all: the floors that bench/step_profile.py's fed parts
+are held against (``--floor``; issue 43.1).
+
+Each floor is the resident step (its batch in shared variables) plus only the work that any feeder of a
+GPU step has to add, done by the step's own thread:
+
+  resident + record           before each step, the one call with which a slot's give-back orders the
+                               slot's next copy after the step (cuEventRecord on the step's stream)
+  resident + query, record     that, after asking whether the slot's copy is done (cuEventQuery): a
+                               dequeue that would skip its wait for a copy already done
+  resident + wait, record      that, after ordering the step after the slot's copy (cuStreamWaitEvent
+                               on the step's stream): the calls of a dequeue of a ready slot, what a
+                               pre-filled queue's dequeue cannot go under
+  resident + upload, wait, record
+                               those two, after the batch's upload, queued by the step's thread on a
+                               stream of its own from registered memory (cuStreamWaitEvent,
+                               cuMemcpyHtoDAsync per component, cuEventRecord): what the consumer's
+                               dequeue does for an array dataset's batch that its producer left it
+                               (doc/design.rst, "Small steps"), with no queue
+  resident, sliced         the data in one shared variable, each step's batch sliced out of it in the graph
+                           by a counter in a shared variable: the idiom of Theano's tutorials (and of
+                           ``lasagne``'s examples) for a dataset that fits in GPU memory, which a held
+                           dataset (``Feeder(device=True)``) replaces
+
+The driver calls are made by bench/step_floor.c (gcc), one ctypes call a step, in libgpuarray's context
+and on its stream, with the engine's flags.
+"""
+
+import ctypes
+import mmap
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import theano
+
+#: The floors of driver calls: each part's name, and the calls made before each step.
+CALL_FLOORS = {
+    "resident + record": ("record",),
+    "resident + query, record": ("query", "record"),
+    "resident + wait, record": ("wait", "record"),
+    "resident + upload, wait, record": ("upload", "wait", "record"),
+}
+SLICED = "resident, sliced"
+
+# The engine's flags: its events (CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC), its copy stream, its
+# staging's registration.
+_EVENT_FLAGS = 2 | 1
+_STREAM_NON_BLOCKING = 1
+_HOST_REGISTER_PORTABLE = 1
+#: step_floor.c's bits for the calls it makes besides the record.
+_CALL_BITS = {"upload": 1, "query": 2, "wait": 4}
+
+
+class DriverCalls:
+    """Page-locked host memory and device memory for a batch's components, two events and a copy stream, in
+    libgpuarray's context; ``before_step(upload)`` makes the calls a dequeue makes, as the engine does
+    (c_code/engine/cuda/tq_cuda_upload.c): its host memory registered, one copy per component."""
+
+    def __init__(self, component_bytes):
+        from theano.gpuarray.type import get_context
+
+        from theano_queue import _engine
+
+        self.cu = cu = ctypes.CDLL(os.environ.get("THEANO_QUEUE_LIBCUDA", "libcuda.so.1"))
+        gpu_context = get_context(None).ptr
+        self.ctx = self._context_of(gpu_context)
+        self.compute = ctypes.c_void_p(_engine.gpu_context_stream(gpu_context))
+        total = sum(component_bytes)
+        self.staging = mmap.mmap(-1, total)  # page-aligned, as the engine's shared staging is
+        self.host = ctypes.addressof(ctypes.c_char.from_buffer(self.staging))
+        self.device = ctypes.c_uint64()
+        self.copy_stream, self.filled, self.consumed = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        self._enter()
+        try:
+            self._check(
+                "cuMemHostRegister",
+                cu.cuMemHostRegister_v2(ctypes.c_void_p(self.host), ctypes.c_size_t(total), _HOST_REGISTER_PORTABLE),
+            )
+            self._check("cuMemAlloc", cu.cuMemAlloc_v2(ctypes.byref(self.device), ctypes.c_size_t(total)))
+            self._check("cuStreamCreate", cu.cuStreamCreate(ctypes.byref(self.copy_stream), _STREAM_NON_BLOCKING))
+            for event in (self.filled, self.consumed):
+                self._check("cuEventCreate", cu.cuEventCreate(ctypes.byref(event), _EVENT_FLAGS))
+        finally:
+            self._leave()
+        n = len(component_bytes)
+        offsets = [sum(component_bytes[:i]) for i in range(n)]
+        self.extents = (
+            n,
+            (ctypes.c_uint64 * n)(*(self.device.value + o for o in offsets)),
+            (ctypes.c_void_p * n)(*(self.host + o for o in offsets)),
+            (ctypes.c_size_t * n)(*component_bytes),
+        )
+        self.c_calls = _c_floor_calls()
+
+    def _context_of(self, gpu_context):
+        """libgpuarray's CUcontext: current only between its cuda_enter and cuda_exit."""
+        for name in ("libgpuarray.so.3", "libgpuarray.so"):
+            try:
+                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+                break
+            except OSError:
+                continue
+        else:
+            raise RuntimeError("step_floor: libgpuarray is not loaded (is Theano on a GPU?)")
+        lib.gpuarray_get_extension.argtypes, lib.gpuarray_get_extension.restype = [ctypes.c_char_p], ctypes.c_void_p
+        enter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lib.gpuarray_get_extension(b"cuda_enter"))
+        leave = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lib.gpuarray_get_extension(b"cuda_exit"))
+        ctx = ctypes.c_void_p()
+        enter(gpu_context)
+        try:
+            self._check("cuCtxGetCurrent", self.cu.cuCtxGetCurrent(ctypes.byref(ctx)))
+        finally:
+            leave(gpu_context)
+        return ctx
+
+    def _enter(self):
+        self._check("cuCtxPushCurrent", self.cu.cuCtxPushCurrent_v2(self.ctx))
+
+    def _leave(self):
+        self.cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+
+    @staticmethod
+    def _check(call, rc):
+        if rc:
+            raise RuntimeError("step_floor: %s failed with CUDA error %d" % (call, rc))
+
+    def before_step(self, calls):
+        """The calls named (CALL_FLOORS' values) for one batch, in the context: one call into step_floor.c."""
+        what = sum(_CALL_BITS[c] for c in calls if c != "record")
+        rc = self.c_calls(self.ctx, self.compute, self.copy_stream, self.filled, self.consumed, *self.extents, what)
+        self._check("the calls before a step", rc)
+
+    def close(self):
+        cu = self.cu
+        self._enter()
+        try:
+            cu.cuStreamSynchronize(self.copy_stream)
+            cu.cuEventDestroy_v2(self.filled)
+            cu.cuEventDestroy_v2(self.consumed)
+            cu.cuStreamDestroy_v2(self.copy_stream)
+            cu.cuMemFree_v2(self.device)
+            cu.cuMemHostUnregister(ctypes.c_void_p(self.host))
+        finally:
+            self._leave()
+
+
+def _c_floor_calls():
+    """step_floor.c's floor_calls, compiled (gcc) into a temporary folder and loaded."""
+    folder = tempfile.mkdtemp(prefix="step_floor")
+    library = os.path.join(folder, "step_floor.so")
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run(
+        ["gcc", "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", os.path.join(here, "step_floor.c"), "-o", library]
+        + ["-ldl"],
+        check=True,
+    )
+    c = ctypes.CDLL(library)
+    if c.floor_load(os.environ.get("THEANO_QUEUE_LIBCUDA", "libcuda.so.1").encode()):
+        raise RuntimeError("step_floor: the CUDA driver lacks a function step_floor.c calls")
+    handle = ctypes.c_void_p
+    c.floor_calls.argtypes = [handle] * 5 + [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    c.floor_calls.argtypes += [ctypes.c_int]
+    c.floor_calls.restype = ctypes.c_int
+    return c.floor_calls
+
+
+def sliced_batch(data, labels, batch):
+    """(x, y, updates): each step's batch sliced out of the whole dataset in shared variables, the batch
+    after it chosen by a counter in a shared variable that ``updates`` advances."""
+    everything_x, everything_y = theano.shared(data), theano.shared(labels)
+    batches = len(data) // batch
+    # On the host: a counter on the GPU would be read back before every slice.
+    turn = theano.shared(np.array(0, "int64"), name="turn", target="cpu")
+    start = turn * batch
+    return everything_x[start : start + batch], everything_y[start : start + batch], [(turn, (turn + 1) % batches)]
+
+
+def with_calls(step, driver, calls):
+    """step(), each call preceded by the driver calls named (one of CALL_FLOORS' values)."""
+
+    def called():
+        driver.before_step(calls)
+        return step()
+
+    return called
