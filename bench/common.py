@@ -1,5 +1,8 @@
 """What the benchmark scenarios share: timing, sources, small graphs."""
 
+import os
+import shlex
+import subprocess
 import time
 
 import numpy as np
@@ -107,3 +110,16 @@ def queue_throughput(b, rows, cols, source_kind, dtype="float32", convert=False)
     if source_kind == "registered":
         q.unregister_host(data)
     return seconds
+
+
+def run_torch_peer(torch_python, module, args, timeout):
+    """``python -m bench.<module> args`` with the Python that has PyTorch (run.py's ``--torch-python``),
+    outside Theano's environment and from the checkout's root: its stdout, and None; or None, and why it did
+    not run."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = shlex.split(torch_python) + ["-m", "bench." + module] + [str(a) for a in args]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root, timeout=timeout)
+    if done.returncode != 0:
+        return None, "PyTorch peer did not run: %s" % done.stderr.strip()[-500:]
+    return done.stdout, None

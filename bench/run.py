@@ -36,7 +36,6 @@ import functools
 import json
 import os
 import platform
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ import numpy as np
 import theano
 
 import theano_queue as tq
-from bench.common import cycle, mlp_train_step, reading, time_steps
+from bench.common import cycle, mlp_train_step, reading, run_torch_peer, time_steps
 from bench.scenario import Bench, scenario
 from bench.transfer_scenarios import (
     balanced,
@@ -264,19 +263,10 @@ def torch_small_steps(b, shapes, steps, rounds):
     named "PyTorch ...", each x PyTorch's own resident step) and its prefetched ratios; or why it did not run."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "torch.json")
-        command = shlex.split(b.args.torch_python) + ["-m", "bench.torch_small_step", "--json", out]
-        command += [
-            "--shapes",
-            ",".join("%dx%d:%d" % s for s in shapes),
-            "--steps",
-            str(steps),
-            "--rounds",
-            str(rounds),
-        ]
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
-        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-        if done.returncode != 0:
-            return {"skipped": "PyTorch peer did not run: %s" % done.stderr.strip()[-300:]}
+        args = ["--json", out, "--shapes", ",".join("%dx%d:%d" % s for s in shapes), "--steps", steps]
+        _, why = run_torch_peer(b.args.torch_python, "torch_small_step", args + ["--rounds", rounds], 600)
+        if why:
+            return {"skipped": why}
         with open(out) as f:
             profiles = json.load(f)["profiles"]
     rows = [

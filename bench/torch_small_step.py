@@ -148,8 +148,7 @@ def main(argv=None):
         hidden = int(hidden or args.hidden)
         result = profile(batch, cols, hidden, args.steps, args.rounds)
         print(
-            "PyTorch %s, %s, hidden %d, best of %d rounds:"
-            % (torch.__version__, result["shape"], hidden, args.rounds)
+            "PyTorch %s, %s, hidden %d, best of %d rounds:" % (torch.__version__, result["shape"], hidden, args.rounds)
         )
         for row in result["rows"]:
             print(

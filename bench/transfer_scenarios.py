@@ -3,9 +3,6 @@ batches, the PyTorch peer, uint8 over the bus, reading the loss back, and the CP
 
 import argparse
 import json
-import os
-import shlex
-import subprocess
 import time
 
 import numpy as np
@@ -13,7 +10,18 @@ import theano
 import theano.tensor as T
 
 import theano_queue as tq
-from bench.common import MiB, best_of, cycle, layer, mlp_train_step, queue_throughput, reading, slices, time_steps
+from bench.common import (
+    MiB,
+    best_of,
+    cycle,
+    layer,
+    mlp_train_step,
+    queue_throughput,
+    reading,
+    run_torch_peer,
+    slices,
+    time_steps,
+)
 from bench.scenario import scenario
 from theano_queue import _engine
 
@@ -21,8 +29,6 @@ try:
     from theano_queue.tools.probe import h2d_seconds
 except ImportError:  # a tree from before the layers (issue 42), as bench/ab.py's old tree can be
     from theano_queue.probe import h2d_seconds
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---- 1 -------------------------------------------------------------------------------
@@ -343,21 +349,12 @@ def cpu_target(b):
 
 @scenario(6, "Peer: PyTorch DataLoader(pin_memory=True) with a CUDA-stream prefetcher")
 def peer(b):
-    command = shlex.split(b.args.torch_python) + [
-        "-m",
-        "bench.torch_peer",
-        "--sizes",
-        ",".join(map(str, b.sizes_mib())),
-        "--balanced",
-        "%d,%d,%d" % (b.balanced["rows"], b.balanced["cols"], b.balanced["width"]),
-    ]
-    if b.quick:
-        command.append("--quick")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
-    if done.returncode != 0:
-        return {"skipped": "PyTorch peer did not run: %s" % done.stderr.strip()[-500:]}
-    torch = json.loads(done.stdout.strip().splitlines()[-1])
+    args = ["--sizes", ",".join(map(str, b.sizes_mib()))]
+    args += ["--balanced", "%d,%d,%d" % (b.balanced["rows"], b.balanced["cols"], b.balanced["width"])]
+    out, why = run_torch_peer(b.args.torch_python, "torch_peer", args + (["--quick"] if b.quick else []), 900)
+    if why:
+        return {"skipped": why}
+    torch = json.loads(out.strip().splitlines()[-1])
     ours = {(r["MiB"], r["source"]): r["GB/s"] for r in b.transfer}
     rows = []
     for t in torch["transfer"]:

@@ -16,16 +16,13 @@ filled, over at least ``seconds`` of steps.
 """
 
 import json
-import os
-import shlex
-import subprocess
 import time
 
 import theano
 import theano.tensor as T
 
 import theano_queue as tq  # noqa: E402
-from bench.common import reading  # noqa: E402
+from bench.common import reading, run_torch_peer  # noqa: E402
 from bench.pipelines import PIPELINES  # noqa: E402
 
 try:
@@ -33,7 +30,6 @@ try:
 except ImportError:  # a tree from before the layers (issue 42), as bench/ab.py's old tree can be
     from theano_queue.probe import h2d_seconds  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: the peer runs as bench.*
 
 # Host copies of a sample's bytes between the dataset's code and the device (doc/design.rst).
 COPIES = {"theano_queue, read_into": 0, "theano_queue, __getitem__": 1, "PyTorch DataLoader": 2}
@@ -72,23 +68,11 @@ def torch_rates(b, pipeline, worker_counts, batch, seconds):
     """PyTorch's samples/s per worker count, or a string saying why there are none."""
     if not b.on_gpu:
         return "the PyTorch peer needs a GPU"
-    command = shlex.split(b.args.torch_python) + [
-        "-m",
-        "bench.torch_workers_peer",
-        "--pipeline",
-        pipeline,
-        "--workers",
-        ",".join(map(str, worker_counts)),
-        "--batch",
-        str(batch),
-        "--seconds",
-        str(seconds),
-    ]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
-    if done.returncode != 0:
-        return "PyTorch peer did not run: %s" % done.stderr.strip()[-500:]
-    peer = json.loads(done.stdout.strip().splitlines()[-1])
+    args = ["--pipeline", pipeline, "--workers", ",".join(map(str, worker_counts)), "--batch", batch]
+    out, why = run_torch_peer(b.args.torch_python, "torch_workers_peer", args + ["--seconds", seconds], 1800)
+    if why:
+        return why
+    peer = json.loads(out.strip().splitlines()[-1])
     b.torch_versions = peer["versions"]
     return {r["workers"]: r["samples/s"] for r in peer["rows"]}
 
