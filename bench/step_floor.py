@@ -4,23 +4,23 @@ are held against (``--floor``; issue 43.1).
 Each floor is the resident step (its batch in shared variables) plus only the work that any feeder of a
 GPU step has to add, done by the step's own thread:
 
-  resident + record           before each step, the one call with which a slot's give-back orders the
-                               slot's next copy after the step (cuEventRecord on the step's stream)
-  resident + query, record     that, after asking whether the slot's copy is done (cuEventQuery): a
-                               dequeue that would skip its wait for a copy already done
-  resident + wait, record      that, after ordering the step after the slot's copy (cuStreamWaitEvent
-                               on the step's stream): the calls of a dequeue of a ready slot, what a
-                               pre-filled queue's dequeue cannot go under
+  resident + record             before each step, the one call with which a slot's give-back orders
+                                the slot's next copy after the step (cuEventRecord on the step's stream)
+  resident + query, record      that, after asking whether the slot's copy is done (cuEventQuery): a
+                                dequeue that would skip its wait for a copy already done
+  resident + wait, record       that, after ordering the step after the slot's copy (cuStreamWaitEvent
+                                on the step's stream): the calls of a dequeue of a ready slot, what a
+                                pre-filled queue's dequeue cannot go under
   resident + upload, wait, record
-                               those two, after the batch's upload, queued by the step's thread on a
-                               stream of its own from registered memory (cuStreamWaitEvent,
-                               cuMemcpyHtoDAsync per component, cuEventRecord): what the consumer's
-                               dequeue does for an array dataset's batch that its producer left it
-                               (doc/design.rst, "Small steps"), with no queue
-  resident, sliced         the data in one shared variable, each step's batch sliced out of it in the graph
-                           by a counter in a shared variable: the idiom of Theano's tutorials (and of
-                           ``lasagne``'s examples) for a dataset that fits in GPU memory, which a held
-                           dataset (``Feeder(device=True)``) replaces
+                                those two, after the batch's upload, queued by the step's thread on a
+                                stream of its own from registered memory (cuStreamWaitEvent,
+                                cuMemcpyHtoDAsync per component, cuEventRecord): what the consumer's
+                                dequeue does for an array dataset's batch that its producer left it
+                                (doc/design.rst, "Small steps"), with no queue
+  resident, sliced              the data in one shared variable, each step's batch sliced out of it in
+                                the graph by a counter in a shared variable: the idiom of Theano's
+                                tutorials (``givens`` and an index) for a dataset that fits in GPU
+                                memory, which a held dataset (``Feeder(device=True)``) replaces
 
 The driver calls are made by bench/step_floor.c (gcc), one ctypes call a step, in libgpuarray's context
 and on its stream, with the engine's flags.
@@ -55,7 +55,7 @@ _CALL_BITS = {"upload": 1, "query": 2, "wait": 4}
 
 class DriverCalls:
     """Page-locked host memory and device memory for a batch's components, two events and a copy stream, in
-    libgpuarray's context; ``before_step(upload)`` makes the calls a dequeue makes, as the engine does
+    libgpuarray's context; ``before_step(calls)`` makes the calls a dequeue makes, as the engine does
     (c_code/engine/cuda/tq_cuda_upload.c): its host memory registered, one copy per component."""
 
     def __init__(self, component_bytes):
@@ -148,15 +148,12 @@ class DriverCalls:
 
 def _c_floor_calls():
     """step_floor.c's floor_calls, compiled (gcc) into a temporary folder and loaded."""
-    folder = tempfile.mkdtemp(prefix="step_floor")
-    library = os.path.join(folder, "step_floor.so")
     here = os.path.dirname(os.path.abspath(__file__))
-    subprocess.run(
-        ["gcc", "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", os.path.join(here, "step_floor.c"), "-o", library]
-        + ["-ldl"],
-        check=True,
-    )
-    c = ctypes.CDLL(library)
+    with tempfile.TemporaryDirectory(prefix="step_floor") as folder:  # a loaded library outlives its file
+        library = os.path.join(folder, "step_floor.so")
+        command = ["gcc", "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", os.path.join(here, "step_floor.c")]
+        subprocess.run(command + ["-o", library, "-ldl"], check=True)
+        c = ctypes.CDLL(library)
     if c.floor_load(os.environ.get("THEANO_QUEUE_LIBCUDA", "libcuda.so.1").encode()):
         raise RuntimeError("step_floor: the CUDA driver lacks a function step_floor.c calls")
     handle = ctypes.c_void_p
