@@ -93,6 +93,7 @@ class Case:
         self.given = reading(lambda: given(*everything[next(turn) % len(everything)]))
         self.fed = reading(self.compile([], *self.queue.dequeue()))
         self.fed_full = reading(self.compile([], *self.full.dequeue()))
+        self.calls = None  # the floors' driver calls (add_floors)
 
     def compile(self, inputs, x, y, extra_updates=()):
         # The same weights' initialisation for every variant: the same work.
@@ -103,7 +104,6 @@ class Case:
         """The steps of bench/step_floor.py's floors: the driver calls' (on a GPU) and the sliced one's."""
         x, y, updates = step_floor.sliced_batch(self.data, self.labels, self.batch)
         self.sliced = reading(self.compile([], x, y, updates))
-        self.calls = None
         if self.queue.on_gpu:
             self.calls = step_floor.DriverCalls([a.nbytes for a in self.batches[0]])
 
@@ -260,35 +260,11 @@ def variant_name(part, interval, threads):
     return part
 
 
-def profile(
-    batch,
-    cols,
-    hidden=1024,
-    steps=300,
-    rounds=5,
-    capacity=3,
-    switch_intervals=(0.0005,),
-    trace=100,
-    seed=0,
-    log=None,
-    copy_thread_turns=(),
-    floor=False,
-):
-    """The profile of one step shape, as a dict: ``rows`` (one per part) and the case's parameters.
-
-    Each variant is (part, switch interval, copy threads), None for as the process has it."""
-    case = Case(batch, cols, hidden, capacity, max(steps, trace) + 3, np.random.default_rng(seed))
-    floors = (*step_floor.CALL_FLOORS, step_floor.SLICED) if floor else ()
-    if floor:
-        case.add_floors()
+def interleaved_rounds(case, variants, steps, rounds, trace, log):
+    """Each variant's seconds per step, one list per variant (a value a round, the variants taking turns),
+    and the engine's timestamps of the fed parts in the last round."""
     default_interval = sys.getswitchinterval()
     default_threads = _engine.copy_threads()
-    variants = (
-        [(part, None, None) for part in PARTS]
-        + [("iterable", s, None) for s in switch_intervals]
-        + [(part, None, n) for n in copy_thread_turns for part in ("array", "iterable")]
-        + [(part, None, None) for part in floors]
-    )
     times = {v: [] for v in variants}
     traces = {}
     for r in range(rounds):
@@ -319,10 +295,43 @@ def profile(
                     ", ".join("%s %.1f" % (variant_name(*v), 1e6 * times[v][-1]) for v in variants),
                 )
             )
-    if trace:
-        traces["prefilled"] = prefilled_trace(case, trace)
-    if floor and case.calls is not None:
-        case.calls.close()
+    return times, traces
+
+
+def profile(
+    batch,
+    cols,
+    hidden=1024,
+    steps=300,
+    rounds=5,
+    capacity=3,
+    switch_intervals=(0.0005,),
+    trace=100,
+    seed=0,
+    log=None,
+    copy_thread_turns=(),
+    floor=False,
+):
+    """The profile of one step shape, as a dict: ``rows`` (one per part) and the case's parameters.
+
+    Each variant is (part, switch interval, copy threads), None for as the process has it."""
+    case = Case(batch, cols, hidden, capacity, max(steps, trace) + 3, np.random.default_rng(seed))
+    floors = (*step_floor.CALL_FLOORS, step_floor.SLICED) if floor else ()
+    if floor:
+        case.add_floors()
+    variants = (
+        [(part, None, None) for part in PARTS]
+        + [("iterable", s, None) for s in switch_intervals]
+        + [(part, None, n) for n in copy_thread_turns for part in ("array", "iterable")]
+        + [(part, None, None) for part in floors]
+    )
+    try:
+        times, traces = interleaved_rounds(case, variants, steps, rounds, trace, log)
+        if trace:
+            traces["prefilled"] = prefilled_trace(case, trace)
+    finally:
+        if case.calls is not None:
+            case.calls.close()
     resident = min(times[("resident", None, None)])
     rows = []
     for variant in variants:

@@ -117,3 +117,28 @@ def test_each_floor_makes_the_calls_of_its_dequeue_in_order(tmp_path, monkeypatc
     )
     monkeypatch.setenv("FAKE_CUDA_FAIL", "cuMemcpyHtoDAsync_v2")
     assert calls_of(["upload", "wait", "record"])[0] != 0
+
+
+def test_the_floors_driver_calls_are_closed_when_a_round_fails(monkeypatch):
+    """The floors' stream, events and registered memory are given back whatever stops the rounds."""
+    import pytest
+
+    from bench import step_profile
+
+    closed = []
+
+    class Calls:
+        def close(self):
+            closed.append(True)
+
+    def add_floors(case):
+        case.sliced, case.calls = case.resident, Calls()
+
+    def failing(case, part, steps):
+        raise RuntimeError("a round failed")
+
+    monkeypatch.setattr(step_profile.Case, "add_floors", add_floors)
+    monkeypatch.setattr(step_profile, "measure", failing)
+    with pytest.raises(RuntimeError, match="a round failed"):
+        profile(16, 8, hidden=8, steps=4, rounds=2, switch_intervals=(), trace=0, floor=True)
+    assert closed == [True]
