@@ -18,6 +18,8 @@
  *   upload        wait consumed, cuMemcpyHtoDAsync, record filled (3 calls:
  *                 an array dataset's producer today)
  *   upload2       cuMemcpyHtoDAsync, record filled (2 calls)
+ *   host+upload   host, then upload: an array dataset's producer, its
+ *                 gather of the rows into the staging included
  *   gather        wait consumed, a device-to-device kernel, record filled
  *                 (3 calls: a held dataset's producer)
  *   graph-upload  one cuGraphLaunch of upload's three nodes
@@ -26,6 +28,12 @@
  *                 and a producer's staging wait, made by one thread here)
  *   deferred      no producer: the step thread makes upload's three calls
  *                 itself before its launches (today's small-batch path)
+ *   persistent    no driver call: the producer writes the batch's row
+ *                 numbers into mapped host memory for a gather kernel
+ *                 launched once (bench/persistent_gather.cu) that fills
+ *                 two slots in turn; the step waits for its batch with
+ *                 cuStreamWaitValue32 instead of the event, and frees the
+ *                 slot with cuStreamWriteValue32 instead of recording one
  *
  * MODE@late wakes the producer after the step's launches instead of before
  * them: its calls then meet the step's thread in its read-back, waiting for
@@ -37,8 +45,9 @@
  * the producer kept up (had made every batch but the last step's when the
  * steps ended), else 0; or "n/a" and why.  Modes take turns within each round.  The driver is
  * THEANO_QUEUE_LIBCUDA's library (the stand-in of tests/c/fake_libcuda.c in
- * the tests), else libcuda.so.1; its graph functions are optional.  The
- * device is DRIVER_LOCK_DEVICE's ordinal, else 0.
+ * the tests), else libcuda.so.1; its graph functions and stream memory
+ * operations are optional.  The device is DRIVER_LOCK_DEVICE's ordinal,
+ * else 0; persistent's kernel has DRIVER_LOCK_BLOCKS blocks, else 32.
  *
  *   driver_lock STEPS ROUNDS LAUNCHES BATCH_BYTES MODE[,MODE...]
  */
@@ -54,7 +63,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "tq_strided_ptx.h" /* the engine's strided copy: one kernel both the GPU and the stand-in run */
+#include "persistent_gather_ptx.h" /* mode persistent's kernel */
+#include "tq_strided_ptx.h"        /* the engine's strided copy: one kernel both the GPU and the stand-in run */
 
 typedef int CUresult;
 typedef void *H;                 /* any driver handle */
@@ -65,6 +75,8 @@ typedef unsigned long long DPTR; /* CUdeviceptr */
 #define CU_EVENT_WAIT_EXTERNAL 1
 #define CU_EVENT_RECORD_EXTERNAL 1
 #define CU_STREAM_CAPTURE_MODE_RELAXED 2
+#define CU_MEMHOSTALLOC_DEVICEMAP 2
+#define CU_STREAM_WAIT_VALUE_GEQ 0
 
 /* The driver's functions; the graph ones are NULL where the driver lacks them. */
 static struct {
@@ -101,6 +113,9 @@ static struct {
     CUresult (*GraphLaunch)(H, H);
     CUresult (*GraphExecDestroy)(H);
     CUresult (*GraphDestroy)(H);
+    CUresult (*MemHostGetDevicePointer)(DPTR *, void *, unsigned);
+    CUresult (*StreamWaitValue32)(H, DPTR, unsigned, unsigned);
+    CUresult (*StreamWriteValue32)(H, DPTR, unsigned, unsigned);
 } cu;
 
 static const struct {
@@ -144,6 +159,9 @@ static const struct {
     SYM(GraphLaunch, "cuGraphLaunch", 1),
     SYM(GraphExecDestroy, "cuGraphExecDestroy", 1),
     SYM(GraphDestroy, "cuGraphDestroy", 1),
+    SYM(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", 1),
+    SYM(StreamWaitValue32, "cuStreamWaitValue32_v2", 1),
+    SYM(StreamWriteValue32, "cuStreamWriteValue32_v2", 1),
 #undef SYM
 };
 
@@ -197,13 +215,21 @@ struct strided_desc {
 static struct {
     int device;
     H ctx, module, kernel;
-    H step_stream, copy_stream, filled, consumed, staged; /* staged: recorded once, complete */
-    DPTR small_src, small_dst, block, block2, readback;
+    H step_stream, copy_stream, filled, consumed, staged;       /* staged: recorded once, complete */
+    DPTR small_src, small_dst, block, block2, block3, readback; /* block3: persistent's second slot */
     void *pinned, *host_a, *host_b;
     size_t batch_bytes;
     int launches;
     H graph_upload, graph_gather; /* executable graphs, or NULL */
     const char *graph_why;        /* why there are none */
+    /* Mode persistent's kernel, its mailbox (mapped host memory: the two
+     * words of bench/persistent_gather.cu's host[], then rows[2][ROWS]) and
+     * its words in device memory (its device[]). */
+    H persistent_module, persistent_kernel;
+    volatile int *box;
+    volatile long long *rows_of;
+    DPTR box_d, words;
+    const char *persistent_why; /* why the mode cannot run, or NULL */
 } w;
 
 static void launch_copy(DPTR dst, DPTR src, size_t bytes, H stream)
@@ -250,6 +276,110 @@ static H capture(int gather)
     return exec;
 }
 
+/* ---- mode persistent: a gather kernel launched once, fed through mapped memory ----------- */
+
+#define ROWS 256                      /* rows a batch, of batch_bytes / ROWS bytes, in 16-byte units */
+#define PERSISTENT_BLOCKS 32          /* the kernel's blocks (DRIVER_LOCK_BLOCKS), which keep their SMs */
+#define PERSISTENT_THREADS 256        /* each block's threads */
+#define KERNEL_MAX_ROWS 1024          /* persistent_gather.cu's MAX_ROWS: its device[]'s copies of the rows */
+enum { POSTED, GATHERED };            /* the words of mapped host memory (persistent_gather.cu's host[]) */
+enum { GO, CONSUMED, DONE, ARRIVED }; /* those of device memory (its device[]) */
+static const double GIVE_UP_US = 5e6; /* the kernel answers within this, or the run ends */
+
+/* The source row of batch k's row r: each batch its own order. */
+static long long row_of(int k, int r) { return (long long)((r * 7 + k * 13) % ROWS); }
+
+/* Waits (spinning: a producer of this kind makes no driver call) until the kernel has gathered batch k. */
+static void wait_gathered(int k)
+{
+    double t0 = now_us();
+    while (w.box[GATHERED] < k)
+        if (now_us() - t0 > GIVE_UP_US) {
+            fprintf(stderr, "driver_lock: the persistent kernel gathered batch %d of %d in 5 s\n", w.box[GATHERED], k);
+            exit(1);
+        }
+}
+
+/* Posts batch k's row numbers: into the half of the mailbox that batch k - 2 used, once it is gathered
+ * (batch k - 1 is, as a rule, by the time the step that wakes the producer runs). */
+static void persistent_post(int k)
+{
+    wait_gathered(k - 2);
+    volatile long long *rows = w.rows_of + (size_t)(k % 2) * ROWS;
+    for (int r = 0; r < ROWS; r++)
+        rows[r] = row_of(k, r);
+    __atomic_store_n(&w.box[POSTED], k, __ATOMIC_RELEASE);
+}
+
+/* Launches the kernel on the copy stream, batch 1 posted. */
+static void persistent_start(void)
+{
+    static const int zeros[4];
+    w.box[POSTED] = w.box[GATHERED] = 0;
+    CHECK(cu.MemcpyHtoDAsync(w.words, zeros, sizeof zeros, w.copy_stream));
+    struct {
+        DPTR slot[2], src;
+        unsigned long long row_units, rows;
+        DPTR host, rows_of, device;
+    } args = {{w.block, w.block3}, w.block2, w.batch_bytes / ROWS / 16, ROWS, w.box_d, w.box_d + 16, w.words};
+    void *params[] = {&args};
+    const char *blocks = getenv("DRIVER_LOCK_BLOCKS");
+    CHECK(cu.LaunchKernel(w.persistent_kernel, blocks ? (unsigned)atoi(blocks) : PERSISTENT_BLOCKS, 1, 1,
+                          PERSISTENT_THREADS, 1, 1, 0, w.copy_stream, params, NULL));
+    persistent_post(1);
+}
+
+/* Once batch `last` is gathered: checks its rows, and stops the kernel. */
+static void persistent_stop(int last)
+{
+    wait_gathered(last);
+    size_t row_units = w.batch_bytes / ROWS / 4;
+    unsigned *got = w.host_a;
+    CHECK(cu.MemcpyDtoHAsync(got, last % 2 ? w.block3 : w.block, w.batch_bytes, w.step_stream));
+    CHECK(cu.StreamSynchronize(w.step_stream));
+    __atomic_store_n(&w.box[POSTED], -1, __ATOMIC_RELEASE);
+    CHECK(cu.StreamSynchronize(w.copy_stream));
+    for (size_t i = 0; i < w.batch_bytes / 4; i++) {
+        size_t row = i / row_units;
+        if (got[i] != (unsigned)(row_of(last, (int)row) * row_units + i % row_units)) {
+            fprintf(stderr, "driver_lock: the persistent kernel gathered row %zu of batch %d wrong\n", row, last);
+            exit(1);
+        }
+    }
+}
+
+/* Loads the kernel and maps its mailbox, or says why mode persistent cannot run. */
+static void persistent_setup(void)
+{
+    if (!cu.StreamWaitValue32 || !cu.StreamWriteValue32 || !cu.MemHostGetDevicePointer) {
+        w.persistent_why = "the driver lacks stream memory operations";
+        return;
+    }
+    if (w.batch_bytes % (ROWS * 16)) {
+        w.persistent_why = "the batch is not 256 rows of 16-byte units";
+        return;
+    }
+    void *box;
+    CHECK(cu.MemHostAlloc(&box, 16 + 2 * ROWS * sizeof(long long), CU_MEMHOSTALLOC_DEVICEMAP));
+    w.box = box;
+    w.rows_of = (volatile long long *)((char *)box + 16);
+    CHECK(cu.MemHostGetDevicePointer(&w.box_d, box, 0));
+    CHECK(cu.MemAlloc(&w.words, 4 * sizeof(int) + 2 * KERNEL_MAX_ROWS * sizeof(long long)));
+    CHECK(cu.MemAlloc(&w.block3, w.batch_bytes));
+    CHECK(cu.ModuleLoadData(&w.persistent_module, persistent_gather_ptx));
+    CHECK(cu.ModuleGetFunction(&w.persistent_kernel, w.persistent_module, "tq_persistent_gather"));
+}
+
+static void persistent_teardown(void)
+{
+    if (w.persistent_why)
+        return;
+    CHECK(cu.ModuleUnload(w.persistent_module));
+    CHECK(cu.MemFree(w.words));
+    CHECK(cu.MemFree(w.block3));
+    CHECK(cu.MemFreeHost((void *)w.box));
+}
+
 static void setup(int launches, size_t batch_bytes)
 {
     const char *ordinal = getenv("DRIVER_LOCK_DEVICE");
@@ -273,7 +403,8 @@ static void setup(int launches, size_t batch_bytes)
     CHECK(cu.MemAlloc(&w.block, batch_bytes));
     CHECK(cu.MemAlloc(&w.block2, batch_bytes));
     CHECK(cu.MemHostAlloc(&w.pinned, batch_bytes, 0));
-    memset(w.pinned, 1, batch_bytes);
+    for (size_t i = 0; i < batch_bytes / 4; i++)
+        ((unsigned *)w.pinned)[i] = (unsigned)i; /* block2's units: each its own number, for persistent's check */
     w.host_a = calloc(1, batch_bytes);
     w.host_b = calloc(1, batch_bytes);
     if (!w.host_a || !w.host_b)
@@ -290,6 +421,7 @@ static void setup(int launches, size_t batch_bytes)
         w.graph_upload = capture(0);
         w.graph_gather = capture(1);
     }
+    persistent_setup();
     CHECK(cu.CtxPopCurrent(&w.ctx));
 }
 
@@ -302,6 +434,7 @@ static void teardown(void)
         CHECK(cu.GraphExecDestroy(w.graph_upload));
     if (w.graph_gather)
         CHECK(cu.GraphExecDestroy(w.graph_gather));
+    persistent_teardown();
     CHECK(cu.EventDestroy(w.filled));
     CHECK(cu.EventDestroy(w.consumed));
     CHECK(cu.EventDestroy(w.staged));
@@ -328,25 +461,19 @@ enum mode {
     SYNC,
     UPLOAD,
     UPLOAD2,
+    HOST_UPLOAD,
     GATHER,
     GRAPH_UPLOAD,
     GRAPH_GATHER,
     GRAPH_UPLOAD_SYNC,
     DEFERRED,
+    PERSISTENT,
     MODES
 };
-static const char *mode_names[MODES] = {"none",
-                                        "host",
-                                        "record",
-                                        "query",
-                                        "sync",
-                                        "upload",
-                                        "upload2",
-                                        "gather",
-                                        "graph-upload",
-                                        "graph-gather",
-                                        "graph-upload+sync",
-                                        "deferred"};
+static const char *mode_names[MODES] = {"none",     "host",         "record",       "query",
+                                        "sync",     "upload",       "upload2",      "host+upload",
+                                        "gather",   "graph-upload", "graph-gather", "graph-upload+sync",
+                                        "deferred", "persistent"};
 
 /* A mode, and whether its producer is woken after the step's launches. */
 typedef struct {
@@ -362,8 +489,9 @@ static struct {
     int batches;     /* made so far (atomic) */
 } producer;
 
-/* Makes one batch's calls of the mode on the copy stream; the time they took. */
-static double produce(enum mode mode)
+/* Makes batch `batch`'s calls of the mode on the copy stream (0: the first
+ * woken for); the time they took. */
+static double produce(enum mode mode, int batch)
 {
     double t0 = now_us();
     switch (mode) {
@@ -373,6 +501,10 @@ static double produce(enum mode mode)
     case SYNC: CHECK(cu.EventSynchronize(w.staged)); break;
     case UPLOAD: queue_upload(w.copy_stream, 1); break;
     case UPLOAD2: queue_upload(w.copy_stream, 0); break;
+    case HOST_UPLOAD:
+        memcpy(w.host_a, w.host_b, w.batch_bytes);
+        queue_upload(w.copy_stream, 1);
+        break;
     case GATHER: queue_gather(w.copy_stream); break;
     case GRAPH_UPLOAD: CHECK(cu.GraphLaunch(w.graph_upload, w.copy_stream)); break;
     case GRAPH_GATHER: CHECK(cu.GraphLaunch(w.graph_gather, w.copy_stream)); break;
@@ -380,6 +512,7 @@ static double produce(enum mode mode)
         CHECK(cu.GraphLaunch(w.graph_upload, w.copy_stream));
         CHECK(cu.EventSynchronize(w.staged));
         break;
+    case PERSISTENT: persistent_post(batch + 2); break; /* batch 1 was posted before the steps */
     default: break;
     }
     return now_us() - t0;
@@ -391,7 +524,7 @@ static void *producer_main(void *unused)
     CHECK(cu.CtxPushCurrent(w.ctx));
     for (int batch = 0; batch < producer.wakes; batch++) {
         sem_wait(&producer.wake);
-        producer.call_us[batch] = produce(producer.mode);
+        producer.call_us[batch] = produce(producer.mode, batch);
         __atomic_store_n(&producer.batches, batch + 1, __ATOMIC_RELEASE);
     }
     H ctx;
@@ -423,6 +556,10 @@ static void run_mode(run how, int round, int steps)
         printf("%s%s %d n/a %s\n", mode_names[mode], late, round, w.graph_why);
         return;
     }
+    if (mode == PERSISTENT && w.persistent_why) {
+        printf("%s%s %d n/a %s\n", mode_names[mode], late, round, w.persistent_why);
+        return;
+    }
     double *period = calloc((size_t)steps, sizeof *period), *launch = calloc((size_t)steps, sizeof *launch);
     double *call = calloc(2 * (size_t)steps, sizeof *call), readback;
     if (!period || !launch || !call)
@@ -437,6 +574,8 @@ static void run_mode(run how, int round, int steps)
     if (has_producer && pthread_create(&thread, NULL, producer_main, NULL))
         die("pthread_create", 2);
     CHECK(cu.CtxPushCurrent(w.ctx));
+    if (mode == PERSISTENT)
+        persistent_start();
     int deferred_batches = 0;
     double started = now_us();
     for (int s = -steps; s < steps; s++) { /* negative: warm-up */
@@ -446,7 +585,11 @@ static void run_mode(run how, int round, int steps)
             if (s >= 0)
                 call[deferred_batches++] = now_us() - t0;
         }
-        CHECK(cu.StreamWaitEvent(w.step_stream, w.filled, 0));
+        unsigned batch = (unsigned)(s + steps + 1); /* persistent's numbering: from 1 */
+        if (mode == PERSISTENT)
+            CHECK(cu.StreamWaitValue32(w.step_stream, w.words + 4 * DONE, batch, CU_STREAM_WAIT_VALUE_GEQ));
+        else
+            CHECK(cu.StreamWaitEvent(w.step_stream, w.filled, 0));
         if (has_producer && !how.late)
             sem_post(&producer.wake);
         double in_launches = 0;
@@ -457,7 +600,10 @@ static void run_mode(run how, int round, int steps)
         }
         if (has_producer && how.late)
             sem_post(&producer.wake);
-        CHECK(cu.EventRecord(w.consumed, w.step_stream));
+        if (mode == PERSISTENT)
+            CHECK(cu.StreamWriteValue32(w.step_stream, w.words + 4 * CONSUMED, batch, 0));
+        else
+            CHECK(cu.EventRecord(w.consumed, w.step_stream));
         CHECK(cu.MemcpyDtoHAsync(&readback, w.readback, 8, w.step_stream));
         CHECK(cu.StreamSynchronize(w.step_stream));
         double t = now_us();
@@ -472,6 +618,8 @@ static void run_mode(run how, int round, int steps)
     int made = __atomic_load_n(&producer.batches, __ATOMIC_ACQUIRE);
     if (has_producer)
         pthread_join(thread, NULL); /* it makes the rest */
+    if (mode == PERSISTENT)
+        persistent_stop(2 * steps + 1);
     sem_destroy(&producer.wake);
     CHECK(cu.StreamSynchronize(w.copy_stream));
     H ctx;

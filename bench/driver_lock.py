@@ -17,6 +17,8 @@ wakes a Feeder) and that makes one batch's driver calls of a pattern:
                 producer's wait for its staging once the upload is done)
   upload        wait, cuMemcpyHtoDAsync, record (an array dataset's producer)
   upload2       cuMemcpyHtoDAsync, record (two calls a batch)
+  host+upload   host, then upload: an array dataset's producer, its gather
+                of the batch's rows into the staging included
   gather        wait, a kernel launch, record (a held dataset's producer)
   graph-upload  one cuGraphLaunch of upload's three nodes
   graph-gather  one cuGraphLaunch of gather's three nodes
@@ -24,6 +26,14 @@ wakes a Feeder) and that makes one batch's driver calls of a pattern:
                 producer's wait, two calls a batch (in one thread here)
   deferred      upload's three calls made by the step's own thread (the
                 path the engine takes for small batches today)
+  persistent    no driver call a batch: a gather kernel launched once
+                (bench/persistent_gather.cu; DRIVER_LOCK_BLOCKS blocks, 32
+                by default) takes each batch's row numbers from mapped host
+                memory and fills two slots in turn, and the step waits for
+                its batch and frees the slot with stream memory operations
+                in place of its wait and record (issue 43.2's other
+                option); the run fails if the last batch's rows were
+                gathered wrong
 
 and, for each producer mode M, M@late: the producer woken after the step's
 launches, so that its calls meet the step's thread waiting for the GPU.
@@ -57,11 +67,13 @@ MODES = {
     "sync": (0, 1),
     "upload": (0, 3),
     "upload2": (0, 2),
+    "host+upload": (0, 3),
     "gather": (0, 3),
     "graph-upload": (0, 1),
     "graph-gather": (0, 1),
     "graph-upload+sync": (0, 2),
     "deferred": (3, 0),
+    "persistent": (0, 0),
 }
 #: The modes a producer thread runs, and so may run late.
 PRODUCERS = [mode for mode in MODES if mode not in ("none", "deferred")]

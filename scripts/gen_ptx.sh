@@ -1,6 +1,7 @@
 #!/bin/sh
 # Regenerates the PTX headers of the CUDA backend's kernels: c_code/generated/X_ptx.h
-# from c_code/engine/cuda/X.cu for every X.cu there (needs nvcc, or NVRTC through
+# from c_code/engine/cuda/X.cu for every X.cu there, and those of the probes'
+# kernels: bench/X_ptx.h from bench/X.cu (needs nvcc, or NVRTC through
 # scripts/nvrtc_ptx.py, and ptxas; the package itself builds with gcc alone
 # from the headers in the repo).  The PTX is made for
 # compute_75 (the oldest CUDA 13 targets) and its ISA version lowered to
@@ -10,8 +11,12 @@ set -eu
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for cu in c_code/engine/cuda/*.cu; do
+for cu in c_code/engine/cuda/*.cu bench/*.cu; do
     name=$(basename "$cu" .cu)
+    case $cu in
+    bench/*) out=bench ;;
+    *) out=c_code/generated ;;
+    esac
     if command -v nvcc >/dev/null; then
         nvcc -ptx -arch=compute_75 -O3 -o "$tmp/k.ptx" "$cu"
     else
@@ -25,5 +30,5 @@ for cu in c_code/engine/cuda/*.cu; do
         echo "static const char ${name}_ptx[] ="
         sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/' "$tmp/k.ptx"
         echo "    ;"
-    } > "c_code/generated/${name}_ptx.h"
+    } > "$out/${name}_ptx.h"
 done

@@ -70,7 +70,7 @@ printf '%s\n' "${SUMMARY[@]}"
 show() { [ -f "$OUT/$1.log" ] && [[ $STEPS == *" $1 "* ]]; }
 show floor && grep -A8 '^threads' "$OUT/floor.log"
 show staging && grep -E '^ *capacity|transparent_hugepage|^(pinned|shared|registered|huge) ' "$OUT/staging.log"
-show lock && grep -A16 '^mode ' "$OUT/lock.log"
+show lock && grep -A20 '^mode ' "$OUT/lock.log"
 show profile && grep -E '^[0-9]+x[0-9]+,|^part|^(resident|given|prefilled|array|held|iterable)' "$OUT/profile.log"
 show gpu-suite && echo "gpu suite: $(grep -E ' in [0-9.]+s( \(.*\))?$' "$OUT/gpu-suite.log" | tail -n 1)"
 show ab && grep -E '^(worst queue path|fewer|controls|NOISE|slower|faster|budget|stopped|note)' "$OUT/ab.log"

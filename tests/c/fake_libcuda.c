@@ -32,7 +32,9 @@
  *                           "record <stream>", "wait <stream>", "upload <stream>"
  *                           (host to device), "copy <stream>" (device to
  *                           device), "peer <stream>", "batch <stream>"
- *                           (cuMemcpyBatchAsync), "kernel <stream>", "sync"
+ *                           (cuMemcpyBatchAsync), "kernel <stream>",
+ *                           "waitvalue <stream>" and "writevalue <stream>"
+ *                           (the stream memory operations), "sync"
  *                           (cuEventSynchronize) and "query" (cuEventQuery);
  *                           streams as numbers, none for the NULL stream
  *   FAKE_CUDA_ASYNC=us      streams made by cuStreamCreate queue their work

@@ -1,13 +1,16 @@
 /* Part of the stand-in CUDA driver (fake_libcuda.c), included at its end so
  * that the stand-in stays one source on every build line: modules, and the
  * kernels it runs on the host (c_code/engine/cuda/tq_strided.cu's strided copy,
- * c_code/engine/cuda/tq_gather_rows.cu's gather of held rows). */
+ * c_code/engine/cuda/tq_gather_rows.cu's gather of held rows, and
+ * bench/persistent_gather.cu's gather launched once, on a stream of its own
+ * thread only). */
 
 /* ---- modules and kernels ----------------------------------------------------------------- */
 
 /* The kernels the stand-in runs; a function handle points at the name. */
 static const char strided_copy_name[] = "tq_strided_copy";
 static const char gather_rows_name[] = "tq_gather_rows";
+static const char persistent_gather_name[] = "tq_persistent_gather";
 
 /* A module: the one kernel its image defines. */
 typedef struct {
@@ -33,9 +36,10 @@ CUresult cuModuleLoadData(void **handle, const void *image)
     module *m = calloc(1, sizeof *m);
     if (!m)
         return ERR_OUT_OF_MEMORY;
-    m->defines = names(image, strided_copy_name)  ? strided_copy_name
-                 : names(image, gather_rows_name) ? gather_rows_name
-                                                  : NULL;
+    m->defines = names(image, strided_copy_name)        ? strided_copy_name
+                 : names(image, gather_rows_name)       ? gather_rows_name
+                 : names(image, persistent_gather_name) ? persistent_gather_name
+                                                        : NULL;
     if (!m->defines) {
         free(m);
         return ERR_INVALID_PTX;
@@ -121,6 +125,45 @@ static CUresult gather_rows(void **params, unsigned int parts)
     return OK;
 }
 
+/* The gather launched once (bench/persistent_gather.cu): its argument, and
+ * its handshake, one block's way: it waits (polling, as the GPU's does) for
+ * each batch to be posted and for the last one in its slot to be consumed,
+ * gathers it, and says so in both words.  A negative post ends it, and 20 s
+ * without one aborts. */
+struct persistent_args {
+    unsigned long long slot[2], src, row_units, rows; /* row_units: 16 bytes each */
+    unsigned long long host, rows_of, device;         /* host: posted, done; device: go, consumed, done, arrived */
+};
+
+static CUresult persistent_gather(void **params)
+{
+    const struct persistent_args *a = params[0];
+    int *host = (int *)(uintptr_t)a->host, *device = (int *)(uintptr_t)a->device;
+    for (int k = 1;; k++) {
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int posted;
+        while ((posted = __atomic_load_n(&host[0], __ATOMIC_ACQUIRE)) >= 0 &&
+               (posted < k || __atomic_load_n(&device[1], __ATOMIC_ACQUIRE) < k - 2)) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - t0.tv_sec > 20) {
+                fprintf(stderr, "fake_libcuda: the persistent gather waited 20 s for batch %d\n", k);
+                abort();
+            }
+            usleep(1);
+        }
+        if (posted < 0)
+            return OK;
+        const long long *rows = (const long long *)(uintptr_t)a->rows_of + (unsigned long long)(k % 2) * a->rows;
+        size_t row_bytes = (size_t)a->row_units * 16;
+        for (unsigned long long r = 0; r < a->rows; r++)
+            memcpy((char *)(uintptr_t)a->slot[k % 2] + r * row_bytes,
+                   (const char *)(uintptr_t)a->src + rows[r] * row_bytes, row_bytes);
+        __atomic_store_n(&device[2], k, __ATOMIC_RELEASE);
+        __atomic_store_n(&host[1], k, __ATOMIC_RELEASE);
+    }
+}
+
 /* The bytes of each parameter of a kernel the stand-in runs; how many it has. */
 static int parameter_sizes(const void *function, size_t *sizes)
 {
@@ -129,6 +172,10 @@ static int parameter_sizes(const void *function, size_t *sizes)
         sizes[2] = sizeof(struct strided_desc);
         return 3;
     }
+    if (function == (const void *)persistent_gather_name) {
+        sizes[0] = sizeof(struct persistent_args);
+        return 1;
+    }
     sizes[0] = sizeof(struct gather_parts);
     sizes[1] = sizeof(long long *);
     return 2;
@@ -136,6 +183,8 @@ static int parameter_sizes(const void *function, size_t *sizes)
 
 static CUresult launch(void *function, unsigned int gy, void **params)
 {
+    if (function == (const void *)persistent_gather_name)
+        return persistent_gather(params);
     return function == (const void *)strided_copy_name ? strided_copy(params) : gather_rows(params, gy);
 }
 
@@ -145,8 +194,13 @@ CUresult cuLaunchKernel(void *function, unsigned int gx, unsigned int gy, unsign
 {
     ENTER("cuLaunchKernel");
     (void)shared, (void)extra;
-    if (function != (const void *)strided_copy_name && function != (const void *)gather_rows_name)
+    if (function != (const void *)strided_copy_name && function != (const void *)gather_rows_name &&
+        function != (const void *)persistent_gather_name)
         return ERR_INVALID_HANDLE;
+    if (function == (const void *)persistent_gather_name && !queued_stream(stream)) {
+        fprintf(stderr, "fake_libcuda: a kernel that never ends by itself runs only with FAKE_CUDA_ASYNC\n");
+        return ERR_NOT_SUPPORTED; /* in the caller's thread it would never return */
+    }
     if (!gx || !gy || !gz || !bx || !by || !bz || !params)
         return ERR_INVALID_VALUE;
     if (capturing(stream)) {

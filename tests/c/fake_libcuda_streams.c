@@ -20,7 +20,13 @@
  * synchronous: their work runs at once, their waits block the caller.
  * cuMemFree, cuMemFreeHost, cuMemHostUnregister and cuEventDestroy first
  * wait until every stream is idle, as they may not free what queued work
- * still uses.  A host wait that lasts more than 20 s aborts: a deadlock. */
+ * still uses.  A host wait that lasts more than 20 s aborts: a deadlock.
+ *
+ * The stream memory operations (cuStreamWaitValue32_v2, GEQ only, and
+ * cuStreamWriteValue32_v2) wait for and write a word as the stream reaches
+ * them; a kernel that never ends by itself (fake_libcuda_kernel.c's
+ * persistent gather) runs only on a stream of its own thread.  Built with
+ * -DFAKE_CUDA_NO_MEMOPS, the stand-in lacks the memory operations. */
 
 #include <time.h>
 #include <unistd.h>
@@ -31,7 +37,7 @@ typedef struct {
     unsigned long long recorded, done; /* the last record queued, and the last one run */
 } fake_event;
 
-typedef enum { OP_COPY, OP_KERNEL, OP_WAIT, OP_RECORD, OP_STOP } op_kind;
+typedef enum { OP_COPY, OP_KERNEL, OP_WAIT, OP_RECORD, OP_WAIT_VALUE, OP_WRITE_VALUE, OP_STOP } op_kind;
 
 typedef struct op {
     struct op *next;
@@ -40,7 +46,7 @@ typedef struct op {
     const void *src;
     size_t bytes;
     fake_event *event;
-    unsigned long long number;
+    unsigned long long number; /* an event's record; a memory operation's value */
     void *function;
     unsigned int gy;
     unsigned char arguments[KERNEL_ARGUMENT_BYTES]; /* a kernel's parameters, one after the other */
@@ -104,9 +110,29 @@ static void reach(fake_event *e, unsigned long long number)
         }
 }
 
+/* Until (int32_t)(*word - value) >= 0, the driver's GEQ; aborts after 20 s.  The word is written by
+ * other threads without any lock (a kernel, the host), so the wait polls. */
+static void reach_value(const unsigned int *word, unsigned int value)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while ((int)(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) < 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > 20) {
+            fprintf(stderr, "fake_libcuda: waited 20 s for a word to reach %u: a deadlock\n", value);
+            abort();
+        }
+        usleep(1);
+    }
+}
+
 static void run_op(op *o)
 {
-    if (o->kind == OP_COPY) {
+    if (o->kind == OP_WAIT_VALUE) {
+        reach_value(o->dst, (unsigned int)o->number);
+    } else if (o->kind == OP_WRITE_VALUE) {
+        __atomic_store_n((unsigned int *)o->dst, (unsigned int)o->number, __ATOMIC_RELEASE);
+    } else if (o->kind == OP_COPY) {
         memcpy(o->dst, o->src, o->bytes);
     } else if (o->kind == OP_KERNEL) {
         void *params[4];
@@ -372,6 +398,44 @@ CUresult cuEventSynchronize(void *event)
     synchronize_event(event);
     return OK;
 }
+
+#ifndef FAKE_CUDA_NO_MEMOPS
+/* A stream memory operation: a wait for the word (OP_WAIT_VALUE) or a write of it. */
+static void do_value(void *stream, op_kind kind, unsigned int *word, unsigned int value)
+{
+    fake_stream *s = queued_stream(stream);
+    if (!s) {
+        op now = {.kind = kind, .dst = word, .number = value};
+        run_op(&now);
+        return;
+    }
+    op *o = new_op(kind);
+    o->dst = word;
+    o->number = value;
+    enqueue(s, o);
+}
+
+CUresult cuStreamWaitValue32_v2(void *stream, unsigned long long address, unsigned int value, unsigned int flags)
+{
+    ENTER("cuStreamWaitValue32_v2");
+    if (flags != 0 /* CU_STREAM_WAIT_VALUE_GEQ, the one the stand-in knows */ || address % 4)
+        return ERR_INVALID_VALUE;
+    log_line("waitvalue", stream);
+    do_value(stream, OP_WAIT_VALUE, (unsigned int *)(uintptr_t)address, value);
+    return OK;
+}
+
+CUresult cuStreamWriteValue32_v2(void *stream, unsigned long long address, unsigned int value, unsigned int flags)
+{
+    ENTER("cuStreamWriteValue32_v2");
+    if (flags != 0 || address % 4)
+        return ERR_INVALID_VALUE;
+    log_line("writevalue", stream);
+    do_value(stream, OP_WRITE_VALUE, (unsigned int *)(uintptr_t)address, value);
+    return OK;
+}
+
+#endif
 
 /* An event is ready once its last record ran (at once, without
  * FAKE_CUDA_ASYNC); never with FAKE_CUDA_NOT_READY (a copy that takes

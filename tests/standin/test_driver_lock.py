@@ -37,16 +37,17 @@ def test_modes_are_paired_with_none_round_by_round():
     assert summary["graph-upload"] == {"unavailable": "the driver lacks the graph functions"}
 
 
-def probe(fake, tmp_path, *args):
-    """Runs the probe briefly against the stand-in `fake`; its JSON summary and its output."""
+def probe(fake, tmp_path, *args, batch=65536):
+    """Runs the probe briefly against the stand-in `fake`, its streams on threads of their own as the GPU's are
+    (mode persistent's kernel never ends by itself); its JSON summary and its output."""
     out = tmp_path / "lock.json"
     done = subprocess.run(
         [sys.executable, "-m", "bench.driver_lock", "--steps", "4", "--rounds", "2", "--launches", "3"]
-        + ["--batch", "65536", "--json", str(out), *args],
+        + ["--batch", str(batch), "--json", str(out), *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=dict(os.environ, **fake),
+        env=dict(os.environ, FAKE_CUDA_ASYNC="1", **fake),
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -63,6 +64,41 @@ def test_every_mode_runs_on_the_stand_in_and_gives_everything_back(fake_cuda, tm
         assert modes[name]["call_us"] > 0, name  # the producer's calls (deferred: the step's own) were timed
     assert modes["upload@late"]["calls"] == [0, 3] and modes["deferred"]["calls"] == [3, 0]
     assert modes["graph-upload"]["calls"] == [0, 1] and modes["graph-upload+sync"]["calls"] == [0, 2]
+    assert modes["persistent"]["calls"] == [0, 0] and modes["persistent"]["kept_up"] is True
+
+
+def test_persistent_feeds_each_step_with_no_driver_call_from_its_producer(fake_cuda, tmp_path):  # noqa: F811
+    """Issue 43.2's other option: after one launch, the producer only writes row numbers into mapped memory.
+    The step waits for its batch and frees the slot with the stream's memory operations, one each a step, and
+    the probe checked the last batch's gathered rows (it exits 1 on a wrong row)."""
+    log = tmp_path / "calls.log"
+    modes, _ = probe(
+        dict(fake_cuda, FAKE_CUDA_LOG=str(log), FAKE_CUDA_LOG_THREADS="1"), tmp_path, "--modes", "persistent"
+    )
+    assert modes["persistent"]["period_us"] > 0 and modes["persistent"]["kept_up"] is True
+    lines = log.read_text().splitlines()
+    assert not [line for line in lines if line.endswith(" other")]  # the producer thread called nothing
+    steps = 2 * 4 * 2  # warm-up and timed steps, two rounds
+    assert sum(line.startswith("waitvalue ") for line in lines) == steps
+    assert sum(line.startswith("writevalue ") for line in lines) == steps
+    assert sum(line.startswith("kernel ") for line in lines) == steps * 3 + 2  # the steps' launches, one per round
+
+
+@pytest.mark.parametrize(
+    "flags, batch, why",
+    [
+        (("-DFAKE_CUDA_NO_MEMOPS",), 65536, "the driver lacks stream memory operations"),
+        ((), 4100, "the batch is not 256 rows of 16-byte units"),
+    ],
+)
+def test_persistent_says_why_it_cannot_run(tmp_path, flags, batch, why):
+    fake = dict(
+        THEANO_QUEUE_LIBCUDA=compile_stand_in(str(tmp_path / "libcuda.so.1"), *flags),
+        FAKE_CUDA_REPORT=str(tmp_path / "report"),
+    )
+    modes, _ = probe(fake, tmp_path, "--modes", "none,persistent,upload", batch=batch)
+    assert modes["persistent"] == {"unavailable": why}
+    assert modes["upload"]["call_us"] > 0
 
 
 def test_a_driver_without_graphs_says_so_and_runs_the_rest(tmp_path):
