@@ -1,15 +1,21 @@
 /* bench/step_floor.c: the driver calls of bench/step_floor.py's floors, made
  * by one C call a step, as the engine makes them: the floor then pays the
- * calls, not ctypes' conversions around each.  Built by step_floor.py (gcc),
- * loaded with ctypes; the driver is the library its path names. */
+ * calls, not ctypes' conversions around each; and the host copy an array
+ * dataset's producer makes beside the step, by a thread of its own.  Built
+ * by step_floor.py (gcc), loaded with ctypes; the driver is the library its
+ * path names. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stddef.h>
+#include <string.h>
 
 typedef int CUresult;
 typedef void *H;                 /* any driver handle */
 typedef unsigned long long DPTR; /* CUdeviceptr */
 
-enum { FLOOR_UPLOAD = 1, FLOOR_QUERY = 2, FLOOR_WAIT = 4 };
+enum { FLOOR_UPLOAD = 1, FLOOR_QUERY = 2, FLOOR_WAIT = 4, FLOOR_COPY = 8 };
 #define CUDA_ERROR_NOT_READY 600
 
 static CUresult (*PushCurrent)(H);
@@ -34,7 +40,72 @@ int floor_load(const char *libcuda)
     return PushCurrent && PopCurrent && StreamWaitEvent && EventRecord && EventQuery && MemcpyHtoDAsync ? 0 : -1;
 }
 
-/* The calls of one step, in ctx: with FLOOR_UPLOAD, the n components'
+/* ---- the host copy beside the step ---------------------------------------------------- */
+
+/* A thread that, woken once a step, copies the dataset's next batch into
+ * host memory, batch after batch, as an array dataset's producer gathers a
+ * Feeder's batches (in order without shuffle; one thread below the copy
+ * pool's 1 MiB).  Each wake is one copy; stopping it first makes every copy
+ * asked for. */
+static struct {
+    pthread_t thread;
+    sem_t wake;
+    int running;
+    const char *dataset;
+    char *into;
+    size_t batch_bytes, batches, next;
+    unsigned long asked, done; /* copies asked for (by the step's thread) and made (by the copier) */
+} copier;
+
+static void *copier_main(void *unused)
+{
+    (void)unused;
+    for (;;) {
+        while (sem_wait(&copier.wake) && errno == EINTR)
+            ;
+        if (copier.done == __atomic_load_n(&copier.asked, __ATOMIC_ACQUIRE))
+            return NULL; /* a wake with nothing asked: floor_copier_stop's */
+        memcpy(copier.into, copier.dataset + copier.next * copier.batch_bytes, copier.batch_bytes);
+        copier.next = (copier.next + 1) % copier.batches;
+        copier.done++;
+    }
+}
+
+/* Starts the copier of `batches` batches of `batch_bytes` each from
+ * `dataset` into `into`: 0, or -1 when one runs already or cannot start. */
+int floor_copier_start(const void *dataset, size_t batch_bytes, size_t batches, void *into)
+{
+    if (copier.running || !batches || sem_init(&copier.wake, 0, 0))
+        return -1;
+    copier.dataset = dataset;
+    copier.into = into;
+    copier.batch_bytes = batch_bytes;
+    copier.batches = batches;
+    copier.next = copier.asked = copier.done = 0;
+    if (pthread_create(&copier.thread, NULL, copier_main, NULL)) {
+        sem_destroy(&copier.wake);
+        return -1;
+    }
+    copier.running = 1;
+    return 0;
+}
+
+/* Once every copy asked for is made, stops the copier; how many it made. */
+unsigned long floor_copier_stop(void)
+{
+    if (!copier.running)
+        return 0;
+    sem_post(&copier.wake);
+    pthread_join(copier.thread, NULL);
+    sem_destroy(&copier.wake);
+    copier.running = 0;
+    return copier.done;
+}
+
+/* ---- the calls ------------------------------------------------------------------------------ */
+
+/* The calls of one step, in ctx: with FLOOR_COPY, first wakes the copier
+ * (-1 when none runs); with FLOOR_UPLOAD, the n components'
  * copies on `copy` after the last reader (consumed) and recorded as filled;
  * with FLOOR_QUERY, whether filled is done; with FLOOR_WAIT, `compute`
  * ordered after filled; always, consumed recorded on `compute`.  The
@@ -42,6 +113,12 @@ int floor_load(const char *libcuda)
 int floor_calls(H ctx, H compute, H copy, H filled, H consumed, int n, const DPTR *dst, void *const *src,
                 const size_t *bytes, int what)
 {
+    if (what & FLOOR_COPY) {
+        if (!copier.running)
+            return -1;
+        __atomic_add_fetch(&copier.asked, 1, __ATOMIC_RELEASE);
+        sem_post(&copier.wake);
+    }
     CUresult rc = PushCurrent(ctx);
     if (what & FLOOR_UPLOAD) {
         rc |= StreamWaitEvent(copy, consumed, 0);

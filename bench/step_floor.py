@@ -17,6 +17,11 @@ GPU step has to add, done by the step's own thread:
                                 cuMemcpyHtoDAsync per component, cuEventRecord): what the consumer's
                                 dequeue does for an array dataset's batch that its producer left it
                                 (doc/design.rst, "Small steps"), with no queue
+  resident + host copy, upload, wait, record
+                                that, and beside the step a thread of step_floor.c's that copies the
+                                dataset's next batch into host memory, woken before each step: what an
+                                array dataset's producer does besides (in order, as a Feeder without
+                                shuffle takes the batches), with no queue
   resident, sliced              the data in one shared variable, each step's batch sliced out of it in
                                 the graph by a counter in a shared variable: the idiom of Theano's
                                 tutorials (``givens`` and an index) for a dataset that fits in GPU
@@ -41,6 +46,7 @@ CALL_FLOORS = {
     "resident + query, record": ("query", "record"),
     "resident + wait, record": ("wait", "record"),
     "resident + upload, wait, record": ("upload", "wait", "record"),
+    "resident + host copy, upload, wait, record": ("copy", "upload", "wait", "record"),
 }
 SLICED = "resident, sliced"
 
@@ -50,15 +56,17 @@ _EVENT_FLAGS = 2 | 1
 _STREAM_NON_BLOCKING = 1
 _HOST_REGISTER_PORTABLE = 1
 #: step_floor.c's bits for the calls it makes besides the record.
-_CALL_BITS = {"upload": 1, "query": 2, "wait": 4}
+_CALL_BITS = {"upload": 1, "query": 2, "wait": 4, "copy": 8}
 
 
 class DriverCalls:
     """Page-locked host memory and device memory for a batch's components, two events and a copy stream, in
     libgpuarray's context; ``before_step(calls)`` makes the calls a dequeue makes, as the engine does
-    (c_code/engine/cuda/tq_cuda_upload.c): its host memory registered, one copy per component."""
+    (c_code/engine/cuda/tq_cuda_upload.c): its host memory registered, one copy per component.  With
+    ``dataset`` (a C-contiguous array), the calls named "copy" wake a thread that copies its next batch of
+    ``component_bytes[0]`` bytes into host memory beside the step."""
 
-    def __init__(self, component_bytes):
+    def __init__(self, component_bytes, dataset=None):
         from theano.gpuarray.type import get_context
 
         from theano_queue import _engine
@@ -92,7 +100,17 @@ class DriverCalls:
             (ctypes.c_void_p * n)(*(self.host + o for o in offsets)),
             (ctypes.c_size_t * n)(*component_bytes),
         )
-        self.c_calls = _c_floor_calls()
+        self.c = _c_library()
+        self.copied_into = None
+        if dataset is not None:
+            self.copied_into = np.empty(component_bytes[0], np.uint8)
+            self._dataset = dataset  # the copier reads it until close()
+            batches = dataset.nbytes // component_bytes[0]
+            if self.c.floor_copier_start(
+                dataset.ctypes.data, component_bytes[0], batches, self.copied_into.ctypes.data
+            ):
+                self.close()
+                raise RuntimeError("step_floor: the host copy's thread did not start")
 
     def _context_of(self, gpu_context):
         """libgpuarray's CUcontext: current only between its cuda_enter and cuda_exit."""
@@ -129,10 +147,13 @@ class DriverCalls:
     def before_step(self, calls):
         """The calls named (CALL_FLOORS' values) for one batch, in the context: one call into step_floor.c."""
         what = sum(_CALL_BITS[c] for c in calls if c != "record")
-        rc = self.c_calls(self.ctx, self.compute, self.copy_stream, self.filled, self.consumed, *self.extents, what)
+        rc = self.c.floor_calls(
+            self.ctx, self.compute, self.copy_stream, self.filled, self.consumed, *self.extents, what
+        )
         self._check("the calls before a step", rc)
 
     def close(self):
+        self.c.floor_copier_stop()
         cu = self.cu
         self._enter()
         try:
@@ -146,13 +167,13 @@ class DriverCalls:
             self._leave()
 
 
-def _c_floor_calls():
-    """step_floor.c's floor_calls, compiled (gcc) into a temporary folder and loaded."""
+def _c_library():
+    """step_floor.c, compiled (gcc) into a temporary folder and loaded, its functions typed."""
     here = os.path.dirname(os.path.abspath(__file__))
     with tempfile.TemporaryDirectory(prefix="step_floor") as folder:  # a loaded library outlives its file
         library = os.path.join(folder, "step_floor.so")
         command = ["gcc", "-std=gnu11", "-O2", "-Wall", "-shared", "-fPIC", os.path.join(here, "step_floor.c")]
-        subprocess.run(command + ["-o", library, "-ldl"], check=True)
+        subprocess.run(command + ["-o", library, "-ldl", "-lpthread"], check=True)
         c = ctypes.CDLL(library)
     if c.floor_load(os.environ.get("THEANO_QUEUE_LIBCUDA", "libcuda.so.1").encode()):
         raise RuntimeError("step_floor: the CUDA driver lacks a function step_floor.c calls")
@@ -160,7 +181,10 @@ def _c_floor_calls():
     c.floor_calls.argtypes = [handle] * 5 + [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     c.floor_calls.argtypes += [ctypes.c_int]
     c.floor_calls.restype = ctypes.c_int
-    return c.floor_calls
+    c.floor_copier_start.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    c.floor_copier_start.restype = ctypes.c_int
+    c.floor_copier_stop.argtypes, c.floor_copier_stop.restype = [], ctypes.c_ulong
+    return c
 
 
 def sliced_batch(data, labels, batch):

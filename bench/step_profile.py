@@ -30,8 +30,10 @@ comes back in every round):
 (g) the floors (``--floor``, bench/step_floor.py): the resident step with a
     dequeue's driver calls made before it by its own thread (a record; a
     query and a record; a wait and a record; those after the batch's
-    upload), and with its batch sliced in the graph out of the whole dataset
-    held in a shared variable: what the fed parts are held against
+    upload; those with the dataset's next batch copied on the host beside
+    the step, as an array dataset's producer does), and with its batch
+    sliced in the graph out of the whole dataset held in a shared variable:
+    what the fed parts are held against
 
 and, for (c) to (e), the engine's timestamps (``Queue.trace``) of the last
 round, as medians per element: the consumer's wait for input and its read,
@@ -105,7 +107,7 @@ class Case:
         x, y, updates = step_floor.sliced_batch(self.data, self.labels, self.batch)
         self.sliced = reading(self.compile([], x, y, updates))
         if self.queue.on_gpu:
-            self.calls = step_floor.DriverCalls([a.nbytes for a in self.batches[0]])
+            self.calls = step_floor.DriverCalls([a.nbytes for a in self.batches[0]], dataset=self.data)
 
     @property
     def label(self):

@@ -26,9 +26,10 @@ def test_floor_adds_the_sliced_step_and_times_it_on_the_host():
         "resident + query, record",
         "resident + wait, record",
         "resident + upload, wait, record",
+        "resident + host copy, upload, wait, record",
         "resident, sliced",
     ]
-    assert list(rows)[-5:] == floors
+    assert list(rows)[-6:] == floors
     assert rows["resident, sliced"]["us/step"] > 0
     for name in floors[:-1]:
         assert rows[name]["us/step"] != rows[name]["us/step"]  # nan: no GPU
@@ -68,7 +69,8 @@ def test_each_floor_makes_the_calls_of_its_dequeue_in_order(tmp_path, monkeypatc
     library, log = str(tmp_path / "libcuda.so.1"), tmp_path / "calls"
     compile_stand_in(library)
     monkeypatch.setenv("THEANO_QUEUE_LIBCUDA", library)
-    floor_calls = step_floor._c_floor_calls()
+    c = step_floor._c_library()
+    floor_calls = c.floor_calls
     cu = ctypes.CDLL(library)
     ctx, compute, copy, filled, consumed = (ctypes.c_void_p() for _ in range(5))
     assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
@@ -95,6 +97,9 @@ def test_each_floor_makes_the_calls_of_its_dequeue_in_order(tmp_path, monkeypatc
         monkeypatch.delenv("FAKE_CUDA_LOG")
         return rc, log.read_text().split("\n")[:-1]
 
+    assert floor_calls(ctx, compute, copy, filled, consumed, *extents, step_floor._CALL_BITS["copy"]) == -1  # no copier
+    dataset, into = np.arange(48, dtype="float32"), np.zeros(16, "float32")
+    assert c.floor_copier_start(dataset.ctypes.data, 64, 3, into.ctypes.data) == 0
     rc, (record,) = calls_of(["record"])
     assert rc == 0 and record.startswith("record ")
     on_compute = record.split()[1]
@@ -112,6 +117,12 @@ def test_each_floor_makes_the_calls_of_its_dequeue_in_order(tmp_path, monkeypatc
         "wait " + on_compute,
         "record " + on_compute,
     ]
+    # The host copy is no driver call: the same calls, and the copier copied the dataset's batches in turn.
+    assert made["resident + host copy, upload, wait, record"][1] == made["resident + upload, wait, record"][1]
+    for _ in range(4):
+        assert calls_of(["copy", "record"])[0] == 0
+    assert c.floor_copier_stop() == 5  # every copy asked for was made before it stopped
+    np.testing.assert_array_equal(into, dataset[16:32])  # the fifth: batches 0, 1, 2, 0, 1
     np.testing.assert_array_equal(
         np.ctypeslib.as_array(ctypes.cast(device.value, ctypes.POINTER(ctypes.c_float)), (16,)), host
     )
