@@ -63,7 +63,7 @@ class DriverCalls:
     """Page-locked host memory and device memory for a batch's components, two events and a copy stream, in
     libgpuarray's context; ``before_step(calls)`` makes the calls a dequeue makes, as the engine does
     (c_code/engine/cuda/tq_cuda_upload.c): its host memory registered, one copy per component.  With
-    ``dataset`` (a C-contiguous array), the calls named "copy" wake a thread that copies its next batch of
+    ``dataset`` (an array), the calls named "copy" wake a thread that copies its next batch of
     ``component_bytes[0]`` bytes into host memory beside the step."""
 
     def __init__(self, component_bytes, dataset=None):
@@ -101,13 +101,12 @@ class DriverCalls:
             (ctypes.c_size_t * n)(*component_bytes),
         )
         self.c = _c_library()
-        self.copied_into = None
         if dataset is not None:
-            self.copied_into = np.empty(component_bytes[0], np.uint8)
-            self._dataset = dataset  # the copier reads it until close()
-            batches = dataset.nbytes // component_bytes[0]
+            # Both are read and written by the copier's thread until close().
+            self._dataset, self._copied_into = np.ascontiguousarray(dataset), np.empty(component_bytes[0], np.uint8)
+            batches = self._dataset.nbytes // component_bytes[0]
             if self.c.floor_copier_start(
-                dataset.ctypes.data, component_bytes[0], batches, self.copied_into.ctypes.data
+                self._dataset.ctypes.data, component_bytes[0], batches, self._copied_into.ctypes.data
             ):
                 self.close()
                 raise RuntimeError("step_floor: the host copy's thread did not start")
