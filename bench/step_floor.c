@@ -43,17 +43,20 @@ int floor_load(const char *libcuda)
 /* ---- the host copy beside the step ---------------------------------------------------- */
 
 /* A thread that, woken once a step, copies the dataset's next batch into
- * host memory, batch after batch, as an array dataset's producer gathers a
- * Feeder's batches (in order without shuffle; one thread below the copy
- * pool's 1 MiB).  Each wake is one copy; stopping it first makes every copy
+ * the next of `n_slots` slots of host memory, batch after batch, as an array
+ * dataset's producer gathers a Feeder's batches into the ring's staging (in
+ * order without shuffle; one thread below the copy pool's 1 MiB).  The
+ * slots are the registered memory the floor's uploads read: a producer
+ * writes memory that the GPU then reads, not one buffer that stays in its
+ * core's cache.  Each wake is one copy; stopping it first makes every copy
  * asked for. */
 static struct {
     pthread_t thread;
     sem_t wake;
     int running;
     const char *dataset;
-    char *into;
-    size_t batch_bytes, batches, next;
+    char *slots;
+    size_t batch_bytes, batches, next, n_slots, slot_bytes;
     unsigned long asked, done; /* copies asked for (by the step's thread) and made (by the copier) */
 } copier;
 
@@ -63,22 +66,28 @@ static void *copier_main(void *unused)
     for (;;) {
         while (sem_wait(&copier.wake) && errno == EINTR)
             ;
-        if (copier.done == __atomic_load_n(&copier.asked, __ATOMIC_ACQUIRE))
+        unsigned long done = copier.done;
+        if (done == __atomic_load_n(&copier.asked, __ATOMIC_ACQUIRE))
             return NULL; /* a wake with nothing asked: floor_copier_stop's */
-        memcpy(copier.into, copier.dataset + copier.next * copier.batch_bytes, copier.batch_bytes);
+        char *into = copier.slots + (done % copier.n_slots) * copier.slot_bytes;
+        memcpy(into, copier.dataset + copier.next * copier.batch_bytes, copier.batch_bytes);
         copier.next = (copier.next + 1) % copier.batches;
-        copier.done++;
+        __atomic_store_n(&copier.done, done + 1, __ATOMIC_RELEASE);
     }
 }
 
 /* Starts the copier of `batches` batches of `batch_bytes` each from
- * `dataset` into `into`: 0, or -1 when one runs already or cannot start. */
-int floor_copier_start(const void *dataset, size_t batch_bytes, size_t batches, void *into)
+ * `dataset` into `n_slots` slots `slot_bytes` apart from `slots`, in turn:
+ * 0, or -1 when one runs already or cannot start. */
+int floor_copier_start(const void *dataset, size_t batch_bytes, size_t batches, void *slots, size_t n_slots,
+                       size_t slot_bytes)
 {
-    if (copier.running || !batches || sem_init(&copier.wake, 0, 0))
+    if (copier.running || !batches || !n_slots || batch_bytes > slot_bytes || sem_init(&copier.wake, 0, 0))
         return -1;
     copier.dataset = dataset;
-    copier.into = into;
+    copier.slots = slots;
+    copier.n_slots = n_slots;
+    copier.slot_bytes = slot_bytes;
     copier.batch_bytes = batch_bytes;
     copier.batches = batches;
     copier.next = copier.asked = copier.done = 0;
@@ -89,6 +98,9 @@ int floor_copier_start(const void *dataset, size_t batch_bytes, size_t batches, 
     copier.running = 1;
     return 0;
 }
+
+/* The copies made so far. */
+unsigned long floor_copier_made(void) { return __atomic_load_n(&copier.done, __ATOMIC_ACQUIRE); }
 
 /* Once every copy asked for is made, stops the copier; how many it made. */
 unsigned long floor_copier_stop(void)
@@ -106,24 +118,28 @@ unsigned long floor_copier_stop(void)
 
 /* The calls of one step, in ctx: with FLOOR_COPY, first wakes the copier
  * (-1 when none runs); with FLOOR_UPLOAD, the n components'
- * copies on `copy` after the last reader (consumed) and recorded as filled;
+ * copies on `copy` after the last reader (consumed) and recorded as filled
+ * (with FLOOR_COPY, from the copier's slot filled the step before: `src`
+ * points into slot 0);
  * with FLOOR_QUERY, whether filled is done; with FLOOR_WAIT, `compute`
  * ordered after filled; always, consumed recorded on `compute`.  The
  * calls' error codes or-ed: 0 when every call succeeded. */
 int floor_calls(H ctx, H compute, H copy, H filled, H consumed, int n, const DPTR *dst, void *const *src,
                 const size_t *bytes, int what)
 {
+    size_t from_slot = 0; /* where the upload reads: with the copier, the slot it filled the step before */
     if (what & FLOOR_COPY) {
         if (!copier.running)
             return -1;
-        __atomic_add_fetch(&copier.asked, 1, __ATOMIC_RELEASE);
+        unsigned long step = __atomic_fetch_add(&copier.asked, 1, __ATOMIC_RELEASE);
+        from_slot = ((step + copier.n_slots - 1) % copier.n_slots) * copier.slot_bytes;
         sem_post(&copier.wake);
     }
     CUresult rc = PushCurrent(ctx);
     if (what & FLOOR_UPLOAD) {
         rc |= StreamWaitEvent(copy, consumed, 0);
         for (int i = 0; i < n; i++)
-            rc |= MemcpyHtoDAsync(dst[i], src[i], bytes[i], copy);
+            rc |= MemcpyHtoDAsync(dst[i], (const char *)src[i] + from_slot, bytes[i], copy);
         rc |= EventRecord(filled, copy);
     }
     if (what & FLOOR_QUERY) {

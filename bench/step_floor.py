@@ -19,9 +19,12 @@ GPU step has to add, done by the step's own thread:
                                 (doc/design.rst, "Small steps"), with no queue
   resident + host copy, upload, wait, record
                                 that, and beside the step a thread of step_floor.c's that copies the
-                                dataset's next batch into host memory, woken before each step: what an
-                                array dataset's producer does besides (in order, as a Feeder without
-                                shuffle takes the batches), with no queue
+                                dataset's next batch into the next of three slots of the registered
+                                memory the uploads read, woken before each step, while the step's
+                                upload reads the slot copied the step before: what an array dataset's
+                                producer does besides (in order, as a Feeder without shuffle takes the
+                                batches; into the staging that its consumer's upload reads later), with
+                                no queue
   resident, sliced              the data in one shared variable, each step's batch sliced out of it in
                                 the graph by a counter in a shared variable: the idiom of Theano's
                                 tutorials (``givens`` and an index) for a dataset that fits in GPU
@@ -49,6 +52,8 @@ CALL_FLOORS = {
     "resident + host copy, upload, wait, record": ("copy", "upload", "wait", "record"),
 }
 SLICED = "resident, sliced"
+#: The host copy's slots: the engine's default capacity, as step_profile's fed queue has.
+COPY_SLOTS = 3
 
 # The engine's flags: its events (CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC), its copy stream, its
 # staging's registration.
@@ -63,8 +68,9 @@ class DriverCalls:
     """Page-locked host memory and device memory for a batch's components, two events and a copy stream, in
     libgpuarray's context; ``before_step(calls)`` makes the calls a dequeue makes, as the engine does
     (c_code/engine/cuda/tq_cuda_upload.c): its host memory registered, one copy per component.  With
-    ``dataset`` (an array), the calls named "copy" wake a thread that copies its next batch of
-    ``component_bytes[0]`` bytes into host memory beside the step."""
+    ``dataset`` (an array), the host memory is COPY_SLOTS slots, and the calls named "copy" wake a thread
+    that copies its next batch of ``component_bytes[0]`` bytes into the next slot beside the step, while
+    the upload reads the slot copied the step before."""
 
     def __init__(self, component_bytes, dataset=None):
         from theano.gpuarray.type import get_context
@@ -76,6 +82,9 @@ class DriverCalls:
         self.ctx = self._context_of(gpu_context)
         self.compute = ctypes.c_void_p(_engine.gpu_context_stream(gpu_context))
         total = sum(component_bytes)
+        # With the host copy: a ring of COPY_SLOTS slots, which the copier fills in turn and the uploads read.
+        self.slot_bytes, slots = total, COPY_SLOTS if dataset is not None else 1
+        total *= slots
         self.staging = mmap.mmap(-1, total)  # page-aligned, as the engine's shared staging is
         self.host = ctypes.addressof(ctypes.c_char.from_buffer(self.staging))
         self.device = ctypes.c_uint64()
@@ -86,7 +95,7 @@ class DriverCalls:
                 "cuMemHostRegister",
                 cu.cuMemHostRegister_v2(ctypes.c_void_p(self.host), ctypes.c_size_t(total), _HOST_REGISTER_PORTABLE),
             )
-            self._check("cuMemAlloc", cu.cuMemAlloc_v2(ctypes.byref(self.device), ctypes.c_size_t(total)))
+            self._check("cuMemAlloc", cu.cuMemAlloc_v2(ctypes.byref(self.device), ctypes.c_size_t(self.slot_bytes)))
             self._check("cuStreamCreate", cu.cuStreamCreate(ctypes.byref(self.copy_stream), _STREAM_NON_BLOCKING))
             for event in (self.filled, self.consumed):
                 self._check("cuEventCreate", cu.cuEventCreate(ctypes.byref(event), _EVENT_FLAGS))
@@ -102,11 +111,10 @@ class DriverCalls:
         )
         self.c = _c_library()
         if dataset is not None:
-            # Both are read and written by the copier's thread until close().
-            self._dataset, self._copied_into = np.ascontiguousarray(dataset), np.empty(component_bytes[0], np.uint8)
+            self._dataset = np.ascontiguousarray(dataset)  # read by the copier's thread until close()
             batches = self._dataset.nbytes // component_bytes[0]
             if self.c.floor_copier_start(
-                self._dataset.ctypes.data, component_bytes[0], batches, self._copied_into.ctypes.data
+                self._dataset.ctypes.data, component_bytes[0], batches, self.host, slots, self.slot_bytes
             ):
                 self.close()
                 raise RuntimeError("step_floor: the host copy's thread did not start")
@@ -181,7 +189,9 @@ def _c_library():
     c.floor_calls.argtypes += [ctypes.c_int]
     c.floor_calls.restype = ctypes.c_int
     c.floor_copier_start.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    c.floor_copier_start.argtypes += [ctypes.c_size_t, ctypes.c_size_t]
     c.floor_copier_start.restype = ctypes.c_int
+    c.floor_copier_made.argtypes, c.floor_copier_made.restype = [], ctypes.c_ulong
     c.floor_copier_stop.argtypes, c.floor_copier_stop.restype = [], ctypes.c_ulong
     return c
 

@@ -1,7 +1,39 @@
 """bench/step_profile.py: a small step fed at other copy-pool sizes, taking turns with the rest (issue 43.1)."""
 
+import pytest
+
 from bench.step_profile import profile
 from theano_queue import _engine
+
+
+@pytest.fixture
+def floor_stand_in(tmp_path, monkeypatch):
+    """bench/step_floor.c loaded against the stand-in driver, with a context current, a compute and a copy
+    stream, the filled and consumed events, and 64 bytes of device memory:
+    (library, driver, device pointer, (ctx, compute, copy, filled, consumed))."""
+    import ctypes
+    import shutil
+
+    from bench import step_floor
+    from tests.support.fake_cuda import compile_stand_in
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    library = str(tmp_path / "libcuda.so.1")
+    compile_stand_in(library)
+    monkeypatch.setenv("THEANO_QUEUE_LIBCUDA", library)
+    c = step_floor._c_library()
+    cu = ctypes.CDLL(library)
+    handles = ctx, compute, copy, filled, consumed = tuple(ctypes.c_void_p() for _ in range(5))
+    assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert cu.cuCtxPushCurrent_v2(ctx) == 0
+    for stream in (compute, copy):
+        assert cu.cuStreamCreate(ctypes.byref(stream), 1) == 0
+    for event in (filled, consumed):
+        assert cu.cuEventCreate(ctypes.byref(event), 3) == 0
+    device = ctypes.c_uint64()
+    assert cu.cuMemAlloc_v2(ctypes.byref(device), ctypes.c_size_t(64)) == 0
+    return c, cu, device, handles
 
 
 def test_copy_thread_turns_add_array_and_iterable_rows_and_give_the_pool_back():
@@ -52,35 +84,18 @@ def test_the_sliced_batch_walks_the_dataset_a_batch_a_step():
         np.testing.assert_array_equal(np.asarray(ys), labels[first : first + 3])
 
 
-def test_each_floor_makes_the_calls_of_its_dequeue_in_order(tmp_path, monkeypatch):
+def test_each_floor_makes_the_calls_of_its_dequeue_in_order(floor_stand_in, tmp_path, monkeypatch):
     """bench/step_floor.c, against the stand-in driver: each floor makes the calls its name says, on the
     streams a dequeue makes them on, and a call that fails makes the step's calls fail."""
     import ctypes
-    import shutil
 
     import numpy as np
-    import pytest
 
     from bench import step_floor
-    from tests.support.fake_cuda import compile_stand_in
 
-    if shutil.which("gcc") is None:
-        pytest.skip("needs gcc")
-    library, log = str(tmp_path / "libcuda.so.1"), tmp_path / "calls"
-    compile_stand_in(library)
-    monkeypatch.setenv("THEANO_QUEUE_LIBCUDA", library)
-    c = step_floor._c_library()
+    log = tmp_path / "calls"
+    c, cu, device, (ctx, compute, copy, filled, consumed) = floor_stand_in
     floor_calls = c.floor_calls
-    cu = ctypes.CDLL(library)
-    ctx, compute, copy, filled, consumed = (ctypes.c_void_p() for _ in range(5))
-    assert cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
-    assert cu.cuCtxPushCurrent_v2(ctx) == 0
-    for stream in (compute, copy):
-        assert cu.cuStreamCreate(ctypes.byref(stream), 1) == 0
-    for event in (filled, consumed):
-        assert cu.cuEventCreate(ctypes.byref(event), 3) == 0
-    device = ctypes.c_uint64()
-    assert cu.cuMemAlloc_v2(ctypes.byref(device), ctypes.c_size_t(64)) == 0
     host = np.arange(16, dtype="float32")
     extents = (
         2,
@@ -99,7 +114,7 @@ def test_each_floor_makes_the_calls_of_its_dequeue_in_order(tmp_path, monkeypatc
 
     assert floor_calls(ctx, compute, copy, filled, consumed, *extents, step_floor._CALL_BITS["copy"]) == -1  # no copier
     dataset, into = np.arange(48, dtype="float32"), np.zeros(16, "float32")
-    assert c.floor_copier_start(dataset.ctypes.data, 64, 3, into.ctypes.data) == 0
+    assert c.floor_copier_start(dataset.ctypes.data, 64, 3, into.ctypes.data, 1, 64) == 0
     rc, (record,) = calls_of(["record"])
     assert rc == 0 and record.startswith("record ")
     on_compute = record.split()[1]
@@ -130,9 +145,45 @@ def test_each_floor_makes_the_calls_of_its_dequeue_in_order(tmp_path, monkeypatc
     assert calls_of(["upload", "wait", "record"])[0] != 0
 
 
+def test_the_host_copy_floor_writes_a_ring_of_slots_and_uploads_the_one_written_the_step_before(floor_stand_in):
+    """As an array dataset's producer does: each step's host copy goes into the next of the registered slots
+    that the uploads read, and the step's upload reads the slot its copy of the step before filled (never
+    the one being written), not one private buffer that stays in the copier's cache."""
+    import ctypes
+    import time
+
+    import numpy as np
+
+    from bench import step_floor
+
+    c, cu, device, (ctx, compute, copy, filled, consumed) = floor_stand_in
+    dataset = np.arange(64, dtype="float32")  # four batches of 16
+    slots = np.full(3 * 16, -1, "float32")  # three slots of one 64-byte component
+    extents = (
+        1,
+        (ctypes.c_uint64 * 1)(device.value),
+        (ctypes.c_void_p * 1)(slots.ctypes.data),
+        (ctypes.c_size_t * 1)(64),
+    )
+    uploaded = np.ctypeslib.as_array(ctypes.cast(device.value, ctypes.POINTER(ctypes.c_float)), (16,))
+    assert c.floor_copier_start(dataset.ctypes.data, 64, 4, slots.ctypes.data, 3, 64) == 0
+    what = sum(step_floor._CALL_BITS[name] for name in ("copy", "upload", "wait"))
+    try:
+        for step in range(5):
+            assert c.floor_calls(ctx, compute, copy, filled, consumed, *extents, what) == 0
+            if step:  # the slot copied the step before: batch step - 1, in slot (step - 1) % 3
+                np.testing.assert_array_equal(uploaded, dataset[16 * (step - 1) : 16 * step])
+            deadline = time.monotonic() + 10
+            while c.floor_copier_made() < step + 1 and time.monotonic() < deadline:
+                time.sleep(0.001)  # this step's copy lands before the next step uploads it
+    finally:
+        assert c.floor_copier_stop() == 5
+    # Batches 0, 1, 2, 3, 0 went into slots 0, 1, 2, 0, 1.
+    np.testing.assert_array_equal(slots, np.concatenate([dataset[48:64], dataset[0:16], dataset[32:48]]))
+
+
 def test_the_floors_driver_calls_are_closed_when_a_round_fails(monkeypatch):
     """The floors' stream, events and registered memory are given back whatever stops the rounds."""
-    import pytest
 
     from bench import step_profile
 
