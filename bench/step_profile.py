@@ -11,7 +11,10 @@
 One 3-layer MLP training step (float32, loss read back every step), measured
 side by side in interleaved rounds (the best of the rounds is reported: the
 machine's noise only ever adds time, while what a producer costs the step
-comes back in every round):
+comes back in every round; and, as ``x resident, paired``, the median over
+the rounds of each part's ratio to the resident step of the same round,
+with the distance between their quartiles as ``spread``: a machine whose
+speed moves between rounds moves both steps of a round together):
 
 (a) resident      the batch in shared variables: the step without any input
 (b) given         theano.function given a numpy batch each call (cycling
@@ -334,15 +337,19 @@ def profile(
     finally:
         if case.calls is not None:
             case.calls.close()
-    resident = min(times[("resident", None, None)])
+    resident_rounds = times[("resident", None, None)]
+    resident = min(resident_rounds)
     rows = []
     for variant in variants:
         seconds = min(times[variant])
+        paired = [t / r for t, r in zip(times[variant], resident_rounds)]
         row = {
             "part": variant_name(*variant),
             "us/step": 1e6 * seconds,
             "x resident": seconds / resident,
             "median us": 1e6 * statistics.median(times[variant]),
+            "x resident, paired": statistics.median(paired),
+            "spread": quartile_distance(paired),
         }
         if variant[1:] == (None, None):
             row.update(breakdown(traces.get(variant[0])))
@@ -362,6 +369,18 @@ def profile(
     }
 
 
+#: The table's columns that are ratios (three decimals) rather than microseconds.
+RATIO_KEYS = ("x resident", "x resident, paired", "spread")
+
+
+def quartile_distance(values):
+    """The distance between the quartiles of values: how far the rounds' ratios spread (0 for one round)."""
+    if len(values) < 2:
+        return 0.0
+    first, _, third = statistics.quantiles(values, n=4, method="inclusive")
+    return third - first
+
+
 def table(result):
     """The profile as aligned text."""
     keys = [
@@ -369,6 +388,8 @@ def table(result):
         "us/step",
         "x resident",
         "median us",
+        "x resident, paired",
+        "spread",
         "consumer wait us",
         "consumer read us",
         "producer wait us",
@@ -396,7 +417,7 @@ def table(result):
         cells = []
         for i, (k, w) in enumerate(zip(keys, widths)):
             v = r.get(k, "")
-            text = v if isinstance(v, str) else ("%.3f" % v if k == "x resident" else "%.1f" % v)
+            text = v if isinstance(v, str) else ("%.3f" % v if k in RATIO_KEYS else "%.1f" % v)
             cells.append(text.ljust(w) if i == 0 else text.rjust(w))
         lines.append("  ".join(cells))
     return "\n".join(lines)

@@ -5,6 +5,17 @@ import pytest
 from bench.step_profile import profile
 from theano_queue import _engine
 
+#: What table() reads besides the rows.
+FAKE_RESULT = {
+    "shape": "16x8",
+    "hidden": 8,
+    "device": "cpu",
+    "target": "cpu",
+    "steps": 4,
+    "rounds": 3,
+    "producer us/batch": {},
+}
+
 
 @pytest.fixture
 def floor_stand_in(tmp_path, monkeypatch):
@@ -204,3 +215,25 @@ def test_the_floors_driver_calls_are_closed_when_a_round_fails(monkeypatch):
     with pytest.raises(RuntimeError, match="a round failed"):
         profile(16, 8, hidden=8, steps=4, rounds=2, switch_intervals=(), trace=0, floor=True)
     assert closed == [True]
+
+
+def test_each_part_is_also_held_against_the_resident_step_of_its_own_round(monkeypatch):
+    """Besides the best of the rounds, each part's ratio to the resident step of the same round, as the
+    median over the rounds and their spread (the quartiles' distance): a machine whose speed moves between
+    rounds moves both steps of a round together, and the ratio stays."""
+    from bench import step_profile
+
+    seconds = {"resident": iter([1.0, 2.0, 1.0]), "array": iter([2.0, 2.0, 1.5])}
+
+    def measure(case, part, steps):
+        return next(seconds[part]) if part in seconds else 1.0
+
+    monkeypatch.setattr(step_profile, "PARTS", ("resident", "array"))
+    monkeypatch.setattr(step_profile, "measure", measure)
+    monkeypatch.setattr(step_profile, "producer_cost_us", lambda case, count: {})
+    rows = {r["part"]: r for r in profile(16, 8, hidden=8, steps=4, rounds=3, switch_intervals=(), trace=0)["rows"]}
+    assert rows["resident"]["x resident, paired"] == 1.0 and rows["resident"]["spread"] == 0.0
+    assert rows["array"]["x resident"] == 1.5  # the best of the array's rounds over the best resident one
+    assert rows["array"]["x resident, paired"] == 1.5  # the median of 2.0, 1.0, 1.5
+    assert rows["array"]["spread"] == 0.5  # its quartiles: 1.25 and 1.75
+    assert "x resident, paired" in step_profile.table({**FAKE_RESULT, "rows": list(rows.values())})
