@@ -212,6 +212,14 @@ def variable_length(b):
 # ---- 19: small steps (bench/step_profile.py) ------------------------------------------
 
 
+#: Scenario 19's floors (bench/step_floor.py): the key each is reported under, and its part.
+SMALL_STEP_FLOORS = {
+    "upload floor": "resident + upload, wait, record",
+    "host copy floor": "resident + host copy, upload, wait, record",
+    "Python copy floor": "resident + Python copy, upload, wait, record",
+}
+
+
 @scenario(
     19,
     "Small steps: an MLP step fed from an array dataset, a held one and a Python iterable, against resident",
@@ -225,7 +233,8 @@ def small_steps(b):
     shapes = [(256, 784, 256), (500, 784, 16)] if b.on_gpu else [(256, 784, 64), (500, 784, 16)]
     steps, rounds = (50, 2) if b.quick else (300, 7)
     targets = {"array": 1.05, "held": 1.05, "iterable": 1.10}
-    table, ratios, floors, copy_floors, profiles = [], {}, {}, {}, []
+    table, ratios, profiles = [], {}, []
+    floors = {key: {} for key in SMALL_STEP_FLOORS}
     for batch, cols, hidden in shapes:
         result = step_profile.profile(
             batch, cols, hidden=hidden, steps=steps, rounds=rounds, switch_intervals=(), floor=True
@@ -237,23 +246,26 @@ def small_steps(b):
         for part in targets:
             if x[part] == x[part]:  # held: on a GPU only
                 ratios["%s %s" % (result["shape"], part)] = x[part]
-        floors[result["shape"]] = x["resident + upload, wait, record"]
-        copy_floors[result["shape"]] = x["resident + host copy, upload, wait, record"]
+        for key, part in SMALL_STEP_FLOORS.items():
+            floors[key][result["shape"]] = x[part]
     peer = torch_small_steps(b, shapes, steps, rounds) if b.on_gpu else {}
     table += peer.get("rows", [])
     met = all(v <= targets[k.split()[1]] for k, v in ratios.items())
     headline = "x resident: " + ", ".join("%s %.3f" % kv for kv in ratios.items())
     if b.on_gpu:
-        headline += "; floor (the upload's calls, no queue): " + ", ".join("%s %.3f" % kv for kv in floors.items())
-        headline += "; with the host copy beside: " + ", ".join("%s %.3f" % kv for kv in copy_floors.items())
+        for key, words in (
+            ("upload floor", "floor (the upload's calls, no queue)"),
+            ("host copy floor", "with the host copy beside"),
+            ("Python copy floor", "with a Python copy beside"),
+        ):
+            headline += "; %s: %s" % (words, ", ".join("%s %.3f" % kv for kv in floors[key].items()))
         headline += "; PyTorch prefetched: " + (
             ", ".join("%s %.3f" % kv for kv in peer["prefetched"].items()) if "prefetched" in peer else peer["skipped"]
         )
     return {
         "rows": table,
         "ratios": ratios,
-        "upload floor": floors,
-        "host copy floor": copy_floors,
+        **floors,
         "producer us/batch": dict(zip(["%dx%d" % s[:2] for s in shapes], profiles)),
         "target": "<= 1.05 x resident (array and held datasets), <= 1.10 x (a Python iterable), both shapes",
         "met": met,

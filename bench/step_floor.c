@@ -118,28 +118,25 @@ unsigned long floor_copier_stop(void)
 
 /* The calls of one step, in ctx: with FLOOR_COPY, first wakes the copier
  * (-1 when none runs); with FLOOR_UPLOAD, the n components'
- * copies on `copy` after the last reader (consumed) and recorded as filled
- * (with FLOOR_COPY, from the copier's slot filled the step before: `src`
- * points into slot 0);
+ * copies from `src` + `src_offset` (a slot of the ring that a copier fills)
+ * on `copy` after the last reader (consumed) and recorded as filled;
  * with FLOOR_QUERY, whether filled is done; with FLOOR_WAIT, `compute`
  * ordered after filled; always, consumed recorded on `compute`.  The
  * calls' error codes or-ed: 0 when every call succeeded. */
 int floor_calls(H ctx, H compute, H copy, H filled, H consumed, int n, const DPTR *dst, void *const *src,
-                const size_t *bytes, int what)
+                const size_t *bytes, size_t src_offset, int what)
 {
-    size_t from_slot = 0; /* where the upload reads: with the copier, the slot it filled the step before */
     if (what & FLOOR_COPY) {
         if (!copier.running)
             return -1;
-        unsigned long step = __atomic_fetch_add(&copier.asked, 1, __ATOMIC_RELEASE);
-        from_slot = ((step + copier.n_slots - 1) % copier.n_slots) * copier.slot_bytes;
+        __atomic_add_fetch(&copier.asked, 1, __ATOMIC_RELEASE);
         sem_post(&copier.wake);
     }
     CUresult rc = PushCurrent(ctx);
     if (what & FLOOR_UPLOAD) {
         rc |= StreamWaitEvent(copy, consumed, 0);
         for (int i = 0; i < n; i++)
-            rc |= MemcpyHtoDAsync(dst[i], (const char *)src[i] + from_slot, bytes[i], copy);
+            rc |= MemcpyHtoDAsync(dst[i], (const char *)src[i] + src_offset, bytes[i], copy);
         rc |= EventRecord(filled, copy);
     }
     if (what & FLOOR_QUERY) {

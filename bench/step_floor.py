@@ -25,6 +25,11 @@ GPU step has to add, done by the step's own thread:
                                 producer does besides (in order, as a Feeder without shuffle takes the
                                 batches; into the staging that its consumer's upload reads later), with
                                 no queue
+  resident + Python copy, upload, wait, record
+                                the same with the copier a Python thread, which takes the next of the
+                                batches a Feeder over a Python iterable gets (one ``next()`` a step)
+                                and copies them with ``numpy.copyto``: what that Feeder's thread does
+                                besides, the GIL it needs for each batch included, with no queue
   resident, sliced              the data in one shared variable, each step's batch sliced out of it in
                                 the graph by a counter in a shared variable: the idiom of Theano's
                                 tutorials (``givens`` and an index) for a dataset that fits in GPU
@@ -35,10 +40,12 @@ and on its stream, with the engine's flags.
 """
 
 import ctypes
+import itertools
 import mmap
 import os
 import subprocess
 import tempfile
+import threading
 
 import numpy as np
 import theano
@@ -50,6 +57,7 @@ CALL_FLOORS = {
     "resident + wait, record": ("wait", "record"),
     "resident + upload, wait, record": ("upload", "wait", "record"),
     "resident + host copy, upload, wait, record": ("copy", "upload", "wait", "record"),
+    "resident + Python copy, upload, wait, record": ("python copy", "upload", "wait", "record"),
 }
 SLICED = "resident, sliced"
 #: The host copy's slots: the engine's default capacity, as step_profile's fed queue has.
@@ -60,8 +68,51 @@ COPY_SLOTS = 3
 _EVENT_FLAGS = 2 | 1
 _STREAM_NON_BLOCKING = 1
 _HOST_REGISTER_PORTABLE = 1
-#: step_floor.c's bits for the calls it makes besides the record.
-_CALL_BITS = {"upload": 1, "query": 2, "wait": 4, "copy": 8}
+#: step_floor.c's bits for the calls it makes besides the record ("python copy" is made in Python).
+_CALL_BITS = {"upload": 1, "query": 2, "wait": 4, "copy": 8, "python copy": 0}
+#: The calls that wake a copier, which fills the next slot of the ring while the upload reads another.
+_COPIES = ("copy", "python copy")
+
+
+def upload_slot(step, slots):
+    """The slot that a step's upload reads while a copier fills the ring, a slot a step (step 0 fills slot
+    0): the one filled the step before, as an array dataset's consumer uploads a batch its producer wrote
+    during an earlier step, never the one being written."""
+    return (step - 1) % slots
+
+
+class PythonCopier:
+    """A Python thread that, woken once a step, takes the next of ``batches`` (tuples of arrays, as a Feeder
+    over a Python iterable gets them from ``next()``) and copies each component into the next of ``slots``
+    (tuples of arrays of the same shapes) in turn, with ``numpy.copyto``: the GIL for each batch, as that
+    Feeder's thread needs it.  ``stop()`` first lets it make every copy asked for."""
+
+    def __init__(self, batches, slots):
+        self._batches, self._slots = itertools.cycle(batches), slots
+        self._wakes = threading.Semaphore(0)
+        self.asked = self.made = 0
+        self._thread = threading.Thread(target=self._run, name="step_floor Python copier", daemon=True)
+        self._thread.start()
+
+    def wake(self):
+        self.asked += 1
+        self._wakes.release()
+
+    def _run(self):
+        while True:
+            self._wakes.acquire()
+            if self.made == self.asked:
+                return  # stop()'s wake, after every copy asked for
+            for into, component in zip(self._slots[self.made % len(self._slots)], next(self._batches)):
+                np.copyto(into, component)
+            self.made += 1
+
+    def stop(self):
+        """Stops the thread once every copy asked for is made; how many it made."""
+        if self._thread.is_alive():
+            self._wakes.release()
+            self._thread.join()
+        return self.made
 
 
 class DriverCalls:
@@ -70,9 +121,11 @@ class DriverCalls:
     (c_code/engine/cuda/tq_cuda_upload.c): its host memory registered, one copy per component.  With
     ``dataset`` (an array), the host memory is COPY_SLOTS slots, and the calls named "copy" wake a thread
     that copies its next batch of ``component_bytes[0]`` bytes into the next slot beside the step, while
-    the upload reads the slot copied the step before."""
+    the upload reads the slot copied the step before (upload_slot).  With ``batches`` (a list of tuples of
+    arrays, the iterable part's), "python copy" wakes a PythonCopier that copies the next into the next
+    slot instead."""
 
-    def __init__(self, component_bytes, dataset=None):
+    def __init__(self, component_bytes, dataset=None, batches=None):
         from theano.gpuarray.type import get_context
 
         from theano_queue import _engine
@@ -82,8 +135,9 @@ class DriverCalls:
         self.ctx = self._context_of(gpu_context)
         self.compute = ctypes.c_void_p(_engine.gpu_context_stream(gpu_context))
         total = sum(component_bytes)
-        # With the host copy: a ring of COPY_SLOTS slots, which the copier fills in turn and the uploads read.
-        self.slot_bytes, slots = total, COPY_SLOTS if dataset is not None else 1
+        # With a copier: a ring of COPY_SLOTS slots, which the copier fills in turn and the uploads read.
+        self.slot_bytes, slots = total, COPY_SLOTS if dataset is not None or batches is not None else 1
+        self.steps_copied = 0
         total *= slots
         self.staging = mmap.mmap(-1, total)  # page-aligned, as the engine's shared staging is
         self.host = ctypes.addressof(ctypes.c_char.from_buffer(self.staging))
@@ -110,11 +164,21 @@ class DriverCalls:
             (ctypes.c_size_t * n)(*component_bytes),
         )
         self.c = _c_library()
+        self.python_copier = None
+        if batches is not None:
+            first = batches[0]
+            views = [
+                tuple(
+                    np.ndarray(a.shape, a.dtype, self.staging, j * self.slot_bytes + o) for a, o in zip(first, offsets)
+                )
+                for j in range(slots)
+            ]
+            self.python_copier = PythonCopier(batches, views)
         if dataset is not None:
             self._dataset = np.ascontiguousarray(dataset)  # read by the copier's thread until close()
-            batches = self._dataset.nbytes // component_bytes[0]
+            n_batches = self._dataset.nbytes // component_bytes[0]
             if self.c.floor_copier_start(
-                self._dataset.ctypes.data, component_bytes[0], batches, self.host, slots, self.slot_bytes
+                self._dataset.ctypes.data, component_bytes[0], n_batches, self.host, slots, self.slot_bytes
             ):
                 self.close()
                 raise RuntimeError("step_floor: the host copy's thread did not start")
@@ -154,13 +218,23 @@ class DriverCalls:
     def before_step(self, calls):
         """The calls named (CALL_FLOORS' values) for one batch, in the context: one call into step_floor.c."""
         what = sum(_CALL_BITS[c] for c in calls if c != "record")
+        offset = 0
+        if any(c in _COPIES for c in calls):
+            offset = upload_slot(self.steps_copied, COPY_SLOTS) * self.slot_bytes
+            self.steps_copied += 1
+        if "python copy" in calls:
+            if self.python_copier is None:
+                raise RuntimeError("step_floor: a Python copy was asked for, and no batches were given")
+            self.python_copier.wake()
         rc = self.c.floor_calls(
-            self.ctx, self.compute, self.copy_stream, self.filled, self.consumed, *self.extents, what
+            self.ctx, self.compute, self.copy_stream, self.filled, self.consumed, *self.extents, offset, what
         )
         self._check("the calls before a step", rc)
 
     def close(self):
         self.c.floor_copier_stop()
+        if self.python_copier is not None:
+            self.python_copier.stop()
         cu = self.cu
         self._enter()
         try:
@@ -186,7 +260,7 @@ def _c_library():
         raise RuntimeError("step_floor: the CUDA driver lacks a function step_floor.c calls")
     handle = ctypes.c_void_p
     c.floor_calls.argtypes = [handle] * 5 + [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    c.floor_calls.argtypes += [ctypes.c_int]
+    c.floor_calls.argtypes += [ctypes.c_size_t, ctypes.c_int]
     c.floor_calls.restype = ctypes.c_int
     c.floor_copier_start.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
     c.floor_copier_start.argtypes += [ctypes.c_size_t, ctypes.c_size_t]

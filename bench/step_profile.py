@@ -34,7 +34,9 @@ speed moves between rounds moves both steps of a round together):
     dequeue's driver calls made before it by its own thread (a record; a
     query and a record; a wait and a record; those after the batch's
     upload; those with the dataset's next batch copied on the host beside
-    the step, as an array dataset's producer does), and with its batch
+    the step into the staging the uploads read, as an array dataset's
+    producer does, by a C thread; and by a Python thread, as a Python
+    iterable's Feeder does, GIL included), and with its batch
     sliced in the graph out of the whole dataset held in a shared variable:
     what the fed parts are held against
 
@@ -110,7 +112,9 @@ class Case:
         x, y, updates = step_floor.sliced_batch(self.data, self.labels, self.batch)
         self.sliced = reading(self.compile([], x, y, updates))
         if self.queue.on_gpu:
-            self.calls = step_floor.DriverCalls([a.nbytes for a in self.batches[0]], dataset=self.data)
+            self.calls = step_floor.DriverCalls(
+                [a.nbytes for a in self.batches[0]], dataset=self.data, batches=self.batches
+            )
 
     @property
     def label(self):

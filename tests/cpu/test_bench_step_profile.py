@@ -70,9 +70,10 @@ def test_floor_adds_the_sliced_step_and_times_it_on_the_host():
         "resident + wait, record",
         "resident + upload, wait, record",
         "resident + host copy, upload, wait, record",
+        "resident + Python copy, upload, wait, record",
         "resident, sliced",
     ]
-    assert list(rows)[-6:] == floors
+    assert list(rows)[-7:] == floors
     assert rows["resident, sliced"]["us/step"] > 0
     for name in floors[:-1]:
         assert rows[name]["us/step"] != rows[name]["us/step"]  # nan: no GPU
@@ -119,11 +120,13 @@ def test_each_floor_makes_the_calls_of_its_dequeue_in_order(floor_stand_in, tmp_
         log.write_text("")
         monkeypatch.setenv("FAKE_CUDA_LOG", str(log))
         what = sum(step_floor._CALL_BITS[c] for c in names if c != "record")
-        rc = floor_calls(ctx, compute, copy, filled, consumed, *extents, what)
+        rc = floor_calls(ctx, compute, copy, filled, consumed, *extents, 0, what)
         monkeypatch.delenv("FAKE_CUDA_LOG")
         return rc, log.read_text().split("\n")[:-1]
 
-    assert floor_calls(ctx, compute, copy, filled, consumed, *extents, step_floor._CALL_BITS["copy"]) == -1  # no copier
+    assert (
+        floor_calls(ctx, compute, copy, filled, consumed, *extents, 0, step_floor._CALL_BITS["copy"]) == -1
+    )  # no copier
     dataset, into = np.arange(48, dtype="float32"), np.zeros(16, "float32")
     assert c.floor_copier_start(dataset.ctypes.data, 64, 3, into.ctypes.data, 1, 64) == 0
     rc, (record,) = calls_of(["record"])
@@ -181,7 +184,8 @@ def test_the_host_copy_floor_writes_a_ring_of_slots_and_uploads_the_one_written_
     what = sum(step_floor._CALL_BITS[name] for name in ("copy", "upload", "wait"))
     try:
         for step in range(5):
-            assert c.floor_calls(ctx, compute, copy, filled, consumed, *extents, what) == 0
+            offset = step_floor.upload_slot(step, 3) * 64
+            assert c.floor_calls(ctx, compute, copy, filled, consumed, *extents, offset, what) == 0
             if step:  # the slot copied the step before: batch step - 1, in slot (step - 1) % 3
                 np.testing.assert_array_equal(uploaded, dataset[16 * (step - 1) : 16 * step])
             deadline = time.monotonic() + 10
@@ -191,6 +195,27 @@ def test_the_host_copy_floor_writes_a_ring_of_slots_and_uploads_the_one_written_
         assert c.floor_copier_stop() == 5
     # Batches 0, 1, 2, 3, 0 went into slots 0, 1, 2, 0, 1.
     np.testing.assert_array_equal(slots, np.concatenate([dataset[48:64], dataset[0:16], dataset[32:48]]))
+
+
+def test_the_python_copier_copies_the_batches_into_the_slots_in_turn_and_stops_after_the_last_asked():
+    """The Python copy floor's thread: one batch a wake, the batches cycled and the slots in turn, every
+    copy asked for made before stop() returns, and no thread left behind."""
+    import threading
+
+    import numpy as np
+
+    from bench import step_floor
+
+    batches = [(np.full(4, k, "float32"), np.full(2, 10 * k, "int32")) for k in range(4)]
+    slots = [(np.zeros(4, "float32"), np.zeros(2, "int32")) for _ in range(3)]
+    copier = step_floor.PythonCopier(batches, slots)
+    for _ in range(5):
+        copier.wake()
+    assert copier.stop() == 5
+    assert not any(t.name == "step_floor Python copier" for t in threading.enumerate())
+    # Batches 0, 1, 2, 3, 0 went into slots 0, 1, 2, 0, 1.
+    assert [int(x[0]) for x, _ in slots] == [3, 0, 2] and [int(y[0]) for _, y in slots] == [30, 0, 20]
+    assert step_floor.upload_slot(0, 3) == 2 and step_floor.upload_slot(4, 3) == 0  # never the slot being filled
 
 
 def test_the_floors_driver_calls_are_closed_when_a_round_fails(monkeypatch):
@@ -237,3 +262,26 @@ def test_each_part_is_also_held_against_the_resident_step_of_its_own_round(monke
     assert rows["array"]["x resident, paired"] == 1.5  # the median of 2.0, 1.0, 1.5
     assert rows["array"]["spread"] == 0.5  # its quartiles: 1.25 and 1.75
     assert "x resident, paired" in step_profile.table({**FAKE_RESULT, "rows": list(rows.values())})
+
+
+def test_scenario_19_reports_each_floor_per_shape_the_python_copy_included(monkeypatch):
+    """bench/run.py's small steps: per shape, the upload floor, the host copy floor and the Python copy floor
+    (a Python iterable's), in the result and, on a GPU, in the headline."""
+    import argparse
+
+    from bench import run, step_profile
+
+    def fake_profile(batch, cols, hidden, **kwargs):
+        parts = {"array": 1.2, "held": 1.1, "iterable": 1.3, "resident + upload, wait, record": 1.01}
+        parts.update({"resident + host copy, upload, wait, record": 1.02})
+        parts.update({"resident + Python copy, upload, wait, record": 1.03})
+        rows = [{"part": p, "x resident": x} for p, x in parts.items()]
+        return {"shape": "%dx%d" % (batch, cols), "rows": rows, "producer us/batch": {}}
+
+    monkeypatch.setattr(step_profile, "profile", fake_profile)
+    monkeypatch.setattr(run, "torch_small_steps", lambda b, shapes, steps, rounds: {"prefetched": {}})
+    result = run.small_steps(argparse.Namespace(on_gpu=True, quick=True))
+    assert result["Python copy floor"] == {"256x784": 1.03, "500x784": 1.03}
+    assert result["host copy floor"] == {"256x784": 1.02, "500x784": 1.02}
+    assert result["upload floor"] == {"256x784": 1.01, "500x784": 1.01}
+    assert "with a Python copy beside: 256x784 1.030" in result["headline"]
