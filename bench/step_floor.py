@@ -43,6 +43,7 @@ import ctypes
 import itertools
 import mmap
 import os
+import queue
 import subprocess
 import tempfile
 import threading
@@ -89,18 +90,20 @@ class PythonCopier:
 
     def __init__(self, batches, slots):
         self._batches, self._slots = itertools.cycle(batches), slots
-        self._wakes = threading.Semaphore(0)
+        # A C queue: a wake costs the step's thread one call, not a Python Condition's lines (as the Feeder's
+        # own wait for room is in C).
+        self._wakes = queue.SimpleQueue()
         self.asked = self.made = 0
         self._thread = threading.Thread(target=self._run, name="step_floor Python copier", daemon=True)
         self._thread.start()
 
     def wake(self):
         self.asked += 1
-        self._wakes.release()
+        self._wakes.put(None)
 
     def _run(self):
         while True:
-            self._wakes.acquire()
+            self._wakes.get()
             if self.made == self.asked:
                 return  # stop()'s wake, after every copy asked for
             for into, component in zip(self._slots[self.made % len(self._slots)], next(self._batches)):
@@ -110,7 +113,7 @@ class PythonCopier:
     def stop(self):
         """Stops the thread once every copy asked for is made; how many it made."""
         if self._thread.is_alive():
-            self._wakes.release()
+            self._wakes.put(None)
             self._thread.join()
         return self.made
 
