@@ -273,9 +273,10 @@ def test_scenario_19_reports_each_floor_per_shape_the_python_copy_included(monke
 
     def fake_profile(batch, cols, hidden, **kwargs):
         parts = {"array": 1.2, "held": 1.1, "iterable": 1.3, "resident + upload, wait, record": 1.01}
-        parts.update({"resident + host copy, upload, wait, record": 1.02})
+        parts.update({"resident + host copy, upload, wait, record": 1.02, "resident, sliced": 1.04})
         parts.update({"resident + Python copy, upload, wait, record": 1.03})
-        rows = [{"part": p, "x resident": x} for p, x in parts.items()]
+        # The best rounds' ratios are not what is reported: the paired medians are.
+        rows = [{"part": p, "x resident": x - 0.5, "x resident, paired": x} for p, x in parts.items()]
         return {"shape": "%dx%d" % (batch, cols), "rows": rows, "producer us/batch": {}}
 
     monkeypatch.setattr(step_profile, "profile", fake_profile)
@@ -285,3 +286,29 @@ def test_scenario_19_reports_each_floor_per_shape_the_python_copy_included(monke
     assert result["host copy floor"] == {"256x784": 1.02, "500x784": 1.02}
     assert result["upload floor"] == {"256x784": 1.01, "500x784": 1.01}
     assert "with a Python copy beside: 256x784 1.030" in result["headline"]
+    assert result["ratios"]["256x784 array"] == 1.2
+    # Each fed part over its own kind's floor: the host copy's, the sliced step's, the Python copy's.
+    over = result["over its floor"]
+    assert over["256x784 array"] == pytest.approx(1.2 / 1.02) and over["500x784 held"] == pytest.approx(1.1 / 1.04)
+    assert over["256x784 iterable"] == pytest.approx(1.3 / 1.03)
+    assert "over its floor" in result["headline"]
+
+
+def test_scenario_19_leaves_out_a_floor_it_could_not_measure(monkeypatch):
+    """On the CPU the driver calls' floors are nan: no part is held against them (held has none either)."""
+    import argparse
+
+    from bench import run, step_profile
+
+    nan = float("nan")
+
+    def fake_profile(batch, cols, hidden, **kwargs):
+        parts = {"array": 1.2, "held": nan, "iterable": 1.3, "resident, sliced": 1.04}
+        parts.update({key: nan for key in run.SMALL_STEP_FLOORS.values()})
+        rows = [{"part": p, "x resident": x, "x resident, paired": x} for p, x in parts.items()]
+        return {"shape": "%dx%d" % (batch, cols), "rows": rows, "producer us/batch": {}}
+
+    monkeypatch.setattr(step_profile, "profile", fake_profile)
+    result = run.small_steps(argparse.Namespace(on_gpu=False, quick=True))
+    assert result["over its floor"] == {}
+    assert set(result["ratios"]) == {"256x784 array", "256x784 iterable", "500x784 array", "500x784 iterable"}
