@@ -188,17 +188,9 @@ class DriverCalls:
 
     def _context_of(self, gpu_context):
         """libgpuarray's CUcontext: current only between its cuda_enter and cuda_exit."""
-        for name in ("libgpuarray.so.3", "libgpuarray.so"):
-            try:
-                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-                break
-            except OSError:
-                continue
-        else:
-            raise RuntimeError("step_floor: libgpuarray is not loaded (is Theano on a GPU?)")
-        lib.gpuarray_get_extension.argtypes, lib.gpuarray_get_extension.restype = [ctypes.c_char_p], ctypes.c_void_p
-        enter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lib.gpuarray_get_extension(b"cuda_enter"))
-        leave = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lib.gpuarray_get_extension(b"cuda_exit"))
+        from theano_queue.tools.probe import gpuarray_enter_exit
+
+        enter, leave = gpuarray_enter_exit()
         ctx = ctypes.c_void_p()
         enter(gpu_context)
         try:

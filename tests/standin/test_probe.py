@@ -97,6 +97,18 @@ def test_a_theano_context_name_must_be_one():
         probe.theano_device("no_such_context")
 
 
+def test_libgpuarray_is_only_asked_once_it_is_loaded():
+    """gpuarray_enter_exit (theano_device's, and bench/step_floor.py's) never loads libgpuarray itself: in a
+    process that has not (no Theano on a GPU) it says so."""
+    code = (
+        "from theano_queue.tools import probe\n"
+        "try:\n    probe.gpuarray_enter_exit()\n"
+        "except probe.CudaError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "probe: libgpuarray is not loaded (is Theano on a GPU?)" in out
+
+
 def engine_driver_list():
     """{field: (symbol, number of parameters)} of the engine's driver binding (c_code/engine/cuda/tq_cuda_driver.h)."""
     with open(os.path.join(c_code_dir(), "engine", "cuda", "tq_cuda_driver.h")) as f:

@@ -190,19 +190,7 @@ def theano_device(context_name: Optional[str] = None) -> int:
         )
     from theano.gpuarray.type import get_context
 
-    libgpuarray = None
-    for name in ("libgpuarray.so.3", "libgpuarray.so"):
-        try:
-            libgpuarray = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
-            break
-        except OSError:
-            continue
-    if libgpuarray is None:
-        raise _cuda_error("probe: libgpuarray is not loaded")
-    get_extension = libgpuarray.gpuarray_get_extension
-    get_extension.argtypes, get_extension.restype = [ctypes.c_char_p], _c_void
-    enter = ctypes.CFUNCTYPE(None, _c_void)(get_extension(b"cuda_enter"))
-    leave = ctypes.CFUNCTYPE(None, _c_void)(get_extension(b"cuda_exit"))
+    enter, leave = gpuarray_enter_exit()
     ptr, device = get_context(context_name).ptr, _c_int()
     cu = driver()
     enter(ptr)
@@ -211,6 +199,25 @@ def theano_device(context_name: Optional[str] = None) -> int:
     finally:
         leave(ptr)
     return device.value
+
+
+def gpuarray_enter_exit():
+    """libgpuarray's ``cuda_enter`` and ``cuda_exit``, as functions of a pygpu context's ``ptr``: between
+    the two, that context's CUDA context is current on this thread (libgpuarray shows it no other way)."""
+    libgpuarray = None
+    for name in ("libgpuarray.so.3", "libgpuarray.so"):
+        try:
+            libgpuarray = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+            break
+        except OSError:
+            continue
+    if libgpuarray is None:
+        raise _cuda_error("probe: libgpuarray is not loaded (is Theano on a GPU?)")
+    get_extension = libgpuarray.gpuarray_get_extension
+    get_extension.argtypes, get_extension.restype = [ctypes.c_char_p], _c_void
+    enter = ctypes.CFUNCTYPE(None, _c_void)(get_extension(b"cuda_enter"))
+    leave = ctypes.CFUNCTYPE(None, _c_void)(get_extension(b"cuda_exit"))
+    return enter, leave
 
 
 def _device_of(context_name, device):
