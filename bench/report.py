@@ -84,7 +84,7 @@ QUOTED = [
         "small_step_array",
         19,
         "a 256x784 MLP step fed by an array dataset, against the step on resident data",
-        lambda s: "%.2f x" % _row(s, step="256x784", part="array")["x resident"],
+        lambda s: "%.2f x" % s["ratios"]["256x784 array"],
     ),
     (
         "held_gather",

@@ -40,3 +40,12 @@ def test_a_cost_within_the_noise_is_a_spread_not_a_negative_cost():
     assert cost([-38.0, 4.0, 12.5]) == "no cost above the noise (rounds -38.0 to +12.5 %)"
     assert cost([-50.0, -20.0, -1.0]) == "no cost above the noise (rounds -50.0 to -1.0 %)"
     assert cost([0.4, 1.5, 0.9]) == "+0.90 % (rounds +0.4 to +1.5 %)"
+
+
+def test_the_quoted_small_step_figure_is_the_scenarios_own_ratio():
+    """Scenario 19's headline ratio (since 36f8812 the median of each round's ratio to its own resident step) is
+    what the guides quote, not its rows' best round."""
+    report = report_module()
+    rows = [{"step": "256x784", "part": "array", "x resident": 1.02, "x resident, paired": 1.11}]
+    run = {"scenarios": [{"number": 19, "rows": rows, "ratios": {"256x784 array": 1.11}}]}
+    assert report.quoted(run)["small_step_array"] == "1.11 x"
