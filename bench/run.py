@@ -221,9 +221,9 @@ SMALL_STEP_FLOORS = {
 #: Each fed part's own floor: a producer of its kind beside the resident step with no queue (held: the
 #: dataset sliced in the graph, the Theano idiom that a held dataset replaces).
 PART_FLOORS = {
-    "array": "resident + host copy, upload, wait, record",
+    "array": SMALL_STEP_FLOORS["host copy floor"],
     "held": "resident, sliced",
-    "iterable": "resident + Python copy, upload, wait, record",
+    "iterable": SMALL_STEP_FLOORS["Python copy floor"],
 }
 
 
