@@ -17,9 +17,10 @@ INTRO = """\
 Benchmarks
 ==========
 
-Every figure on this page comes from one run of ``bench/run.py``, which
-measures each scenario side by side in that run and reports ratios; the machine
-it ran on and the command are below.  Regenerate with ``make bench`` (on a
+Every figure on this page comes from ``bench/run.py``, which measures each
+scenario side by side in its run and reports ratios; the machine it ran on and
+the commands are below (one run, or several runs on that machine joined into
+one record by ``bench/run.py --join``).  Regenerate with ``make bench`` (on a
 machine where Theano runs on the GPU; the GPU scenarios are skipped elsewhere)
 and re-render with ``python bench/report.py doc/bench/results.json``.
 
@@ -250,7 +251,13 @@ def render(run):
     parts = [
         INTRO,
         "Measured on %s, %s, Theano device ``%s``, %d host copy threads, with::\n\n   %s\n\n"
-        % (run["machine"], run["date"], run["device"], run["copy_threads"], shown_command(run["command"])),
+        % (
+            run["machine"],
+            run["date"],
+            run["device"],
+            run["copy_threads"],
+            "\n   ".join(shown_command(c) for c in run["command"].splitlines()),  # a joined record's: one a line
+        ),
     ]
     for extra in run.get("merged", []):  # scenarios re-run later (bench/run.py --only N --merge)
         parts.append(

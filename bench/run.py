@@ -12,8 +12,11 @@
     python bench/run.py --only 22 --merge    # an array dataset held in GPU memory (bench/held_bench.py)
     python bench/run.py --only 26 --merge    # cast and strided array datasets (bench/layouts_bench.py)
     python bench/run.py --only 32 --merge    # Lasagne's MNIST MLP against its own loop (bench/lasagne_mlp.py)
-    python bench/run.py --only 31 --merge    # Keras's MLP from the queue against its own fit (bench/keras_bench.py)
+    python bench/run.py --only 33 --merge    # Keras's MLP from the queue against its own fit (bench/keras_bench.py)
     python bench/run.py --only 44 --merge    # auto against a sweep of fixed settings (bench/auto_bench.py)
+    python bench/run.py --only 1,2,3 --out a.json --no-report   # a record measured over several calls of one
+    python bench/run.py --only 4,5 --out b.json --no-report     # machine, joined into doc/bench/results.json
+    python bench/run.py --join a.json b.json
 
 Every scenario is measured in this one run and reported as ratios of numbers
 measured side by side.  The results go to doc/bench/results.json; the table and
@@ -46,6 +49,7 @@ import theano
 
 import theano_queue as tq
 from bench.common import cycle, mlp_train_step, reading, run_torch_peer, time_steps
+from bench.record import joined, merged, write_record
 from bench.scenario import Bench, scenario
 from bench.transfer_scenarios import (
     balanced,
@@ -498,6 +502,21 @@ SCENARIOS = [
 ]
 
 
+def chosen(only):
+    """The scenarios ``--only`` runs (every one when it names none): those it names (3 names 3.5 too) and
+    those whose results they read, in the run's order."""
+    if not only:
+        return list(SCENARIOS)
+    by_number = {fn.number: fn for fn in SCENARIOS}
+    wanted, todo = set(), [fn.number for fn in SCENARIOS if fn.number in only or int(fn.number) in only]
+    while todo:
+        number = todo.pop()
+        if number not in wanted:
+            wanted.add(number)
+            todo += by_number[number].needs
+    return [fn for fn in SCENARIOS if fn.number in wanted]
+
+
 def machine_name():
     """The processor, its cores and the GPUs, as this machine reports them."""
     try:
@@ -519,19 +538,6 @@ def machine_name():
     return "%s (%d cores), %s" % (cpu, os.cpu_count(), ", ".join(gpus) or "no GPU")
 
 
-def merged(path, run):
-    """The results in path with this run's scenarios in place of theirs (and added), in scenario order."""
-    with open(path) as f:
-        old = json.load(f)
-    fresh = {s["number"]: s for s in run["scenarios"]}
-    kept = [s for s in old["scenarios"] if s["number"] not in fresh]
-    old["scenarios"] = sorted(kept + list(fresh.values()), key=lambda s: float(s["number"]))
-    old.setdefault("merged", []).append(
-        {"command": run["command"], "date": run["date"], "machine": run["machine"], "scenarios": sorted(fresh)}
-    )
-    return old
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test, not figures")
@@ -542,7 +548,17 @@ def main(argv=None):
     parser.add_argument(
         "--merge", action="store_true", help="keep the other scenarios of the existing results file (with --only)"
     )
+    parser.add_argument(
+        "--join",
+        nargs="+",
+        metavar="PART",
+        help="write one record (--out) of these results files of one machine, run no scenario",
+    )
     args = parser.parse_args(argv)
+    if args.join:
+        run = joined(args.join)
+        write_record(run, args.out, report=not args.no_report)
+        return run
     only = {float(n) for n in args.only.split(",") if n}
 
     b = Bench(args)
@@ -554,9 +570,7 @@ def main(argv=None):
         "copy_threads": _engine.copy_threads(),
         "scenarios": [],
     }
-    for fn in SCENARIOS:
-        if only and fn.number not in only and int(fn.number) not in only:
-            continue
+    for fn in chosen(only):
         entry = {"number": fn.number, "title": fn.title}
         if fn.needs_gpu and not b.on_gpu:
             entry["skipped"] = "needs Theano on a GPU"
@@ -572,16 +586,9 @@ def main(argv=None):
             "[%s] %s: %s" % (fn.number, fn.title, entry.get("headline") or entry.get("skipped") or entry.get("error")),
             flush=True,
         )
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
     if args.merge and os.path.exists(args.out):
         run = merged(args.out, run)
-    with open(args.out, "w") as f:
-        json.dump(run, f, indent=1)
-    print("wrote", args.out)
-    if not args.no_report:
-        from bench import report
-
-        report.main([args.out])
+    write_record(run, args.out, report=not args.no_report)
     return run
 
 

@@ -29,9 +29,11 @@ class Bench:
         return max(least, int(total * MiB / nbytes))
 
 
-def scenario(number, title, needs_gpu=True):
+def scenario(number, title, needs_gpu=True, needs=()):
+    """Declares scenario ``number``; ``needs``: the scenarios whose results (on Bench) it reads, run with it."""
+
     def register(fn):
-        fn.number, fn.title, fn.needs_gpu = number, title, needs_gpu
+        fn.number, fn.title, fn.needs_gpu, fn.needs = number, title, needs_gpu, tuple(needs)
         return fn
 
     return register

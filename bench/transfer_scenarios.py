@@ -66,7 +66,7 @@ def limit(b):
 # ---- 2 -------------------------------------------------------------------------------
 
 
-@scenario(2, "Transfer-bound: effective bandwidth through the queue")
+@scenario(2, "Transfer-bound: effective bandwidth through the queue", needs=(1,))
 def transfer_bound(b):
     rows_out = []
     for mib in b.sizes_mib():
@@ -89,7 +89,7 @@ def transfer_bound(b):
 # ---- 3 -------------------------------------------------------------------------------
 
 
-@scenario(3, "Balanced: compute about equal to transfer, and the baselines")
+@scenario(3, "Balanced: compute about equal to transfer, and the baselines", needs=(1,))
 def balanced(b):
     rows, cols = (2048, 4096) if b.quick else (8192, 4096)
     nbytes = rows * cols * 4
@@ -171,7 +171,7 @@ def balanced(b):
     }
 
 
-@scenario(3.5, "Balanced: 3-layer MLP training step on 128 MiB batches")
+@scenario(3.5, "Balanced: 3-layer MLP training step on 128 MiB batches", needs=(1,))
 def mlp(b):
     rows, cols, hidden = (2048, 4096, 1024) if b.quick else (8192, 4096, 1024)
     nbytes = rows * cols * 4
@@ -347,7 +347,7 @@ def cpu_target(b):
 # ---- 6 -------------------------------------------------------------------------------
 
 
-@scenario(6, "Peer: PyTorch DataLoader(pin_memory=True) with a CUDA-stream prefetcher")
+@scenario(6, "Peer: PyTorch DataLoader(pin_memory=True) with a CUDA-stream prefetcher", needs=(3,))
 def peer(b):
     args = ["--sizes", ",".join(map(str, b.sizes_mib()))]
     args += ["--balanced", "%d,%d,%d" % (b.balanced["rows"], b.balanced["cols"], b.balanced["width"])]
