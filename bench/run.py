@@ -14,8 +14,8 @@
     python bench/run.py --only 32 --merge    # Lasagne's MNIST MLP against its own loop (bench/lasagne_mlp.py)
     python bench/run.py --only 33 --merge    # Keras's MLP from the queue against its own fit (bench/keras_bench.py)
     python bench/run.py --only 44 --merge    # auto against a sweep of fixed settings (bench/auto_bench.py)
-    python bench/run.py --only 1,2,3 --out a.json --no-report   # a record measured over several calls of one
-    python bench/run.py --only 4,5 --out b.json --no-report     # machine, joined into doc/bench/results.json
+    bash scripts/gpu_record.sh a 1,2,3,3.5,6 4 5    # a record measured over several calls of one machine
+    bash scripts/gpu_record.sh b 19 20              # (each call a part), joined into doc/bench/results.json:
     python bench/run.py --join a.json b.json
 
 Every scenario is measured in this one run and reported as ratios of numbers
