@@ -22,9 +22,13 @@ held       the same, the arrays held in GPU memory (``device=True``: gathered th
 held-copy  the same, each batch gathered by the Feeder on the queue's copy stream instead
            (``_engine.set_held_gather_in_step(0)``: how every held batch was gathered before)
 generator  the generator alone: ``next()``, no step (its numpy gather holds the GIL throughout)
+generator beside
+           the fed part's floor, no theano_queue in it: the resident step, each taking a batch (and dropping
+           it) from a ``queue.Queue`` of the ring's capacity that a plain thread fills from the generator
 
 and the ratios the issue asks for: fed / given (<= 1: never slower than the
-loop it replaces), fed / prefilled (<= 1.05) and each against resident: the
+loop it replaces), fed / prefilled (<= 1.05), fed / generator beside (the
+fed part over its floor) and each against resident: the
 median over rounds of the part's run over a resident run just before it,
 with the spread of those ratios (largest over smallest).  The
 fed part's ``Feeder.stats()`` says where the Feeder's thread spent its time
@@ -40,8 +44,10 @@ if __name__ == "__main__" and "--cpu" in __import__("sys").argv:
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import queue  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -52,11 +58,31 @@ import theano_queue as tq  # noqa: E402
 from bench.common import busy_wait, mlp_train_step, reading, time_steps  # noqa: E402
 from theano_queue import _engine  # noqa: E402
 
-PARTS = ("resident", "given", "fed", "fed-nohand", "prefilled", "array", "held", "held-copy", "generator")
+PARTS = (
+    "resident",
+    "given",
+    "fed",
+    "fed-nohand",
+    "prefilled",
+    "array",
+    "held",
+    "held-copy",
+    "generator",
+    "generator beside",
+)
 #: The parts set against resident: each of their runs follows a resident run of its own.  A small step's
 #: own time moves by up to 1.5 x from one run to the next on the H200 (its host side: the launches), and a
 #: ratio of two runs far apart measured the machine's drift as much as the part.
-PAIRED = ("fed", "prefilled", "array", "held", "held-copy")
+PAIRED = ("fed", "prefilled", "array", "held", "held-copy", "generator beside")
+#: The ratios bench/run.py's scenario 20 puts in its headline, each at every step size.
+HEADLINE = (
+    "fed / given",
+    "prefilled / resident",
+    "held / resident",
+    "array / resident",
+    "fed / resident",
+    "fed / generator beside",
+)
 BATCH, COLS = 500, 784
 WIDTHS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
@@ -109,6 +135,8 @@ class Step:
         if part == "generator":
             batches = forever(self.data, self.labels, BATCH)
             return time_steps(lambda: next(batches), steps)
+        if part == "generator beside":
+            return self.beside_generator(steps)
         if part in ("held", "held-copy") and not self.queue.on_gpu:
             return float("nan")  # device=True holds the arrays in GPU memory: a host queue has none
         if part in ("fed", "fed-nohand"):
@@ -139,6 +167,37 @@ class Step:
         self.queue.close(cancel_pending=True)
         self.queue.reopen()
         return seconds
+
+    def beside_generator(self, steps, batches=None):
+        """Seconds per resident step, each taking one batch from a ``queue.Queue`` of the ring's capacity that
+        a plain thread fills from the generator (``batches``, else the example's): a generator Feeder's floor
+        with no theano_queue in it, the GIL that the generator holds and a ring's pacing included."""
+        batches = forever(self.data, self.labels, BATCH) if batches is None else batches
+        ready, stop = queue.Queue(maxsize=self.queue.capacity), threading.Event()
+
+        def draw():
+            for batch in batches:
+                while not stop.is_set():
+                    try:
+                        ready.put(batch, timeout=0.05)  # a timeout: the thread sees stop while the ring is full
+                        break
+                    except queue.Full:
+                        pass
+                if stop.is_set():
+                    return
+
+        thread = threading.Thread(target=draw, name="generator beside", daemon=True)
+        thread.start()
+
+        def step():
+            ready.get()
+            return self.resident()
+
+        try:
+            return time_steps(step, steps)
+        finally:
+            stop.set()
+            thread.join()
 
     def prefilled(self, steps):
         """Steps whose elements were all put before the timing starts, in runs of the big queue's capacity."""
@@ -192,6 +251,8 @@ def profile(target_s, data, labels, steps, rounds, capacity=3, log=None):
         "fed / given": median["fed"] / median["given"],
         "fed-nohand / given": median["fed-nohand"] / median["given"],
         "fed / prefilled": median["fed"] / median["prefilled"],
+        # The fed part over its floor, each as the median of its rounds over their own resident runs.
+        "fed / generator beside": statistics.median(paired["fed"]) / statistics.median(paired["generator beside"]),
         "given / resident": median["given"] / median["resident"],
         # Against resident: the median of each round's part over the resident run just before it.
         **{"%s / resident" % p: statistics.median(paired[p]) for p in PAIRED},

@@ -320,8 +320,6 @@ def torch_small_steps(b, shapes, steps, rounds):
 
 # ---- 20: the user's own generator (bench/generator_step.py) ----------------------------------
 
-HEADLINE_20 = ("fed / given", "prefilled / resident", "held / resident", "array / resident", "fed / resident")
-
 
 @scenario(
     20,
@@ -361,7 +359,8 @@ def generator_steps(b):
         and smallest["fed / resident"] <= 1.15
         and smallest["array / resident"] <= 1.15,
         "headline": "; ".join(
-            "%s: %s" % (ratio, ", ".join("%.3f" % r["ratios"][ratio] for r in results)) for ratio in HEADLINE_20
+            "%s: %s" % (ratio, ", ".join("%.3f" % r["ratios"][ratio] for r in results))
+            for ratio in generator_step.HEADLINE
         ),
     }
 
