@@ -49,3 +49,26 @@ def test_the_quoted_small_step_figure_is_the_scenarios_own_ratio():
     rows = [{"step": "256x784", "part": "array", "x resident": 1.02, "x resident, paired": 1.11}]
     run = {"scenarios": [{"number": 19, "rows": rows, "ratios": {"256x784 array": 1.11}}]}
     assert report.quoted(run)["small_step_array"] == "1.11 x"
+
+
+def test_no_ratio_on_the_benchmarks_page_is_rounded_to_zero():
+    """Scenario 13's lent dequeue is 0.0012 x the copying function: the page said "0.00 x", which reads as broken."""
+    with open(os.path.join(ROOT, "doc", "benchmarks.rst")) as f:
+        page = f.read()
+    assert not re.findall(r"(?<![\d.])0\.0+ x\b", page)
+
+
+def test_the_handoff_headline_keeps_the_figures_of_a_ratio_far_under_one(monkeypatch):
+    import numpy as np
+
+    from bench import arrays_bench
+
+    class Quick:
+        quick = True
+        rng = np.random.default_rng(0)
+
+    # fed and given seconds, x.sum() then x returned: the recorded run's figures
+    seconds = iter([0.0155, 0.0166, 0.0000204, 0.0171])
+    monkeypatch.setattr(arrays_bench, "best_of", lambda measure: next(seconds))
+    headline = arrays_bench.cpu_handoff(Quick())["headline"]
+    assert headline.endswith(", 0.00119 x (x returned)"), headline
