@@ -261,8 +261,9 @@ def render(run):
     ]
     for extra in run.get("merged", []):  # scenarios re-run later (bench/run.py --only N --merge)
         parts.append(
-            "Scenarios %s measured on %s, %s, with::\n\n   %s\n\n"
+            "Scenario%s %s measured on %s, %s, with::\n\n   %s\n\n"
             % (
+                "s" if len(extra["scenarios"]) > 1 else "",
                 ", ".join(fmt(n) for n in extra["scenarios"]),
                 extra["machine"],
                 extra["date"],

@@ -72,3 +72,13 @@ def test_the_handoff_headline_keeps_the_figures_of_a_ratio_far_under_one(monkeyp
     monkeypatch.setattr(arrays_bench, "best_of", lambda measure: next(seconds))
     headline = arrays_bench.cpu_handoff(Quick())["headline"]
     assert headline.endswith(", 0.00119 x (x returned)"), headline
+
+
+def test_a_merge_of_one_scenario_names_it_in_the_singular(monkeypatch):
+    report = report_module()
+    monkeypatch.setattr(report, "chart", lambda run, path: True)
+    with open(os.path.join(ROOT, "doc", "bench", "results.json")) as f:
+        run = json.load(f)
+    run["merged"] = [{"command": "python bench/run.py --only 20 --merge", "date": "d", "machine": "m", "scenarios": [20]}]
+    page = report.render(run)
+    assert "Scenario 20 measured on m, d, with::" in page
