@@ -79,6 +79,7 @@ def test_a_merge_of_one_scenario_names_it_in_the_singular(monkeypatch):
     monkeypatch.setattr(report, "chart", lambda run, path: True)
     with open(os.path.join(ROOT, "doc", "bench", "results.json")) as f:
         run = json.load(f)
-    run["merged"] = [{"command": "python bench/run.py --only 20 --merge", "date": "d", "machine": "m", "scenarios": [20]}]
+    merge = {"command": "python bench/run.py --only 20 --merge", "date": "d", "machine": "m", "scenarios": [20]}
+    run["merged"] = [merge]
     page = report.render(run)
     assert "Scenario 20 measured on m, d, with::" in page
